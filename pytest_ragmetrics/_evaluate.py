@@ -1,0 +1,109 @@
+"""Score many rankings at once: the library call behind the CLI and the plugin.
+
+:func:`score_query` is the one place where a ranking becomes numbers (id mapping,
+dedup, judging, every measure); :func:`evaluate` loops it over a run and
+aggregates. Aggregates are plain means over the scored queries, summed with
+``math.fsum`` so that they do not depend on query order (serial and xdist runs
+agree to the last bit).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Iterable, Mapping, Sequence
+
+from ._measures import MeasurementConfig
+from ._metrics import document_ranking, ideal_grades, judge, score
+
+__all__ = ["Evaluation", "score_query", "evaluate", "mean_metrics"]
+
+
+def score_query(
+    ranked_ids: Sequence[str],
+    judgments: Mapping[str, int],
+    config: MeasurementConfig,
+    ideal: Sequence[int] | None = None,
+) -> tuple[list[str], dict[str, float] | None]:
+    """Map, dedup and score one ranking.
+
+    Returns the document ranking that was judged and the metrics, or ``None``
+    for the metrics when the query has no relevant document at the configured level.
+    """
+    docs = document_ranking(ranked_ids, config.id_separator)
+    judged = judge(docs, judgments, config.relevance_level, config.depth, ideal)
+    return docs, score(judged, config.measures, config.gain)
+
+
+def mean_metrics(per_query: Iterable[Mapping[str, float]], metrics: Sequence[str]) -> dict[str, float]:
+    """Mean of each metric over the given per-query results (empty input gives {})."""
+    rows = list(per_query)
+    if not rows:
+        return {}
+    return {m: math.fsum(r[m] for r in rows) / len(rows) for m in metrics}
+
+
+@dataclass
+class Evaluation:
+    """Per-query metrics of a run, and what could not be scored.
+
+    - ``per_query``: scored queries only, in qrels order.
+    - ``unscorable``: judged queries with no relevant document (left out of means).
+    - ``missing``: judged queries absent from the run; scored as empty rankings
+      (all metrics 0) unless ``evaluate(..., missing="skip")`` left them out.
+    - ``short``: queries whose ranking held fewer documents than the deepest
+      cutoff, with how many it held (recall@k cannot reach its potential there).
+    """
+
+    config: MeasurementConfig
+    per_query: dict[str, dict[str, float]] = field(default_factory=dict)
+    unscorable: list[str] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+    short: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def n(self) -> int:
+        return len(self.per_query)
+
+    @property
+    def aggregate(self) -> dict[str, float]:
+        return mean_metrics(self.per_query.values(), self.config.metric_names)
+
+    def to_dict(self) -> dict[str, object]:
+        return {"aggregate": self.aggregate, "per_query": self.per_query}
+
+
+def evaluate(
+    run: Mapping[str, Sequence[str]],
+    qrels: Mapping[str, Mapping[str, int]],
+    config: MeasurementConfig | None = None,
+    missing: str = "zero",
+) -> Evaluation:
+    """Score every judged query of ``run`` (ranked ids per query id).
+
+    Queries of the run that have no judgments are ignored, as trec_eval does.
+    ``missing="zero"`` (default) scores judged queries absent from the run as
+    empty rankings, so a query the system failed on counts against it;
+    ``missing="skip"`` leaves them out, as trec_eval does without ``-c``.
+    """
+    if missing not in ("zero", "skip"):
+        raise ValueError("missing must be 'zero' or 'skip'")
+    config = config or MeasurementConfig()
+    result = Evaluation(config)
+    depth = config.depth
+    empty: list[str] = []
+    for qid, judgments in qrels.items():
+        ranked = run.get(qid)
+        if ranked is None:
+            result.missing.append(qid)
+            if missing == "skip":
+                continue
+            ranked = empty
+        docs, metrics = score_query(ranked, judgments, config, ideal_grades(judgments))
+        if metrics is None:
+            result.unscorable.append(qid)
+            continue
+        result.per_query[qid] = metrics
+        if depth is not None and len(docs) < depth:
+            result.short[qid] = len(docs)
+    return result

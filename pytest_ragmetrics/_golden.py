@@ -1,0 +1,406 @@
+"""Golden sets: load, validate and hold questions with graded judgments.
+
+Three on-disk formats load into one model (:class:`GoldenSet` of :class:`Query`):
+
+- YAML list (one mapping per question): ``id``, ``question``, ``gold_chunks``
+  (a list of document ids, grade 1 each, or a mapping id -> grade), optional ``tags``.
+- JSONL, one question per line: ``qid``, ``query``, optional ``mode`` (becomes a
+  tag) and ``tags``, ``candidates: [{doc_id, chunk, rel, note}]``. A document's
+  grade is the highest ``rel`` among its candidates; ``rel: 0`` is a judged
+  non-relevant document.
+- A folder with ``queries.jsonl`` (``qid``/``query`` or BEIR's ``_id``/``text``)
+  and qrels (``qrels.tsv``, BEIR's ``qrels/test.tsv`` or a TREC qrels file), or the
+  path of a qrels file whose folder holds ``queries.jsonl``. Queries without any
+  judgment in the qrels are left out and listed in :attr:`GoldenSet.skipped`
+  (a BEIR queries file covers every split; its qrels only one).
+
+Validation happens before any retrieval and stops at the first problem with an
+:class:`~pytest_ragmetrics.InputError` naming the file, the record and the reason.
+Files are parsed, never executed: YAML goes through ``yaml.SafeLoader``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator, Mapping
+
+from ._errors import InputError
+
+__all__ = ["Query", "GoldenSet", "load_golden", "load_qrels", "read_text"]
+
+
+@dataclass(frozen=True)
+class Query:
+    """One golden question: its id, text, graded judgments (doc -> grade) and tags."""
+
+    qid: str
+    text: str
+    judgments: Mapping[str, int]
+    tags: tuple[str, ...] = ()
+
+    def n_relevant(self, relevance_level: int = 1) -> int:
+        return sum(1 for g in self.judgments.values() if g >= relevance_level)
+
+    def relevant(self, relevance_level: int = 1) -> list[str]:
+        """Relevant document ids, best grade first (ties by id), for reports."""
+        pairs = [(d, g) for d, g in self.judgments.items() if g >= relevance_level]
+        return [d for d, _ in sorted(pairs, key=lambda p: (-p[1], p[0]))]
+
+    def judgments_digest(self) -> str:
+        """A short hash of this query's text and judgments, to spot changed labels."""
+        payload = json.dumps([self.text, sorted(self.judgments.items())], ensure_ascii=False)
+        return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class GoldenSet:
+    """An ordered, validated collection of golden queries."""
+
+    source: str
+    queries: tuple[Query, ...]
+    skipped: tuple[str, ...] = field(default=())
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_by_id", {q.qid: q for q in self.queries})
+
+    def __len__(self) -> int:
+        return len(self.queries)
+
+    def __iter__(self) -> Iterator[Query]:
+        return iter(self.queries)
+
+    def __getitem__(self, qid: str) -> Query:
+        return self._by_id[qid]  # type: ignore[attr-defined,no-any-return]
+
+    def __contains__(self, qid: object) -> bool:
+        return qid in self._by_id  # type: ignore[attr-defined]
+
+    @property
+    def qrels(self) -> dict[str, dict[str, int]]:
+        return {q.qid: dict(q.judgments) for q in self.queries}
+
+    def unscorable(self, relevance_level: int = 1) -> list[str]:
+        """Queries with no document at or above the relevance level (never scored as 0)."""
+        return [q.qid for q in self.queries if q.n_relevant(relevance_level) == 0]
+
+    def tags(self) -> list[str]:
+        return sorted({t for q in self.queries for t in q.tags})
+
+    def subset(self, qids: list[str] | set[str]) -> "GoldenSet":
+        keep = set(qids)
+        return GoldenSet(self.source, tuple(q for q in self.queries if q.qid in keep), self.skipped)
+
+    def fingerprint(self) -> str:
+        """sha256 over every query's id, text and judgments (tags excluded: they do not
+        change a number, so retagging does not invalidate a baseline)."""
+        h = hashlib.sha256()
+        for q in sorted(self.queries, key=lambda q: q.qid):
+            h.update(json.dumps([q.qid, q.text, sorted(q.judgments.items())], ensure_ascii=False).encode())
+            h.update(b"\n")
+        return h.hexdigest()
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def read_text(path: Path) -> str:
+    """Read a UTF-8 file (a BOM is accepted); a decoding problem names the byte offset."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise InputError(str(path), None, "file not found") from None
+    except IsADirectoryError:
+        raise InputError(str(path), None, "is a directory, expected a file") from None
+    except OSError as exc:
+        raise InputError(str(path), None, f"cannot read: {exc.strerror or exc}") from None
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise InputError(
+            str(path), f"line {line}", f"not valid UTF-8 (byte offset {exc.start}); save the file as UTF-8"
+        ) from None
+
+
+def _check_id(value: Any, path: str, where: str, what: str) -> str:
+    if not isinstance(value, str):
+        raise InputError(path, where, f"{what} must be a string, got {type(value).__name__} {value!r} (quote it)")
+    if not value.strip():
+        raise InputError(path, where, f"{what} is empty")
+    return value
+
+
+def _check_grade(value: Any, path: str, where: str, doc: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InputError(path, where, f"grade of {doc!r} must be an integer >= 0, got {value!r}")
+    if value < 0:
+        raise InputError(path, where, f"grade of {doc!r} is {value}; grades must be integers >= 0 (0 = judged not relevant)")
+    return value
+
+
+def _check_tags(value: Any, path: str, where: str) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list):
+        raise InputError(path, where, f"tags must be a list of strings, got {type(value).__name__}")
+    tags: list[str] = []
+    for tag in value:
+        tags.append(_check_id(tag, path, where, "a tag"))
+    return tuple(dict.fromkeys(tags))
+
+
+def _finish(path: str, queries: list[tuple[Query, str]], skipped: tuple[str, ...] = ()) -> GoldenSet:
+    if not queries:
+        raise InputError(path, None, "the golden set holds no questions")
+    seen: dict[str, str] = {}
+    for query, where in queries:
+        if query.qid in seen:
+            raise InputError(path, where, f"duplicate query id {query.qid!r} (first at {seen[query.qid]})")
+        seen[query.qid] = where
+    return GoldenSet(path, tuple(q for q, _ in queries), skipped)
+
+
+# ---------------------------------------------------------------------------- YAML
+
+
+def _yaml_loader() -> type:
+    import yaml
+
+    class LineLoader(yaml.SafeLoader):
+        """SafeLoader that records each mapping's line and rejects duplicate keys."""
+
+    def construct_mapping(loader: Any, node: Any, deep: bool = False) -> dict[Any, Any]:
+        keys: set[Any] = set()
+        for key_node, _ in node.value:
+            key = loader.construct_object(key_node, deep=True)
+            if isinstance(key, (str, int)) and key in keys:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r}", key_node.start_mark
+                )
+            keys.add(key) if isinstance(key, (str, int)) else None
+        mapping = yaml.SafeLoader.construct_mapping(loader, node, deep=True)
+        mapping["__line__"] = node.start_mark.line + 1
+        return mapping
+
+    LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, construct_mapping)
+    return LineLoader
+
+
+def _load_yaml(path: Path) -> GoldenSet:
+    import yaml
+
+    name = str(path)
+    text = read_text(path)
+    try:
+        data = yaml.load(text, Loader=_yaml_loader())  # noqa: S506 - a SafeLoader subclass
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f"line {mark.line + 1}" if mark else None
+        raise InputError(name, where, f"invalid YAML: {exc.problem or exc}") from None
+    except yaml.YAMLError as exc:
+        raise InputError(name, None, f"invalid YAML: {exc}") from None
+    if data is None:
+        raise InputError(name, None, "the file is empty; expected a YAML list of questions")
+    if isinstance(data, dict) and isinstance(data.get("queries"), list):
+        data = data["queries"]
+    if not isinstance(data, list):
+        raise InputError(name, None, f"expected a YAML list of questions, got a {type(data).__name__}")
+    queries: list[tuple[Query, str]] = []
+    for number, record in enumerate(data, start=1):
+        if not isinstance(record, dict):
+            raise InputError(name, f"record {number}", f"expected a mapping with id, question, gold_chunks; got {record!r:.60}")
+        line = record.pop("__line__", None)
+        where = f"record {number} (line {line})"
+        for key in ("id", "question", "gold_chunks"):
+            if key not in record:
+                raise InputError(name, where, f"missing field {key!r}")
+        qid = _check_id(record["id"], name, where, "id")
+        where = f"record {number} (line {line}, id {qid!r})"
+        question = _check_id(record["question"], name, where, "question")
+        judgments = _yaml_gold(record["gold_chunks"], name, where)
+        tags = _check_tags(record.get("tags"), name, where)
+        queries.append((Query(qid, question, judgments, tags), where))
+    return _finish(name, queries)
+
+
+def _yaml_gold(gold: Any, path: str, where: str) -> dict[str, int]:
+    if isinstance(gold, dict):
+        gold.pop("__line__", None)
+        if not gold:
+            raise InputError(path, where, "gold_chunks is empty; a question needs at least one gold document")
+        return {
+            _check_id(doc, path, where, "a gold document id"): _check_grade(grade, path, where, str(doc))
+            for doc, grade in gold.items()
+        }
+    if isinstance(gold, list):
+        if not gold:
+            raise InputError(path, where, "gold_chunks is empty; a question needs at least one gold document")
+        judgments: dict[str, int] = {}
+        for doc in gold:
+            doc = _check_id(doc, path, where, "a gold document id")
+            if doc in judgments:
+                raise InputError(path, where, f"gold document {doc!r} is listed twice")
+            judgments[doc] = 1
+        return judgments
+    if gold is None:
+        raise InputError(path, where, "gold_chunks is empty; a question needs at least one gold document")
+    raise InputError(path, where, f"gold_chunks must be a list of ids or a mapping id -> grade, got {type(gold).__name__}")
+
+
+# ---------------------------------------------------------------------------- JSONL
+
+
+def _json_lines(path: Path) -> Iterator[tuple[int, Any]]:
+    for number, line in enumerate(read_text(path).splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            yield number, json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise InputError(str(path), f"line {number}", f"invalid JSON: {exc.msg} (column {exc.colno})") from None
+
+
+def _load_jsonl(path: Path) -> GoldenSet:
+    name = str(path)
+    queries: list[tuple[Query, str]] = []
+    for number, record in _json_lines(path):
+        where = f"line {number}"
+        if not isinstance(record, dict):
+            raise InputError(name, where, "expected a JSON object with qid, query, candidates")
+        for key in ("qid", "query", "candidates"):
+            if key not in record:
+                raise InputError(name, where, f"missing field {key!r}")
+        qid = _check_id(record["qid"], name, where, "qid")
+        where = f"line {number} (qid {qid!r})"
+        text = _check_id(record["query"], name, where, "query")
+        candidates = record["candidates"]
+        if not isinstance(candidates, list) or not candidates:
+            raise InputError(name, where, "candidates must be a non-empty list of {doc_id, rel}")
+        judgments: dict[str, int] = {}
+        for i, cand in enumerate(candidates, start=1):
+            if not isinstance(cand, dict) or "doc_id" not in cand:
+                raise InputError(name, where, f"candidate {i} must be an object with doc_id and rel")
+            doc = _check_id(cand["doc_id"], name, where, f"candidate {i} doc_id")
+            if cand.get("rel") is None:
+                raise InputError(name, where, f"candidate {i} ({doc!r}) has no rel: annotate it (0 = not relevant)")
+            grade = _check_grade(cand["rel"], name, where, doc)
+            judgments[doc] = max(grade, judgments.get(doc, 0))
+        tags = list(_check_tags(record.get("tags"), name, where))
+        if record.get("mode") is not None:
+            tags.insert(0, _check_id(record["mode"], name, where, "mode"))
+        queries.append((Query(qid, text, judgments, tuple(dict.fromkeys(tags))), where))
+    return _finish(name, queries)
+
+
+# -------------------------------------------------------------------- qrels + folders
+
+_HEADER_WORDS = {"qid", "query-id", "query_id", "query", "topic"}
+
+
+def load_qrels(path: str | Path) -> dict[str, dict[str, int]]:
+    """Read qrels: TREC (``qid iter doc grade``) or 3 columns (``qid doc grade``),
+    whitespace or tab separated, with an optional header line.
+
+    A repeated (query, document) pair or a non-integer grade is an error naming the line.
+    """
+    path = Path(path)
+    name = str(path)
+    qrels: dict[str, dict[str, int]] = {}
+    seen_at: dict[tuple[str, str], int] = {}
+    columns: int | None = None
+    for number, line in enumerate(read_text(path).splitlines(), start=1):
+        parts = line.split()
+        if not parts:
+            continue
+        if columns is None and number == 1 and parts[0].lower() in _HEADER_WORDS:
+            continue
+        if len(parts) not in (3, 4):
+            raise InputError(name, f"line {number}", f"expected 3 (qid doc grade) or 4 (qid iter doc grade) columns, got {len(parts)}")
+        if columns is None:
+            columns = len(parts)
+        elif len(parts) != columns:
+            raise InputError(name, f"line {number}", f"expected {columns} columns like the lines before, got {len(parts)}")
+        qid, doc, raw = (parts[0], parts[1], parts[2]) if columns == 3 else (parts[0], parts[2], parts[3])
+        try:
+            grade = int(raw)
+        except ValueError:
+            raise InputError(name, f"line {number}", f"grade {raw!r} is not an integer") from None
+        if grade < 0:
+            raise InputError(name, f"line {number}", f"grade {grade} of {doc!r}: grades must be integers >= 0 (0 = judged not relevant)")
+        key = (qid, doc)
+        if key in seen_at:
+            raise InputError(name, f"line {number}", f"query {qid!r}, document {doc!r} judged twice (first on line {seen_at[key]})")
+        seen_at[key] = number
+        qrels.setdefault(qid, {})[doc] = grade
+    if not qrels:
+        raise InputError(name, None, "no judgments found")
+    return qrels
+
+
+def _find_qrels(folder: Path) -> Path:
+    for candidate in ("qrels.tsv", "qrels/test.tsv", "qrels.txt", "qrels"):
+        p = folder / candidate
+        if p.is_file():
+            return p
+    raise InputError(str(folder), None, "no qrels found (looked for qrels.tsv, qrels/test.tsv, qrels.txt)")
+
+
+def _load_folder(folder: Path, qrels_path: Path | None = None) -> GoldenSet:
+    queries_path = folder / "queries.jsonl"
+    if not queries_path.is_file():
+        raise InputError(str(folder), None, "no queries.jsonl in this folder")
+    qrels_path = qrels_path or _find_qrels(folder)
+    qrels = load_qrels(qrels_path)
+    name = str(queries_path)
+    texts: dict[str, tuple[str, tuple[str, ...], int]] = {}
+    for number, record in _json_lines(queries_path):
+        where = f"line {number}"
+        if not isinstance(record, dict):
+            raise InputError(name, where, "expected a JSON object with qid and query")
+        raw_id = record.get("qid", record.get("_id"))
+        raw_text = record.get("query", record.get("text"))
+        if raw_id is None:
+            raise InputError(name, where, "missing field 'qid' (or BEIR '_id')")
+        if raw_text is None:
+            raise InputError(name, where, "missing field 'query' (or BEIR 'text')")
+        qid = _check_id(raw_id, name, where, "qid")
+        if qid in texts:
+            raise InputError(name, where, f"duplicate query id {qid!r} (first on line {texts[qid][2]})")
+        texts[qid] = (_check_id(raw_text, name, where, "query"), _check_tags(record.get("tags"), name, where), number)
+    unknown = [qid for qid in qrels if qid not in texts]
+    if unknown:
+        raise InputError(str(qrels_path), None, f"{len(unknown)} judged queries are not in {queries_path.name}, e.g. {unknown[0]!r}")
+    queries = [
+        (Query(qid, text, qrels[qid], tags), f"line {number}")
+        for qid, (text, tags, number) in texts.items()
+        if qid in qrels
+    ]
+    skipped = tuple(qid for qid in texts if qid not in qrels)
+    return _finish(str(folder), queries, skipped)
+
+
+def load_golden(path: str | Path) -> GoldenSet:
+    """Load a golden set from a YAML file, a JSONL file, a collection folder, or a
+    qrels file that sits next to a ``queries.jsonl``."""
+    path = Path(path)
+    if path.is_dir():
+        return _load_folder(path)
+    if not path.exists():
+        raise InputError(str(path), None, "file not found")
+    suffix = path.suffix.lower()
+    if suffix in (".yaml", ".yml"):
+        return _load_yaml(path)
+    if suffix in (".jsonl", ".ndjson"):
+        return _load_jsonl(path)
+    if (path.parent / "queries.jsonl").is_file():
+        return _load_folder(path.parent, path)
+    raise InputError(
+        str(path), None,
+        "unknown golden set format: use .yaml/.yml, .jsonl, a folder with queries.jsonl + qrels, "
+        "or a qrels file next to a queries.jsonl",
+    )

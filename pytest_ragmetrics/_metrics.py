@@ -1,0 +1,180 @@
+"""Metric kernels: pure functions over one ranking and its judgments.
+
+The scoring of a query happens in two steps. :func:`judge` walks the ranked
+document ids once and records where the judged documents sit; every measure is
+then a few arithmetic operations on that :class:`Judged` record, so adding a
+metric to a run costs almost nothing and all metrics agree on one reading of
+the ranking.
+
+Policies (the same everywhere in the package, and recorded in fingerprints):
+
+- Ranks are 1-based. The ranking is used in the order given; it is never re-sorted.
+- Repeated ids are the caller's business: :func:`document_ranking` maps chunk
+  ids to documents and drops repeats before anything is judged.
+- Unjudged documents have grade 0. Grades must be >= 0.
+- ``R`` is the number of judged documents with grade >= the relevance level.
+  A query with ``R == 0`` has no relevant document: it is not scored at all
+  (:func:`score` returns ``None``) rather than scored 0.
+- ``precision@k`` always divides by k, even if fewer than k came back.
+- nDCG's ideal ranking is made from all judged grades, sorted, cut at k.
+  Gains: ``exponential`` 2^g - 1 or ``linear`` g; discount 1/log2(rank + 1).
+"""
+
+from __future__ import annotations
+
+import math
+from bisect import bisect_right
+from functools import lru_cache
+from typing import Callable, Iterable, Mapping, Sequence
+
+from ._measures import Measure
+
+__all__ = ["Judged", "judge", "score", "document_ranking", "ideal_grades"]
+
+
+class Judged:
+    """Where a query's judged documents landed in one ranking.
+
+    ``graded``: (0-based position, grade) of every ranked document with grade > 0,
+    in rank order. ``relevant_ranks``: 1-based ranks of documents with
+    grade >= the relevance level. ``ideal``: all positive judged grades, sorted
+    descending. ``n_relevant``: R. ``n_ranked``: documents in the ranking.
+    """
+
+    __slots__ = ("graded", "relevant_ranks", "ideal", "n_relevant", "n_ranked")
+
+    def __init__(
+        self,
+        graded: list[tuple[int, int]],
+        relevant_ranks: list[int],
+        ideal: Sequence[int],
+        n_relevant: int,
+        n_ranked: int,
+    ) -> None:
+        self.graded = graded
+        self.relevant_ranks = relevant_ranks
+        self.ideal = ideal
+        self.n_relevant = n_relevant
+        self.n_ranked = n_ranked
+
+
+def ideal_grades(judgments: Mapping[str, int]) -> tuple[int, ...]:
+    """Positive grades sorted best first: the ideal ranking nDCG divides by."""
+    return tuple(sorted((g for g in judgments.values() if g > 0), reverse=True))
+
+
+def judge(
+    ranking: Sequence[str],
+    judgments: Mapping[str, int],
+    relevance_level: int = 1,
+    depth: int | None = None,
+    ideal: Sequence[int] | None = None,
+) -> Judged:
+    """Look up each ranked id's grade, down to ``depth`` (None: all of them)."""
+    get = judgments.get
+    ranked = ranking if depth is None else ranking[:depth]
+    graded = [(i, g) for i, d in enumerate(ranked) if (g := get(d, 0)) > 0]
+    relevant_ranks = [i + 1 for i, g in graded if g >= relevance_level]
+    if ideal is None:
+        ideal = ideal_grades(judgments)
+    n_relevant = sum(1 for g in ideal if g >= relevance_level)
+    return Judged(graded, relevant_ranks, ideal, n_relevant, len(ranking))
+
+
+@lru_cache(maxsize=None)
+def _discount(position: int) -> float:
+    """1 / log2(rank + 1) for a 0-based position (rank = position + 1)."""
+    return 1.0 / math.log2(position + 2)
+
+
+def _gain_function(gain: str) -> Callable[[int], float]:
+    if gain == "linear":
+        return float
+    return _exponential_gain
+
+
+@lru_cache(maxsize=None)
+def _exponential_gain(grade: int) -> float:
+    return 2.0**grade - 1.0
+
+
+def _cut(k: int | None) -> float:
+    return math.inf if k is None else k
+
+
+def _recall(j: Judged, k: int | None, gain: str) -> float:
+    return bisect_right(j.relevant_ranks, _cut(k)) / j.n_relevant
+
+
+def _precision(j: Judged, k: int | None, gain: str) -> float:
+    assert k is not None
+    return bisect_right(j.relevant_ranks, k) / k
+
+
+def _hit_rate(j: Judged, k: int | None, gain: str) -> float:
+    ranks = j.relevant_ranks
+    return 1.0 if ranks and ranks[0] <= _cut(k) else 0.0
+
+
+def _mrr(j: Judged, k: int | None, gain: str) -> float:
+    ranks = j.relevant_ranks
+    return 1.0 / ranks[0] if ranks and ranks[0] <= _cut(k) else 0.0
+
+
+def _map(j: Judged, k: int | None, gain: str) -> float:
+    limit = _cut(k)
+    total = 0.0
+    for found, rank in enumerate(j.relevant_ranks, start=1):
+        if rank > limit:
+            break
+        total += found / rank
+    return total / j.n_relevant
+
+
+def _ndcg(j: Judged, k: int | None, gain: str) -> float:
+    g = _gain_function(gain)
+    limit = _cut(k)
+    dcg = 0.0
+    for position, grade in j.graded:
+        if position >= limit:
+            break
+        dcg += g(grade) * _discount(position)
+    ideal = j.ideal if k is None else j.ideal[:k]
+    idcg = 0.0
+    for position, grade in enumerate(ideal):
+        idcg += g(grade) * _discount(position)
+    return dcg / idcg if idcg > 0.0 else 0.0
+
+
+_KERNELS: dict[str, Callable[[Judged, int | None, str], float]] = {
+    "recall": _recall,
+    "hit_rate": _hit_rate,
+    "precision": _precision,
+    "mrr": _mrr,
+    "ndcg": _ndcg,
+    "map": _map,
+}
+
+
+def score(judged: Judged, measures: Iterable[Measure], gain: str = "exponential") -> dict[str, float] | None:
+    """Every measure for one judged ranking, or ``None`` when R == 0 (not scorable)."""
+    if judged.n_relevant == 0:
+        return None
+    return {str(m): _KERNELS[m.name](judged, m.cutoff, gain) for m in measures}
+
+
+def document_ranking(ids: Iterable[str], separator: str | None = "#") -> list[str]:
+    """Map chunk ids to document ids and drop repeats, keeping the first.
+
+    ``"guide#2-3"`` becomes ``"guide"`` with separator ``"#"``; the first
+    occurrence of a document is its best rank, so later ones are removed and no
+    metric can exceed 1.
+    """
+    seen: set[str] = set()
+    out: list[str] = []
+    for raw in ids:
+        doc = raw.split(separator, 1)[0] if separator else raw
+        if doc not in seen:
+            seen.add(doc)
+            out.append(doc)
+    return out

@@ -1,0 +1,74 @@
+"""TREC run files: read them in trec_eval's order, write them back.
+
+A run line is ``qid Q0 doc rank score tag`` (whitespace separated). The rank
+column is ignored, as trec_eval ignores it: documents are ordered by score
+descending, then by document id descending (trec_eval's tie rule), so numbers
+here match trec_eval's on the same file. A document repeated within a query is
+an error, because it would be counted twice.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterable, Mapping, Sequence, TextIO
+
+from ._errors import InputError
+from ._golden import read_text
+
+__all__ = ["read_run", "write_run", "write_qrels"]
+
+
+def read_run(path: str | Path) -> dict[str, list[str]]:
+    """Read a TREC run file into ``{qid: [doc, ...]}`` ranked as trec_eval ranks them."""
+    path = Path(path)
+    name = str(path)
+    scored: dict[str, list[tuple[float, str]]] = {}
+    seen: dict[tuple[str, str], int] = {}
+    for number, line in enumerate(read_text(path).splitlines(), start=1):
+        parts = line.split()
+        if not parts:
+            continue
+        if len(parts) != 6:
+            raise InputError(name, f"line {number}", f"expected 6 columns (qid Q0 doc rank score tag), got {len(parts)}")
+        qid, _, doc, _, raw_score, _ = parts
+        try:
+            value = float(raw_score)
+        except ValueError:
+            raise InputError(name, f"line {number}", f"score {raw_score!r} is not a number") from None
+        if value != value:  # NaN cannot be ordered
+            raise InputError(name, f"line {number}", "score is NaN")
+        key = (qid, doc)
+        if key in seen:
+            raise InputError(name, f"line {number}", f"document {doc!r} appears twice for query {qid!r} (first on line {seen[key]})")
+        seen[key] = number
+        scored.setdefault(qid, []).append((value, doc))
+    if not scored:
+        raise InputError(name, None, "the run file is empty")
+    run: dict[str, list[str]] = {}
+    for qid, pairs in scored.items():
+        pairs.sort(reverse=True)  # score desc, then doc id desc: trec_eval's order
+        run[qid] = [doc for _, doc in pairs]
+    return run
+
+
+def write_run(
+    out: TextIO,
+    rankings: Mapping[str, Sequence[str]],
+    scores: Mapping[str, Sequence[float]] | None = None,
+    tag: str = "ragmetrics",
+) -> None:
+    """Write rankings as a TREC run. Without scores, ``-rank`` is written so that
+    trec_eval's sort reproduces the given order exactly."""
+    for qid, docs in rankings.items():
+        qscores = scores.get(qid) if scores else None
+        for rank, doc in enumerate(docs, start=1):
+            value = float(-rank) if qscores is None else float(qscores[rank - 1])
+            out.write(f"{qid} Q0 {doc} {rank} {value!r} {tag}\n")
+
+
+def write_qrels(out: TextIO, qrels: Mapping[str, Mapping[str, int]] | Iterable[tuple[str, Mapping[str, int]]]) -> None:
+    """Write judgments as TREC qrels (``qid 0 doc grade``)."""
+    items = qrels.items() if isinstance(qrels, Mapping) else qrels
+    for qid, judgments in items:
+        for doc, grade in judgments.items():
+            out.write(f"{qid} 0 {doc} {grade}\n")

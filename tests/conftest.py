@@ -1,0 +1,23 @@
+"""Test-wide settings: offline model loading, and where the shared collections live."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+# No model hub here: a hub name would hang for a minute before failing.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+COLLECTIONS = REPO_ROOT.parent / "shared" / "collections"
+
+
+@pytest.fixture(scope="session")
+def collections_dir() -> Path:
+    """The shared real collections; absent on a user's checkout, present here and in CI."""
+    if not COLLECTIONS.is_dir():
+        pytest.skip(f"shared collections not found at {COLLECTIONS} (present in CI)")
+    return COLLECTIONS
