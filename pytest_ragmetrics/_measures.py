@@ -103,7 +103,7 @@ def parse_measure(text: str | Measure) -> Measure:
         )
     cutoff: int | None = None
     if raw_cutoff is not None:
-        if not raw_cutoff.isdigit() or int(raw_cutoff) < 1:
+        if not raw_cutoff.isdecimal() or int(raw_cutoff) < 1:  # isdigit() accepts '²', which int() rejects
             raise MeasureError(f"bad cutoff in {text!r}: k must be a positive integer")
         cutoff = int(raw_cutoff)
     return Measure(name, cutoff)

@@ -1,1 +1,226 @@
-"""pytest hooks (placeholder until the gate lands)."""
+"""pytest hooks and options for ``--rag-eval``; all logic lives in the private modules.
+
+Without ``--rag-eval`` every hook returns at once and nothing heavy is imported.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+_INI = {
+    "rag_golden": ("golden set: YAML, JSONL, a queries.jsonl+qrels folder or qrels file", "eval/golden.yaml"),
+    "rag_baseline": ("baseline file", "baselines/baseline.json"),
+    "rag_thresholds": ("thresholds file", "baselines/thresholds.json"),
+    "rag_metrics": ("metrics, e.g. 'recall@10 ndcg@10' (default recall, hit_rate, mrr, ndcg at rag_k)", ""),
+    "rag_k": ("results asked of the retriever per query (default: deepest metric cutoff, or 10)", ""),
+    "rag_relevance_level": ("grade >= this counts as relevant (default 1)", "1"),
+    "rag_gain": ("nDCG gain: exponential (default) or linear", "exponential"),
+    "rag_id_separator": ("ranked ids map to documents by the prefix before this ('none' to keep ids)", "#"),
+    "rag_subset": ("default subset: full or smoke", "full"),
+    "rag_smoke": ("smoke subset rule: tag:NAME, sample:N or sample:N:SEED", "tag:smoke"),
+}
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("ragmetrics", "retrieval regression gating (pytest-ragmetrics)")
+    group.addoption("--rag-eval", action="store_true", default=False,
+                    help="run the golden set through rag_retriever, one test item per query, and gate on the baseline")
+    group.addoption("--rag-golden", dest="rag_golden", metavar="PATH", help="golden set (overrides ini rag_golden)")
+    group.addoption("--rag-baseline", dest="rag_baseline", metavar="PATH", help="baseline.json (overrides ini)")
+    group.addoption("--rag-thresholds", dest="rag_thresholds", metavar="PATH", help="thresholds.json (overrides ini)")
+    group.addoption("--rag-metrics", dest="rag_metrics", metavar="LIST", help="metrics, comma or space separated")
+    group.addoption("--rag-k", dest="rag_k", metavar="K", help="results asked of the retriever per query")
+    group.addoption("--rag-relevance-level", dest="rag_relevance_level", metavar="L")
+    group.addoption("--rag-gain", dest="rag_gain", choices=("exponential", "linear"))
+    group.addoption("--rag-id-separator", dest="rag_id_separator", metavar="SEP")
+    group.addoption("--rag-subset", dest="rag_subset", choices=("smoke", "full"),
+                    help="smoke: the subset chosen by ini rag_smoke (pull requests); full: everything (nightly)")
+    group.addoption("--rag-update-baseline", action="store_true", default=False,
+                    help="after a full run, rewrite the baseline atomically and print what changed")
+    group.addoption("--rag-accept-mismatch", action="store_true", default=False,
+                    help="compare with a baseline measured under another config or judgments anyway")
+    group.addoption("--rag-report", dest="rag_report", metavar="PATH", help="write the JSON run artifact here")
+    group.addoption("--rag-worst", dest="rag_worst", type=int, metavar="N", help="worst regressed queries to list")
+    group.addoption("--rag-repeat", dest="rag_repeat", type=int, default=1, metavar="N",
+                    help="run each query N times; an item fails if its ranking changes")
+    group.addoption("--rag-batch-size", dest="rag_batch_size", type=int, default=32, metavar="N",
+                    help="queries per search_batch call when the retriever offers one")
+    for name, (help_text, default) in _INI.items():
+        parser.addini(name, help_text, default=default)
+
+
+def _rag(config: pytest.Config) -> Any:
+    if not config.getoption("rag_eval"):
+        return None
+    from ._items import RAG_SESSION
+
+    return config.stash.get(RAG_SESSION, None)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_configure(config: pytest.Config) -> None:
+    if not config.getoption("rag_eval"):
+        return
+    from ._errors import RagMetricsError
+    from ._items import RAG_SESSION
+    from ._session import RagSession, build_options
+
+    ini_base = config.inipath.parent if config.inipath else config.rootpath
+    cwd = config.invocation_params.dir
+
+    def get(flag: str, ini: str) -> Any:
+        if flag:
+            return config.getoption(flag)
+        return config.getini(ini)
+
+    def resolve(value: str, from_cli: bool) -> Path:
+        return (cwd if from_cli else ini_base) / value
+
+    try:
+        options = build_options(get, resolve)
+        rag = config.stash[RAG_SESSION] = RagSession(options, hasattr(config, "workerinput"), config.rootpath)
+    except RagMetricsError as exc:
+        raise pytest.UsageError(f"ragmetrics: {exc}") from None
+    # The golden set is collected like any test file: without explicit paths it is
+    # the only thing collected (not the project's test suite), with them it joins them.
+    golden = str(rag.options.golden)
+    if config.args_source != pytest.Config.ArgsSource.ARGS:
+        config.args[:] = [golden]
+    elif golden not in config.args:
+        config.args.append(golden)
+
+
+def pytest_report_header(config: pytest.Config) -> list[str] | None:
+    rag = _rag(config)
+    if rag is None:
+        return None
+    base = "none (the baseline gate fails)" if rag.baseline is None else str(rag.options.baseline)
+    if rag.options.update_baseline:
+        base = f"{rag.options.baseline} (being updated)"
+    return [
+        f"ragmetrics: {len(rag.golden)} of {len(rag.full_golden)} queries ({rag.options.subset}) "
+        f"from {rag.options.golden}",
+        f"ragmetrics: metrics {' '.join(rag.metrics)}, k={rag.options.k}, relevance level "
+        f"{rag.config.relevance_level}, gain {rag.config.gain}; baseline {base}",
+    ]
+
+
+def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> Any:
+    rag = _rag(parent.config)
+    if rag is not None and file_path == rag.collect_path:
+        from ._items import GoldenFile
+
+        return GoldenFile.from_parent(parent, path=file_path)
+    return None
+
+
+class _Controller:
+    """Hooks that run in the process that judges: a serial run or the xdist controller."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        from ._items import RAG_SESSION
+
+        self.config = config
+        self.rag = config.stash[RAG_SESSION]
+        self.prefix = None  # node id of the golden file, learnt from the first report
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        from ._gate import QueryRecord
+        from ._session import RECORD_KEY
+
+        for key, value in report.user_properties:
+            if key == RECORD_KEY:
+                self.rag.add_record(value)
+                return
+        if report.failed and report.when == "setup" and "::gate::" not in report.nodeid:
+            qid = report.nodeid.rsplit("::", 1)[-1]
+            if qid in self.rag.golden and qid not in self.rag.records:
+                message = report.longreprtext.strip().splitlines()
+                self.rag.records[qid] = QueryRecord(qid, "error", error=f"setup failed: {message[-1] if message else '?'}")
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        from ._items import GateItem
+
+        gates = [i for i in items if isinstance(i, GateItem)]
+        if gates:
+            items[:] = [i for i in items if not isinstance(i, GateItem)] + gates
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        from ._errors import BaselineError
+        from ._report_text import verdict_text
+
+        rag = self.rag
+        if exitstatus == pytest.ExitCode.INTERRUPTED:
+            rag.summary = "Interrupted: no baseline or report written."
+            return
+        if not rag.records:
+            return
+        if rag.options.update_baseline:
+            try:
+                rag.summary = rag.write_baseline()
+            except BaselineError as exc:
+                rag.summary = str(exc)
+                session.exitstatus = pytest.ExitCode.TESTS_FAILED
+            if rag.options.report:
+                rag.write_artifact(rag.options.report)
+            return
+        verdict = rag.verdict()
+        if self.config.pluginmanager.has_plugin("dsession"):
+            self._report_gates(session)
+        if not verdict.passed and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        if rag.options.report:
+            rag.write_artifact(rag.options.report)
+        rag.summary = verdict_text(verdict, rag.worst_n)
+        if rag.mismatch:
+            rag.summary += "\n\nCompared despite a different measurement (--rag-accept-mismatch):\n  - " + \
+                "\n  - ".join(rag.mismatch)
+
+    def _report_gates(self, session: pytest.Session) -> None:
+        """Under xdist the gates cannot run on a worker: report them from here."""
+        from ._items import gate_report_text
+
+        rag = self.rag
+        try:
+            golden_id = str(rag.options.golden.resolve().relative_to(self.config.rootpath.resolve()).as_posix())
+        except ValueError:
+            golden_id = str(rag.options.golden)
+        hook = self.config.hook
+        for gate in rag.verdict().gates:
+            nodeid = f"{golden_id}::gate::{gate.name}"
+            location = (golden_id, None, f"rag gate {gate.name}")
+            failed = not gate.passed and rag.thresholds.fail_on_regression
+            # No logstart/logfinish: xdist's progress counter only knows the workers' items.
+            for when in ("setup", "call", "teardown"):
+                outcome = "failed" if failed and when == "call" else "passed"
+                longrepr = gate_report_text(rag, gate) if outcome == "failed" else None
+                report = pytest.TestReport(nodeid, location, {}, outcome, longrepr, when)
+                hook.pytest_runtest_logreport(report=report)
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if self.rag.summary:
+            terminalreporter.write_sep("=", "ragmetrics")
+            for line in self.rag.summary.splitlines():
+                terminalreporter.write_line(line)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionstart(session: pytest.Session) -> None:
+    config = session.config
+    if _rag(config) is not None and not hasattr(config, "workerinput"):
+        config.pluginmanager.register(_Controller(config), "ragmetrics-controller")
+
+
+@pytest.fixture(scope="session")
+def rag_retriever() -> Any:
+    """Override this fixture (session scope, in conftest.py) to give the plugin your retriever."""
+    pytest.fail(
+        "ragmetrics: no retriever. Define a session-scoped fixture named `rag_retriever` in conftest.py "
+        "returning an object with search(query: str, k: int) -> ranked ids or (id, score) pairs.",
+        pytrace=False,
+    )

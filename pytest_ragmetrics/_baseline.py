@@ -1,0 +1,308 @@
+"""baseline.json and thresholds.json: read, validate, write.
+
+The baseline is ``{"_meta": {...}, "aggregate": {metric: value},
+"per_query": {qid: {metric: value, "_judgments": digest}}}``; keys starting with
+``_`` are metadata. ``_meta`` is the fingerprint of what was measured. Writes are
+atomic (a temp file in the same folder, then ``os.replace``) and stable (sorted
+keys, floats rounded to 10 decimals) so that a pull request's diff reads well.
+Only :func:`write_baseline` writes, and only the plugin's ``--rag-update-baseline``
+and the CLI call it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from ._errors import BaselineError, ThresholdsError
+from ._measures import MeasurementConfig
+
+__all__ = [
+    "Baseline",
+    "Thresholds",
+    "load_baseline",
+    "write_baseline",
+    "load_thresholds",
+    "fingerprint_mismatch",
+    "round_metric",
+    "dumps_stable",
+]
+
+#: Digits kept in files; comparisons allow this much slack (see ``gate.EPS``).
+DIGITS = 10
+
+
+def round_metric(value: float) -> float:
+    return round(float(value), DIGITS)
+
+
+def dumps_stable(data: Any) -> str:
+    """JSON with sorted keys and two-space indent, ending in a newline."""
+    return json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False) + "\n"
+
+
+@dataclass
+class Baseline:
+    meta: dict[str, Any]
+    aggregate: dict[str, float]
+    per_query: dict[str, dict[str, Any]]
+    path: str = ""
+
+    def metrics_of(self, qid: str) -> dict[str, float]:
+        return {k: v for k, v in self.per_query.get(qid, {}).items() if not k.startswith("_")}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "_meta": self.meta,
+            "aggregate": {k: round_metric(v) for k, v in self.aggregate.items()},
+            "per_query": {
+                qid: {k: (round_metric(v) if not k.startswith("_") else v) for k, v in entry.items()}
+                for qid, entry in self.per_query.items()
+            },
+        }
+
+
+def _reject_constant(token: str) -> float:
+    raise ValueError(f"{token} is not a valid metric value")
+
+
+def load_baseline(path: str | Path) -> Baseline:
+    """Read and validate a baseline; every problem names the file and the key."""
+    path = Path(path)
+    name = str(path)
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except FileNotFoundError:
+        raise BaselineError(
+            f"{name}: no baseline yet. Create it with `pytest --rag-eval --rag-update-baseline` "
+            "(a full run), review it and commit it."
+        ) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BaselineError(f"{name}: cannot read the baseline: {exc}") from None
+    try:
+        data = json.loads(text, parse_constant=_reject_constant)
+    except json.JSONDecodeError as exc:
+        raise BaselineError(f"{name}, line {exc.lineno}: not valid JSON ({exc.msg}); "
+                            "restore it from version control or recreate it with --rag-update-baseline") from None
+    except ValueError as exc:
+        raise BaselineError(f"{name}: {exc}") from None
+    if not isinstance(data, dict):
+        raise BaselineError(f"{name}: expected a JSON object with _meta, aggregate and per_query")
+    for key in ("_meta", "aggregate", "per_query"):
+        if key not in data:
+            raise BaselineError(f"{name}: missing key {key!r}")
+        if not isinstance(data[key], dict):
+            raise BaselineError(f"{name}: {key!r} must be an object")
+    for metric, value in data["aggregate"].items():
+        _check_value(name, f"aggregate.{metric}", value)
+    for qid, entry in data["per_query"].items():
+        if not isinstance(entry, dict):
+            raise BaselineError(f"{name}: per_query.{qid} must be an object of metric values")
+        for metric, value in entry.items():
+            if not metric.startswith("_"):
+                _check_value(name, f"per_query.{qid}.{metric}", value)
+    return Baseline(data["_meta"], data["aggregate"], data["per_query"], name)
+
+
+def _check_value(name: str, key: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise BaselineError(f"{name}: {key} must be a finite number, got {value!r}")
+    if not 0.0 <= value <= 1.0:
+        raise BaselineError(f"{name}: {key} = {value} is outside [0, 1]")
+
+
+def write_baseline(path: str | Path, baseline: Baseline) -> None:
+    """Write atomically: the old file stays whole until the new one is complete."""
+    path = Path(path)
+    text = dumps_stable(baseline.to_dict())
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def fingerprint_mismatch(baseline_meta: Mapping[str, Any], config: MeasurementConfig) -> list[str]:
+    """Measurement-config fields that differ between a baseline and this run.
+
+    Golden-set changes are judged per query by the gate (changed judgments are
+    refused; added and removed queries are reported), not here.
+    """
+    recorded = baseline_meta.get("measurement")
+    if not isinstance(recorded, Mapping):
+        return ["measurement (the baseline records no measurement config)"]
+    now = config.to_dict()
+    diffs = []
+    for key in sorted(set(now) | set(recorded)):
+        if recorded.get(key) != now.get(key):
+            diffs.append(f"{key}: baseline {recorded.get(key)!r}, now {now.get(key)!r}")
+    return diffs
+
+
+# ----------------------------------------------------------------------- thresholds
+
+_SUFFIXES = ("_query_tolerance", "_tolerance", "_min")
+_SCALARS = {"max_regressed_queries", "worst_n", "fail_on_regression"}
+
+
+@dataclass
+class Thresholds:
+    """Tolerances as read from thresholds.json, with the documented defaults.
+
+    Defaults when a key is absent: every ``recall@k`` allows no drop, neither in
+    the aggregate nor for a single query; other metrics are reported, not gated;
+    no cap on the number of regressed queries; ``worst_n`` 10; failures fail.
+    """
+
+    tolerance: dict[str, float] = field(default_factory=dict)
+    minimum: dict[str, float] = field(default_factory=dict)
+    query_tolerance: dict[str, float] = field(default_factory=dict)
+    max_regressed_queries: int | None = None
+    worst_n: int = 10
+    fail_on_regression: bool = True
+    path: str | None = None
+
+    @classmethod
+    def defaults(cls, config: MeasurementConfig) -> "Thresholds":
+        recall = {str(m): 0.0 for m in config.measures if m.name == "recall"}
+        return cls(tolerance=dict(recall), query_tolerance=dict(recall))
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for metric, value in self.tolerance.items():
+            out[f"{metric}_tolerance"] = value
+        for metric, value in self.minimum.items():
+            out[f"{metric}_min"] = value
+        for metric, value in self.query_tolerance.items():
+            out[f"{metric}_query_tolerance"] = value
+        out["max_regressed_queries"] = self.max_regressed_queries
+        out["worst_n"] = self.worst_n
+        out["fail_on_regression"] = self.fail_on_regression
+        return out
+
+
+def load_thresholds(path: str | Path | None, config: MeasurementConfig) -> Thresholds:
+    """Read thresholds.json over the defaults. A missing file means the defaults.
+
+    Unknown keys, metrics that are not measured, negative tolerances and values
+    of the wrong type are errors naming the file and the key.
+    """
+    result = Thresholds.defaults(config)
+    if path is None:
+        return result
+    path = Path(path)
+    name = str(path)
+    if not path.exists():
+        return result
+    result.path = name
+    try:
+        data = json.loads(path.read_text(encoding="utf-8-sig"), parse_constant=_reject_constant)
+    except json.JSONDecodeError as exc:
+        raise ThresholdsError(f"{name}, line {exc.lineno}: not valid JSON ({exc.msg})") from None
+    except (ValueError, OSError) as exc:
+        raise ThresholdsError(f"{name}: {exc}") from None
+    if not isinstance(data, dict):
+        raise ThresholdsError(f"{name}: expected a JSON object of flat keys like \"recall@10_tolerance\"")
+    measured = set(config.metric_names)
+    for key, value in data.items():
+        if key.startswith("_"):
+            continue
+        if key in _SCALARS:
+            _set_scalar(result, name, key, value)
+            continue
+        for suffix in _SUFFIXES:
+            if key.endswith(suffix):
+                metric = _canonical_metric(key[: -len(suffix)])
+                if metric not in measured:
+                    raise ThresholdsError(
+                        f"{name}: key {key!r} names metric {key[: -len(suffix)]!r}, which is not measured "
+                        f"(measured: {', '.join(config.metric_names)}); measure it or remove the key"
+                    )
+                if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                    raise ThresholdsError(f"{name}: {key!r} must be a number, got {value!r}")
+                if suffix != "_min" and value < 0:
+                    raise ThresholdsError(f"{name}: {key!r} is {value}; a tolerance is an allowed drop, so it must be >= 0")
+                if suffix == "_min" and not 0 <= value <= 1:
+                    raise ThresholdsError(f"{name}: {key!r} is {value}; a floor must lie in [0, 1]")
+                target = {"_tolerance": result.tolerance, "_min": result.minimum,
+                          "_query_tolerance": result.query_tolerance}[suffix]
+                target[metric] = float(value)
+                break
+        else:
+            raise ThresholdsError(
+                f"{name}: unknown key {key!r}; expected <metric>_tolerance, <metric>_min, "
+                "<metric>_query_tolerance, max_regressed_queries, worst_n, fail_on_regression or _comment"
+            )
+    return result
+
+
+def _canonical_metric(text: str) -> str:
+    from ._measures import parse_measure
+    from ._errors import MeasureError
+
+    try:
+        return str(parse_measure(text))
+    except MeasureError:
+        return text
+
+
+def _set_scalar(result: Thresholds, name: str, key: str, value: Any) -> None:
+    if key == "fail_on_regression":
+        if not isinstance(value, bool):
+            raise ThresholdsError(f"{name}: 'fail_on_regression' must be true or false, got {value!r}")
+        result.fail_on_regression = value
+        return
+    if value is None and key == "max_regressed_queries":
+        result.max_regressed_queries = None
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ThresholdsError(f"{name}: {key!r} must be a non-negative integer, got {value!r}")
+    setattr(result, key, value)
+
+
+_GIT_HEAD = re.compile(r"^[0-9a-f]{40}$")
+
+
+def git_commit(start: Path) -> str | None:
+    """The checked-out commit, read from .git without running git (cheap, no subprocess)."""
+    for folder in [start, *start.parents]:
+        git = folder / ".git"
+        if git.is_file():  # a worktree: "gitdir: <path>"
+            try:
+                git = Path(git.read_text().split(":", 1)[1].strip())
+            except (OSError, IndexError):
+                return None
+        if git.is_dir():
+            try:
+                head = (git / "HEAD").read_text().strip()
+                if head.startswith("ref: "):
+                    ref = head[5:]
+                    ref_file = git / ref
+                    if ref_file.is_file():
+                        head = ref_file.read_text().strip()
+                    else:
+                        packed = git / "packed-refs"
+                        head = ""
+                        if packed.is_file():
+                            for line in packed.read_text().splitlines():
+                                if line.endswith(" " + ref):
+                                    head = line.split()[0]
+                return head if _GIT_HEAD.match(head) else None
+            except OSError:
+                return None
+    return None

@@ -1,0 +1,340 @@
+"""Compare a run with its baseline: per-query drops, aggregate gates, worst-N.
+
+Pure functions over plain data; the pytest plugin and the CLI both call
+:func:`build_verdict`, and a query item calls :func:`query_drops` for its own
+verdict, so an item and the gate never disagree about what "regressed" means.
+
+Policies:
+- An errored query counts as a regression, with every metric 0.
+- Drops smaller than ``EPS`` are float noise, not regressions.
+- Aggregate deltas compare means over the queries present in both the run and
+  the baseline (so a smoke subset is compared with the same queries' baseline);
+  floors (``_min``) apply to the mean over every scored query of the run.
+- A query regressed when any metric fell by more than its query tolerance
+  (defaults: no drop allowed for recall@k, other metrics not gated per query).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any, Iterable, Mapping, Sequence
+
+from ._baseline import Baseline, Thresholds
+from ._evaluate import mean_metrics
+from ._golden import GoldenSet
+
+__all__ = [
+    "EPS",
+    "QueryRecord",
+    "Drop",
+    "Regression",
+    "AggregateRow",
+    "Gate",
+    "Verdict",
+    "query_drops",
+    "build_verdict",
+    "evaluate_gates",
+    "gate_names",
+]
+
+EPS = 1e-9
+
+
+@dataclass
+class QueryRecord:
+    """What one query item produced; plain data so xdist can ship it to the controller."""
+
+    qid: str
+    status: str  # "scored" | "unscorable" | "error"
+    metrics: dict[str, float] | None = None
+    ranking: list[str] = field(default_factory=list)
+    explains: list[str | None] = field(default_factory=list)
+    n_docs: int = 0
+    error: str | None = None
+    truncated_from: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "QueryRecord":
+        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
+
+
+@dataclass
+class Drop:
+    metric: str
+    before: float
+    after: float
+    tolerance: float | None  # None: the metric is not gated per query
+
+    @property
+    def delta(self) -> float:
+        return self.after - self.before
+
+    @property
+    def exceeded(self) -> bool:
+        return self.tolerance is not None and self.delta < -self.tolerance - EPS
+
+
+def query_drops(
+    metrics: Mapping[str, float] | None,
+    baseline_metrics: Mapping[str, float],
+    thresholds: Thresholds,
+) -> list[Drop]:
+    """Every metric that fell against the baseline (errored query: ``metrics=None``, all 0)."""
+    drops = []
+    for metric, before in baseline_metrics.items():
+        if metric.startswith("_"):
+            continue
+        after = 0.0 if metrics is None else metrics.get(metric)
+        if after is None:
+            continue
+        if after < before - EPS:
+            drops.append(Drop(metric, before, after, thresholds.query_tolerance.get(metric)))
+    return drops
+
+
+@dataclass
+class Regression:
+    qid: str
+    question: str
+    drops: list[Drop]
+    gold: list[tuple[str, int]]
+    returned: list[str]
+    explains: list[str | None]
+    error: str | None = None
+
+    @property
+    def severity(self) -> float:
+        exceeded = [-d.delta for d in self.drops if d.exceeded]
+        return max(exceeded) if exceeded else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "qid": self.qid,
+            "question": self.question,
+            "drops": [
+                {"metric": d.metric, "baseline": d.before, "now": d.after, "delta": d.delta,
+                 "tolerance": d.tolerance, "exceeded": d.exceeded}
+                for d in self.drops
+            ],
+            "gold": [list(g) for g in self.gold],
+            "returned": self.returned,
+            "explains": self.explains,
+            "error": self.error,
+        }
+
+
+@dataclass
+class AggregateRow:
+    metric: str
+    now: float | None  # mean over every scored query of this run
+    now_common: float | None  # mean over queries also in the baseline
+    baseline: float | None  # baseline mean over the same queries
+    tolerance: float | None
+    minimum: float | None
+
+    @property
+    def delta(self) -> float | None:
+        if self.now_common is None or self.baseline is None:
+            return None
+        return self.now_common - self.baseline
+
+    @property
+    def dropped_too_far(self) -> bool:
+        d = self.delta
+        return d is not None and self.tolerance is not None and d < -self.tolerance - EPS
+
+    @property
+    def under_floor(self) -> bool:
+        return self.now is not None and self.minimum is not None and self.now < self.minimum - EPS
+
+
+@dataclass
+class Gate:
+    name: str
+    passed: bool
+    message: str
+
+
+@dataclass
+class Verdict:
+    n: int  # scored + errored queries in this run
+    metrics: list[str]
+    aggregate: list[AggregateRow]
+    strata: dict[str, tuple[int, dict[str, float | None], dict[str, float | None]]]
+    regressions: list[Regression]
+    gates: list[Gate]
+    n_common: int
+    new: list[str]
+    removed: list[str]
+    errored: list[str]
+    unscorable: list[str]
+    short: dict[str, int]
+    has_baseline: bool
+    fail_on_regression: bool
+
+    @property
+    def failed_gates(self) -> list[Gate]:
+        return [g for g in self.gates if not g.passed]
+
+    @property
+    def passed(self) -> bool:
+        return not self.failed_gates or not self.fail_on_regression
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "n": self.n,
+            "n_common": self.n_common,
+            "aggregate": [
+                {"metric": r.metric, "now": r.now, "now_common": r.now_common, "baseline": r.baseline,
+                 "delta": r.delta, "tolerance": r.tolerance, "min": r.minimum,
+                 "dropped_too_far": r.dropped_too_far, "under_floor": r.under_floor}
+                for r in self.aggregate
+            ],
+            "strata": {
+                tag: {"n": n, "now": now, "baseline": base} for tag, (n, now, base) in self.strata.items()
+            },
+            "regressed": [r.to_dict() for r in self.regressions],
+            "gates": [asdict(g) for g in self.gates],
+            "new": self.new,
+            "removed": self.removed,
+            "errored": self.errored,
+            "unscorable": self.unscorable,
+            "short": self.short,
+            "passed": self.passed,
+        }
+
+
+def _values(record: QueryRecord, metrics: Sequence[str]) -> dict[str, float]:
+    """A record's metrics for aggregation; an errored query scores 0 everywhere."""
+    if record.status == "error" or record.metrics is None:
+        return {m: 0.0 for m in metrics}
+    return record.metrics
+
+
+def _mean_or_none(rows: Iterable[Mapping[str, float]], metrics: Sequence[str]) -> dict[str, float | None]:
+    means = mean_metrics(rows, metrics)
+    return {m: means.get(m) for m in metrics}
+
+
+def build_verdict(
+    records: Mapping[str, QueryRecord],
+    golden: GoldenSet,
+    baseline: Baseline | None,
+    thresholds: Thresholds,
+    metrics: Sequence[str],
+    relevance_level: int = 1,
+    full_golden: GoldenSet | None = None,
+) -> Verdict:
+    """Judge a run: ``records`` for the queries that ran, ``golden`` the queries
+    that were meant to run, ``full_golden`` the whole set (for "removed")."""
+    order = [q.qid for q in golden if q.qid in records]
+    counted = [qid for qid in order if records[qid].status in ("scored", "error")]
+    errored = [qid for qid in order if records[qid].status == "error"]
+    unscorable = [qid for qid in order if records[qid].status == "unscorable"]
+    short = {qid: records[qid].n_docs for qid in counted
+             if records[qid].status == "scored" and _depth_short(records[qid], metrics)}
+    values = {qid: _values(records[qid], metrics) for qid in counted}
+
+    base_q = baseline.per_query if baseline else {}
+    common = [qid for qid in counted if qid in base_q]
+    new = [qid for qid in counted if qid not in base_q] if baseline else []
+    everything = full_golden or golden
+    removed = sorted(qid for qid in base_q if qid not in everything) if baseline else []
+
+    now_all = _mean_or_none((values[q] for q in counted), metrics)
+    now_common = _mean_or_none((values[q] for q in common), metrics)
+    base_common = _mean_or_none(
+        ({m: baseline.metrics_of(q).get(m, math.nan) for m in metrics} for q in common), metrics
+    ) if baseline else {m: None for m in metrics}
+    aggregate = [
+        AggregateRow(m, now_all[m], now_common[m] if baseline else None, _finite(base_common[m]),
+                     thresholds.tolerance.get(m), thresholds.minimum.get(m))
+        for m in metrics
+    ]
+
+    strata: dict[str, tuple[int, dict[str, float | None], dict[str, float | None]]] = {}
+    for tag in golden.tags():
+        tagged = [q for q in counted if tag in golden[q].tags]
+        tagged_common = [q for q in tagged if q in base_q]
+        base = _mean_or_none(({m: baseline.metrics_of(q).get(m, math.nan) for m in metrics}
+                              for q in tagged_common), metrics) if baseline else {m: None for m in metrics}
+        strata[tag] = (len(tagged), _mean_or_none((values[q] for q in tagged), metrics),
+                       {m: _finite(v) for m, v in base.items()})
+
+    regressions = []
+    for qid in common:
+        record = records[qid]
+        drops = query_drops(None if record.status == "error" else record.metrics, baseline.metrics_of(qid), thresholds)  # type: ignore[union-attr]
+        if any(d.exceeded for d in drops) or record.status == "error":
+            query = golden[qid]
+            gold = sorted(((d, g) for d, g in query.judgments.items() if g >= relevance_level),
+                          key=lambda p: (-p[1], p[0]))
+            regressions.append(Regression(qid, query.text, drops, gold, record.ranking, record.explains, record.error))
+    for qid in errored:
+        if qid not in base_q:  # a new query that errored is still a failure to report
+            query = golden[qid]
+            gold = sorted(((d, g) for d, g in query.judgments.items() if g >= relevance_level),
+                          key=lambda p: (-p[1], p[0]))
+            regressions.append(Regression(qid, query.text, [], gold, [], [], records[qid].error))
+    regressions.sort(key=lambda r: (r.error is None, -r.severity, -sum(-d.delta for d in r.drops), r.qid))
+
+    gates = evaluate_gates(aggregate, regressions, thresholds, baseline is not None)
+    return Verdict(
+        n=len(counted), metrics=list(metrics), aggregate=aggregate, strata=strata,
+        regressions=regressions, gates=gates, n_common=len(common), new=new, removed=removed,
+        errored=errored, unscorable=unscorable, short=short, has_baseline=baseline is not None,
+        fail_on_regression=thresholds.fail_on_regression,
+    )
+
+
+def gate_names(metrics: Sequence[str], thresholds: Thresholds) -> list[str]:
+    """The gates a run has, known before it starts (so they can be collected as items)."""
+    names = ["baseline"]
+    names += [m for m in metrics if m in thresholds.tolerance or m in thresholds.minimum]
+    if thresholds.max_regressed_queries is not None:
+        names.append("regressed-queries")
+    return names
+
+
+def evaluate_gates(
+    aggregate: Sequence[AggregateRow],
+    regressions: Sequence[Regression],
+    thresholds: Thresholds,
+    has_baseline: bool,
+) -> list[Gate]:
+    """One :class:`Gate` per name of :func:`gate_names`, in the same order."""
+    gates = [Gate("baseline", has_baseline, "baseline found" if has_baseline else
+                  "no baseline to compare with; create it with `pytest --rag-eval --rag-update-baseline`")]
+    for row in aggregate:
+        if row.tolerance is None and row.minimum is None:
+            continue
+        problems = []
+        if row.dropped_too_far:
+            problems.append(f"{row.metric} fell {row.delta:+.4f} against the baseline "
+                            f"({row.baseline:.4f} -> {row.now_common:.4f}); allowed drop {row.tolerance:g}")
+        if row.under_floor:
+            problems.append(f"{row.metric} = {row.now:.4f} is under its floor {row.minimum:g}")
+        if problems:
+            gates.append(Gate(row.metric, False, "; ".join(problems)))
+        elif row.delta is None and row.minimum is None:
+            gates.append(Gate(row.metric, True, f"{row.metric}: nothing to compare with"))
+        else:
+            gates.append(Gate(row.metric, True, f"{row.metric} within tolerance"))
+    if thresholds.max_regressed_queries is not None:
+        count, limit = len(regressions), thresholds.max_regressed_queries
+        gates.append(Gate("regressed-queries", count <= limit,
+                          f"{count} queries regressed (errors included); at most {limit} allowed"))
+    return gates
+
+
+def _finite(value: float | None) -> float | None:
+    return value if value is not None and math.isfinite(value) else None
+
+
+def _depth_short(record: QueryRecord, metrics: Sequence[str]) -> bool:
+    cutoffs = [int(m.split("@", 1)[1]) for m in metrics if "@" in m]
+    return bool(cutoffs) and record.n_docs < max(cutoffs)

@@ -1,0 +1,129 @@
+"""The test items ``--rag-eval`` adds: one per golden query, one per gate."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Sequence
+
+import pytest
+
+from ._errors import RagMetricsError
+from ._gate import Drop, Gate, QueryRecord
+from ._golden import Query
+from ._report_text import drops_text, regressions_text, verdict_text
+from ._session import RECORD_KEY, RagSession
+
+__all__ = ["GoldenFile", "QueryItem", "GateItem", "RAG_SESSION", "gate_report_text"]
+
+RAG_SESSION = pytest.StashKey[RagSession]()
+
+
+class QueryRegression(Exception):
+    """A query's metrics fell beyond its per-query tolerance."""
+
+
+class GateFailure(Exception):
+    """An aggregate gate failed."""
+
+
+def _rag_query(rag_retriever: Any) -> None:
+    """Stands in as the item's function so pytest resolves the ``rag_retriever`` fixture."""
+
+
+class GoldenFile(pytest.File):
+    """The golden set as a collector; its children are the query and gate items."""
+
+    def collect(self) -> Any:
+        rag = self.config.stash[RAG_SESSION]
+        for query in rag.golden:
+            yield QueryItem.from_parent(self, name=query.qid, callobj=_rag_query, query=query)
+        if not rag.is_worker:  # under xdist the controller reports the gates itself
+            for name in rag.gates:
+                yield GateItem.from_parent(self, name=f"gate::{name}", gate=name)
+
+
+class QueryItem(pytest.Function):
+    """Retrieve one golden query, score it and compare it with its baseline entry."""
+
+    def __init__(self, *, query: Query, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.query = query
+
+    def runtest(self) -> None:
+        rag = self.config.stash[RAG_SESSION]
+        retriever = self.funcargs["rag_retriever"]
+        try:
+            record, drops = rag.run_query(retriever, self.query, self._upcoming)
+        except Exception as exc:
+            record = getattr(exc, "ragmetrics_record", None) or QueryRecord(
+                self.query.qid, "error", error=f"{type(exc).__name__}: {exc}")
+            self._attach(rag, record)
+            raise
+        self._attach(rag, record)
+        if record.status == "unscorable":
+            pytest.skip(f"no document is judged relevant at level {rag.config.relevance_level}: not scored")
+        exceeded = [d for d in drops if d.exceeded]
+        if exceeded and rag.thresholds.fail_on_regression:
+            raise QueryRegression(self._regression_text(rag, record, drops))
+
+    def _attach(self, rag: RagSession, record: QueryRecord) -> None:
+        self.user_properties.append((RECORD_KEY, rag.record_payload(record)))
+        if record.metrics:
+            for metric, value in record.metrics.items():
+                self.user_properties.append((metric, round(value, 6)))
+
+    def _upcoming(self) -> Sequence[Query]:
+        """This query and the ones after it in run order, for one search_batch call."""
+        rag = self.config.stash[RAG_SESSION]
+        order = rag.__dict__.setdefault("_item_order", None)
+        if order is None:
+            items = [i for i in self.session.items if isinstance(i, QueryItem)]
+            order = rag.__dict__["_item_order"] = (items, {i.nodeid: n for n, i in enumerate(items)})
+        items, index = order
+        start = index.get(self.nodeid, 0)
+        return [i.query for i in items[start:start + rag.options.batch_size]]
+
+    def _regression_text(self, rag: RagSession, record: QueryRecord, drops: list[Drop]) -> str:
+        from ._gate import Regression
+
+        gold = sorted(((d, g) for d, g in self.query.judgments.items() if g >= rag.config.relevance_level),
+                      key=lambda p: (-p[1], p[0]))
+        regression = Regression(self.query.qid, self.query.text, drops, gold, record.ranking, record.explains)
+        return regressions_text([regression], 1).split("\n", 1)[1]
+
+    def repr_failure(self, excinfo: Any, style: Any = None) -> Any:
+        if isinstance(excinfo.value, (QueryRegression, RagMetricsError)):
+            return str(excinfo.value)
+        return super().repr_failure(excinfo, style)
+
+    def reportinfo(self) -> tuple[Path, int | None, str]:
+        return self.path, None, f"rag query {self.query.qid}"
+
+
+def gate_report_text(rag: RagSession, gate: Gate) -> str:
+    """A failed gate's report: why, then the whole verdict with the worst-N list."""
+    return f"gate {gate.name}: {gate.message}\n\n" + verdict_text(rag.verdict(), rag.worst_n)
+
+
+class GateItem(pytest.Item):
+    """One aggregate check, run after every query item (serial runs only)."""
+
+    def __init__(self, *, gate: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.gate = gate
+
+    def runtest(self) -> None:
+        rag = self.config.stash[RAG_SESSION]
+        if rag.options.update_baseline:
+            pytest.skip("the baseline is being updated; nothing to compare")
+        gate = next(g for g in rag.verdict().gates if g.name == self.gate)
+        if not gate.passed and rag.thresholds.fail_on_regression:
+            raise GateFailure(gate_report_text(rag, gate))
+
+    def repr_failure(self, excinfo: Any, style: Any = None) -> Any:
+        if isinstance(excinfo.value, GateFailure):
+            return str(excinfo.value)
+        return super().repr_failure(excinfo, style)
+
+    def reportinfo(self) -> tuple[Path, int | None, str]:
+        return self.path, None, f"rag gate {self.gate}"

@@ -1,0 +1,138 @@
+"""The verdict as text: the aggregate table, strata, and the worst-regressed list.
+
+Used for the terminal summary, the gate reports and the CLI. Tables are Markdown
+(padded), so the same text pastes into a pull request.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from ._gate import Drop, Regression, Verdict
+from ._tables import markdown_table, sample_size_note
+
+__all__ = ["aggregate_table", "strata_table", "regressions_text", "drops_text", "verdict_text"]
+
+
+def _delta(value: float | None, n: int) -> str:
+    if value is None:
+        return "—"
+    text = f"{value:+.4f}"
+    if n and value != 0 and abs(value) < 1 / n - 1e-12:
+        text += " (<1/n)"
+    return text
+
+
+def aggregate_table(v: Verdict) -> str:
+    rows = []
+    for r in v.aggregate:
+        status = "ok"
+        if r.dropped_too_far:
+            status = "FAIL: drop"
+        if r.under_floor:
+            status = "FAIL: floor" if status == "ok" else status + ", floor"
+        if r.tolerance is None and r.minimum is None:
+            status = "report only"
+        rows.append([r.metric, r.baseline, r.now_common if v.has_baseline else r.now, _delta(r.delta, v.n_common),
+                     "—" if r.tolerance is None else f"{r.tolerance:g}",
+                     "—" if r.minimum is None else f"{r.minimum:g}", status])
+    table = markdown_table(["metric", "baseline", "now", "delta", "allowed drop", "floor", "verdict"], rows)
+    lines = [table, sample_size_note(v.n_common if v.has_baseline else v.n)]
+    if v.new:
+        now_all = ", ".join(f"{r.metric} {r.now:.4f}" for r in v.aggregate if r.now is not None)
+        lines.append(f"{len(v.new)} new queries not in the baseline (scored, not compared): "
+                     f"{', '.join(v.new[:10])}{' …' if len(v.new) > 10 else ''}; with them: {now_all}")
+    return "\n".join(lines)
+
+
+def strata_table(v: Verdict) -> str:
+    if not v.strata:
+        return ""
+    headers = ["tag", "n"]
+    for m in v.metrics:
+        headers += [m, "Δ"] if v.has_baseline else [m]
+    rows = []
+    for tag, (n, now, base) in v.strata.items():
+        row: list[object] = [tag, n]
+        for m in v.metrics:
+            row.append(now[m])
+            if v.has_baseline:
+                b, x = base.get(m), now[m]
+                row.append(_delta(None if b is None or x is None else x - b, n))
+        rows.append(row)
+    return markdown_table(headers, rows)
+
+
+def drops_text(drops: Sequence[Drop], indent: str = "") -> str:
+    """One line per fallen metric, the ones beyond tolerance first."""
+    width = max((len(d.metric) for d in drops), default=0)
+    lines = []
+    for d in sorted(drops, key=lambda d: (not d.exceeded, d.delta, d.metric)):
+        if d.exceeded:
+            note = f"beyond tolerance {d.tolerance:g}"
+        elif d.tolerance is None:
+            note = "not gated per query"
+        else:
+            note = f"within tolerance {d.tolerance:g}"
+        lines.append(f"{indent}{d.metric:<{width}}  {d.before:.4f} -> {d.after:.4f}  ({d.delta:+.4f})  {note}")
+    return "\n".join(lines)
+
+
+def regressions_text(regressions: Sequence[Regression], limit: int, shown_returned: int = 5) -> str:
+    if not regressions:
+        return "No query regressed."
+    shown = regressions[:limit]
+    lines = [f"Worst regressed queries ({len(shown)} of {len(regressions)}, largest drop first):"]
+    for i, r in enumerate(shown, start=1):
+        lines.append(f"{i:>3}. {r.qid}  {r.question!r}")
+        if r.error:
+            lines.append(f"       ERROR: {r.error}")
+        if r.drops:
+            lines.append(drops_text(r.drops, indent="       "))
+        gold = ", ".join(f"{d} ({g})" for d, g in r.gold) or "—"
+        lines.append(f"       gold:     {gold}")
+        if r.returned:
+            golds = {d for d, _ in r.gold}
+            for rank, doc in enumerate(r.returned[:shown_returned], start=1):
+                mark = "*" if doc in golds else " "
+                why = r.explains[rank - 1] if rank - 1 < len(r.explains) else None
+                head = "returned: " if rank == 1 else "          "
+                lines.append(f"       {head}{rank}.{mark}{doc}" + (f"  [{why}]" if why else ""))
+        elif not r.error:
+            lines.append("       returned: nothing")
+    if len(regressions) > limit:
+        rest = ", ".join(r.qid for r in regressions[limit:limit + 20])
+        lines.append(f"     … and {len(regressions) - limit} more: {rest}{' …' if len(regressions) > limit + 20 else ''}")
+    return "\n".join(lines)
+
+
+def verdict_text(v: Verdict, worst_n: int) -> str:
+    """The whole report: gates, aggregate table, strata, notes, worst-N list."""
+    parts = []
+    failed = v.failed_gates
+    if failed:
+        head = "RETRIEVAL GATE FAILED" if v.fail_on_regression else "RETRIEVAL GATE FAILED (report only: fail_on_regression is false)"
+        parts.append(head + "\n" + "\n".join(f"  gate {g.name}: {g.message}" for g in failed))
+    elif v.has_baseline:
+        parts.append(f"All gates passed ({len(v.gates)} checked).")
+    else:
+        parts.append("No baseline: scores below are not compared.")
+    parts.append(aggregate_table(v))
+    strata = strata_table(v)
+    if strata:
+        parts.append("Per tag:\n" + strata)
+    notes = []
+    if v.unscorable:
+        notes.append(f"{len(v.unscorable)} queries have no relevant document and were not scored: "
+                     f"{', '.join(v.unscorable[:10])}")
+    if v.short:
+        notes.append(f"{len(v.short)} queries came back with fewer documents than the deepest cutoff "
+                     f"(after mapping chunks to documents and dedup): "
+                     + ", ".join(f"{q} ({n})" for q, n in list(v.short.items())[:10]))
+    if v.removed:
+        notes.append(f"{len(v.removed)} baseline queries are gone from the golden set: {', '.join(v.removed[:10])}")
+    if notes:
+        parts.append("\n".join(notes))
+    if v.has_baseline:
+        parts.append(regressions_text(v.regressions, worst_n))
+    return "\n\n".join(parts)

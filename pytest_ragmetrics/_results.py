@@ -1,0 +1,100 @@
+"""What a retriever returns, made into plain data the rest of the package can trust.
+
+Retrievers return ranked results, best first, each a ``str`` id, an ``(id, score)``
+pair, or an object with an ``id`` attribute (and optionally ``score`` and an
+explanation: ``explain_text()``, or ``explain`` as text or a mapping). The order
+is the ranking; nothing here re-sorts it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+from ._errors import RetrieverError
+
+__all__ = ["Returned", "normalize_results"]
+
+
+@dataclass
+class Returned:
+    """A normalised result list: ids in rank order, with scores and explanations if given."""
+
+    ids: list[str]
+    scores: list[float | None] = field(default_factory=list)
+    explains: list[str | None] = field(default_factory=list)
+    truncated_from: int | None = None  # how many came back when more than k did
+
+
+def _explain_text(result: Any) -> str | None:
+    method = getattr(result, "explain_text", None)
+    if callable(method):
+        return str(method())
+    explain = getattr(result, "explain", None)
+    if explain is None:
+        return None
+    if callable(explain):
+        explain = explain()
+    if isinstance(explain, Mapping):
+        parts = []
+        for key, value in explain.items():
+            if isinstance(value, Mapping):
+                inner = ", ".join(f"{k} {_short(v)}" for k, v in value.items())
+                parts.append(f"{key}({inner})")
+            else:
+                parts.append(f"{key} {_short(value)}")
+        return " + ".join(parts)
+    return str(explain)
+
+
+def _short(value: Any) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+def normalize_results(results: Any, k: int, query_id: str = "?") -> Returned:
+    """Check and normalise one query's results; keep at most ``k`` of them.
+
+    Raises :class:`RetrieverError` naming the query when the results are not a
+    ranking (``None``, a string, ids that are not strings).
+    """
+    if results is None:
+        raise RetrieverError(f"query {query_id!r}: the retriever returned None; expected a list of results")
+    if isinstance(results, (str, bytes)) or isinstance(results, Mapping):
+        raise RetrieverError(
+            f"query {query_id!r}: the retriever returned a {type(results).__name__}; "
+            "expected a list of ids, (id, score) pairs or objects with an .id"
+        )
+    try:
+        items: Sequence[Any] = list(results)
+    except TypeError:
+        raise RetrieverError(
+            f"query {query_id!r}: the retriever returned {type(results).__name__}, which is not iterable"
+        ) from None
+    out = Returned([], [], [])
+    if len(items) > k:
+        out.truncated_from = len(items)
+        items = items[:k]
+    for rank, item in enumerate(items, start=1):
+        score: Any = None
+        explain: str | None = None
+        if isinstance(item, str):
+            rid: Any = item
+        elif isinstance(item, tuple) and len(item) == 2:
+            rid, score = item
+        elif hasattr(item, "id"):
+            rid = item.id
+            score = getattr(item, "score", None)
+            explain = _explain_text(item)
+        else:
+            raise RetrieverError(
+                f"query {query_id!r}, result {rank}: {type(item).__name__} {item!r:.60} is not an id, "
+                "an (id, score) pair or an object with .id"
+            )
+        if not isinstance(rid, str):
+            raise RetrieverError(
+                f"query {query_id!r}, result {rank}: id {rid!r:.60} is a {type(rid).__name__}, expected str"
+            )
+        out.ids.append(rid)
+        out.scores.append(float(score) if isinstance(score, (int, float)) and not isinstance(score, bool) else None)
+        out.explains.append(explain)
+    return out

@@ -1,0 +1,400 @@
+"""State of one ``pytest --rag-eval`` session, kept out of the hooks.
+
+Every process (serial run, xdist controller, xdist worker) builds one
+:class:`RagSession` at configure time from the options and files. Workers only
+retrieve and score; records travel to the controller inside the reports'
+``user_properties`` (the same path in a serial run), and only the controller,
+or the single process of a serial run, aggregates, gates and writes files.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from ._baseline import (
+    Baseline,
+    Thresholds,
+    dumps_stable,
+    fingerprint_mismatch,
+    git_commit,
+    load_baseline,
+    load_thresholds,
+    write_baseline,
+)
+from ._errors import BaselineError, RagMetricsError, RetrieverError
+from ._evaluate import mean_metrics, score_query
+from ._gate import QueryRecord, Verdict, build_verdict, gate_names, query_drops, Drop
+from ._golden import GoldenSet, Query, load_golden
+from ._measures import MeasurementConfig, parse_measures
+from ._metrics import ideal_grades
+from ._results import normalize_results
+from ._subset import select_smoke
+
+__all__ = ["RagOptions", "RagSession", "RECORD_KEY"]
+
+#: The user_properties key a query item's record travels under.
+RECORD_KEY = "ragmetrics"
+
+_DEFAULT_K = 10
+
+
+@dataclass(frozen=True)
+class RagOptions:
+    golden: Path
+    baseline: Path
+    thresholds: Path | None
+    measurement: MeasurementConfig
+    k: int
+    subset: str
+    smoke_rule: str
+    update_baseline: bool
+    accept_mismatch: bool
+    report: Path | None
+    worst: int | None
+    repeat: int
+    batch_size: int
+
+
+def _metrics_for(k: int) -> list[str]:
+    return [f"recall@{k}", f"hit_rate@{k}", f"mrr@{k}", f"ndcg@{k}"]
+
+
+def build_options(get: Callable[[str, str], Any], resolve: Callable[[str, bool], Path]) -> RagOptions:
+    """Resolve options from ``get(option, ini)`` (flag wins over ini) into RagOptions.
+
+    ``resolve(value, from_cli)`` turns a path into an absolute one.
+    """
+
+    def pick(flag: str, ini: str) -> tuple[Any, bool]:
+        if flag:
+            value = get(flag, "")
+            if value not in (None, ""):
+                return value, True
+        return get("", ini), False
+
+    raw_k, _ = pick("rag_k", "rag_k")
+    raw_metrics, _ = pick("rag_metrics", "rag_metrics")
+    k_given = raw_k not in (None, "")
+    try:
+        k = int(raw_k) if k_given else None
+    except (TypeError, ValueError):
+        raise RagMetricsError(f"rag_k must be a positive integer, got {raw_k!r}") from None
+    if k is not None and k < 1:
+        raise RagMetricsError(f"rag_k must be a positive integer, got {k}")
+    names = raw_metrics.split() if isinstance(raw_metrics, str) else list(raw_metrics or [])
+    measures = parse_measures(names) if names else parse_measures(_metrics_for(k or _DEFAULT_K))
+    depth = MeasurementConfig(measures).depth
+    if k is None:
+        k = depth or _DEFAULT_K
+    level_raw, _ = pick("rag_relevance_level", "rag_relevance_level")
+    try:
+        level = int(level_raw) if level_raw not in (None, "") else 1
+    except ValueError:
+        raise RagMetricsError(f"rag_relevance_level must be an integer >= 1, got {level_raw!r}") from None
+    gain, _ = pick("rag_gain", "rag_gain")
+    sep, _ = pick("rag_id_separator", "rag_id_separator")
+    measurement = MeasurementConfig(measures, relevance_level=level, gain=gain or "exponential",
+                                    id_separator=sep if sep not in (None, "none") else None)
+    golden, g_cli = pick("rag_golden", "rag_golden")
+    baseline, b_cli = pick("rag_baseline", "rag_baseline")
+    thresholds, t_cli = pick("rag_thresholds", "rag_thresholds")
+    subset, _ = pick("rag_subset", "rag_subset")
+    smoke, _ = pick("", "rag_smoke")
+    report = get("rag_report", "")
+    repeat = int(get("rag_repeat", "") or 1)
+    if repeat < 1:
+        raise RagMetricsError(f"--rag-repeat must be >= 1, got {repeat}")
+    worst = get("rag_worst", "")
+    return RagOptions(
+        golden=resolve(golden, g_cli),
+        baseline=resolve(baseline, b_cli),
+        thresholds=resolve(thresholds, t_cli) if thresholds else None,
+        measurement=measurement,
+        k=k,
+        subset=subset or "full",
+        smoke_rule=smoke or "tag:smoke",
+        update_baseline=bool(get("rag_update_baseline", "")),
+        accept_mismatch=bool(get("rag_accept_mismatch", "")),
+        report=resolve(report, True) if report else None,
+        worst=int(worst) if worst not in (None, "") else None,
+        repeat=repeat,
+        batch_size=int(get("rag_batch_size", "") or 32),
+    )
+
+
+class RagSession:
+    """Golden set, baseline, thresholds and the records of one run."""
+
+    def __init__(self, options: RagOptions, is_worker: bool, rootdir: Path) -> None:
+        self.options = options
+        self.is_worker = is_worker
+        self.rootdir = rootdir
+        self.config = options.measurement
+        self.metrics = self.config.metric_names
+        self.full_golden: GoldenSet = load_golden(options.golden)
+        if options.subset == "smoke":
+            if options.update_baseline:
+                raise RagMetricsError("--rag-update-baseline needs the full set; drop --rag-subset smoke")
+            self.golden = select_smoke(self.full_golden, options.smoke_rule)
+        elif options.subset == "full":
+            self.golden = self.full_golden
+        else:
+            raise RagMetricsError(f"--rag-subset must be smoke or full, got {options.subset!r}")
+        self.thresholds: Thresholds = load_thresholds(options.thresholds, self.config)
+        self.worst_n = options.worst if options.worst is not None else self.thresholds.worst_n
+        self.baseline: Baseline | None = None
+        self.mismatch: list[str] = []
+        if options.update_baseline:
+            try:
+                self.baseline = load_baseline(options.baseline)
+            except BaselineError:
+                self.baseline = None  # a broken or missing one is about to be replaced
+        elif options.baseline.exists():
+            self.baseline = load_baseline(options.baseline)
+            self._check_baseline(self.baseline)
+        self.gates = gate_names(self.metrics, self.thresholds)
+        golden_path = options.golden.resolve()
+        #: The file the golden set's items hang from (a folder's queries.jsonl).
+        self.collect_path = golden_path / "queries.jsonl" if golden_path.is_dir() else golden_path
+        self.records: dict[str, QueryRecord] = {}
+        self.retriever_description: Any = None
+        self._described = False
+        self._prefetched: dict[str, Any] = {}
+        self._ideal = {q.qid: ideal_grades(q.judgments) for q in self.golden}
+        self._verdict: Verdict | None = None
+        self.summary: str | None = None
+        self.baseline_written: str | None = None
+
+    # ------------------------------------------------------------- baseline checks
+
+    def _check_baseline(self, baseline: Baseline) -> None:
+        problems = fingerprint_mismatch(baseline.meta, self.config)
+        changed = [
+            q.qid for q in self.full_golden
+            if q.qid in baseline.per_query
+            and baseline.per_query[q.qid].get("_judgments") not in (None, q.judgments_digest())
+        ]
+        if changed:
+            problems.append(f"judgments or text changed for {len(changed)} queries since the baseline: "
+                            f"{', '.join(changed[:10])}{' …' if len(changed) > 10 else ''}")
+        if problems and not self.options.accept_mismatch:
+            raise BaselineError(
+                f"{baseline.path} was measured differently, so comparing would mislead:\n  - "
+                + "\n  - ".join(problems)
+                + "\nRe-measure with `pytest --rag-eval --rag-update-baseline` (and commit the diff), "
+                "or pass --rag-accept-mismatch to compare anyway."
+            )
+        self.mismatch = problems
+
+    # ------------------------------------------------------------------ retrieval
+
+    def _search(self, retriever: Any, query: Query) -> Any:
+        return retriever.search(query.text, self.options.k)
+
+    def _prefetch(self, retriever: Any, upcoming: Sequence[Query]) -> None:
+        """Fill the cache with one ``search_batch`` call; on failure fall back to per-query."""
+        self._prefetched.clear()
+        texts = [q.text for q in upcoming]
+        try:
+            results = retriever.search_batch(texts, self.options.k)
+            results = list(results) if results is not None else None
+        except Exception:  # one bad query must not fail its neighbours: retry one by one
+            return
+        if results is None or len(results) != len(upcoming):
+            return
+        for q, r in zip(upcoming, results):
+            self._prefetched[q.qid] = r
+
+    def retrieve(self, retriever: Any, query: Query, upcoming: Callable[[], Sequence[Query]]) -> Any:
+        if query.qid in self._prefetched:
+            return self._prefetched.pop(query.qid)
+        if callable(getattr(retriever, "search_batch", None)) and self.options.repeat == 1:
+            self._prefetch(retriever, upcoming())
+            if query.qid in self._prefetched:
+                return self._prefetched.pop(query.qid)
+        return self._search(retriever, query)
+
+    def run_query(self, retriever: Any, query: Query,
+                  upcoming: Callable[[], Sequence[Query]] = lambda: ()) -> tuple[QueryRecord, list[Drop]]:
+        """Retrieve, map, dedup, score and compare one query.
+
+        Raises what the retriever raised (after recording the error), or
+        :class:`RetrieverError` for a result that is not a ranking.
+        """
+        if not self._described:
+            self._described = True
+            describe = getattr(retriever, "describe", None)
+            try:
+                self.retriever_description = describe() if callable(describe) else type(retriever).__name__
+            except Exception as exc:  # describing is optional; never fail a query on it
+                self.retriever_description = f"{type(retriever).__name__} (describe() raised {exc!r})"
+        try:
+            returned = normalize_results(self.retrieve(retriever, query, upcoming), self.options.k, query.qid)
+            for _ in range(self.options.repeat - 1):
+                again = normalize_results(self._search(retriever, query), self.options.k, query.qid)
+                if again.ids != returned.ids:
+                    first = next(i for i, (a, b) in enumerate(zip(returned.ids + [None], again.ids + [None]))
+                                 if a != b)
+                    raise RetrieverError(
+                        f"query {query.qid!r}: the ranking changed between repeated runs "
+                        f"(first difference at rank {first + 1}: {returned.ids[first:first + 1]} vs "
+                        f"{again.ids[first:first + 1]}); a system compared with itself must score identically"
+                    )
+        except Exception as exc:
+            # The item re-raises this; the record rides along so the gate counts the error.
+            exc.ragmetrics_record = QueryRecord(  # type: ignore[attr-defined]
+                query.qid, "error", error=f"{type(exc).__name__}: {exc}")
+            raise
+        docs, metrics = score_query(returned.ids, query.judgments, self.config, self._ideal.get(query.qid))
+        explains = _explains_per_document(returned, docs, self.config.id_separator)
+        if metrics is None:
+            return QueryRecord(query.qid, "unscorable", None, docs, explains, len(docs),
+                               truncated_from=returned.truncated_from), []
+        record = QueryRecord(query.qid, "scored", metrics, docs, explains, len(docs),
+                             truncated_from=returned.truncated_from)
+        drops = query_drops(metrics, self.baseline.metrics_of(query.qid), self.thresholds) \
+            if self.baseline is not None and query.qid in self.baseline.per_query and not self.options.update_baseline \
+            else []
+        return record, drops
+
+    # -------------------------------------------------------------- controller side
+
+    def add_record(self, data: dict[str, Any]) -> None:
+        record = QueryRecord.from_dict(data)
+        self.records[record.qid] = record
+        if "retriever" in data and self.retriever_description is None:
+            self.retriever_description = data["retriever"]
+
+    def record_payload(self, record: QueryRecord) -> dict[str, Any]:
+        data = record.to_dict()
+        if self.retriever_description is not None and not getattr(self, "_sent_description", False):
+            self._sent_description = True
+            data["retriever"] = self.retriever_description
+        return data
+
+    def verdict(self) -> Verdict:
+        if self._verdict is None:
+            self._verdict = build_verdict(
+                self.records, self.golden, None if self.options.update_baseline else self.baseline,
+                self.thresholds, self.metrics, self.config.relevance_level, self.full_golden,
+            )
+        return self._verdict
+
+    def meta(self) -> dict[str, Any]:
+        from . import __version__
+
+        try:
+            source = str(self.options.golden.resolve().relative_to(self.rootdir.resolve()))
+        except ValueError:
+            source = str(self.options.golden)
+        return {
+            "golden": {"source": source, "sha256": self.full_golden.fingerprint(),
+                       "n_queries": len(self.full_golden)},
+            "measurement": self.config.to_dict(),
+            "k": self.options.k,
+            "retriever": self.retriever_description,
+            "package_version": __version__,
+            "git_commit": git_commit(self.rootdir),
+            "created": _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat(),
+        }
+
+    def write_baseline(self) -> str:
+        """Write the baseline from this run's records; return what changed, as text.
+
+        Refuses (raising) when the run was partial or a query errored: a baseline
+        must describe the whole golden set as the retriever really answers it.
+        """
+        missing = [q.qid for q in self.full_golden if q.qid not in self.records]
+        if missing:
+            raise BaselineError(
+                f"not writing {self.options.baseline}: {len(missing)} golden queries did not run "
+                f"(e.g. {', '.join(missing[:5])}); update the baseline from a full, unfiltered run"
+            )
+        errored = [qid for qid, r in self.records.items() if r.status == "error"]
+        if errored:
+            raise BaselineError(
+                f"not writing {self.options.baseline}: {len(errored)} queries errored "
+                f"({', '.join(errored[:5])}); fix the retriever first"
+            )
+        scored = {q.qid: self.records[q.qid] for q in self.full_golden if self.records[q.qid].status == "scored"}
+        per_query = {
+            qid: {**(r.metrics or {}), "_judgments": self.full_golden[qid].judgments_digest()}
+            for qid, r in scored.items()
+        }
+        aggregate = mean_metrics((r.metrics or {} for r in scored.values()), self.metrics)
+        new = Baseline(self.meta(), aggregate, per_query, str(self.options.baseline))
+        change = describe_change(self.baseline, new, self.metrics)
+        write_baseline(self.options.baseline, new)
+        self.baseline_written = change
+        return change
+
+    def artifact(self) -> dict[str, Any]:
+        """The JSON run artifact: config, per-query results, aggregates, comparison."""
+        verdict = self.verdict()
+        per_query = {}
+        for q in self.golden:
+            r = self.records.get(q.qid)
+            if r is None:
+                continue
+            per_query[q.qid] = {"status": r.status, "metrics": r.metrics, "ranking": r.ranking,
+                                "tags": list(q.tags), "error": r.error, "n_docs": r.n_docs}
+        meta = self.meta()
+        meta["subset"] = self.options.subset
+        return {
+            "_meta": meta,
+            "aggregate": {row.metric: row.now for row in verdict.aggregate},
+            "n": verdict.n,
+            "per_query": per_query,
+            "comparison": verdict.to_dict(),
+        }
+
+    def write_artifact(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(dumps_stable(self.artifact()), encoding="utf-8")
+
+
+def _explains_per_document(returned: Any, docs: list[str], separator: str | None) -> list[str | None]:
+    """The explanation of the best-ranked result behind each document."""
+    if not any(returned.explains):
+        return []
+    first: dict[str, str | None] = {}
+    for rid, why in zip(returned.ids, returned.explains):
+        doc = rid.split(separator, 1)[0] if separator else rid
+        if doc not in first:
+            first[doc] = (f"{rid}: {why}" if rid != doc and why else why)
+    return [first.get(d) for d in docs]
+
+
+def describe_change(old: Baseline | None, new: Baseline, metrics: Sequence[str]) -> str:
+    """What a baseline refresh changes, for the terminal and the pull request."""
+    lines = [f"Baseline written: {new.path} ({len(new.per_query)} queries)."]
+    if old is None:
+        lines.append("No previous baseline.")
+        return "\n".join(lines)
+    added = sorted(set(new.per_query) - set(old.per_query))
+    removed = sorted(set(old.per_query) - set(new.per_query))
+    if added:
+        lines.append(f"Queries added: {len(added)} ({', '.join(added[:10])}{' …' if len(added) > 10 else ''})")
+    if removed:
+        lines.append(f"Queries removed: {len(removed)} ({', '.join(removed[:10])}{' …' if len(removed) > 10 else ''})")
+    for m in metrics:
+        before, after = old.aggregate.get(m), new.aggregate.get(m)
+        ups = downs = 0
+        for qid in set(new.per_query) & set(old.per_query):
+            a, b = old.per_query[qid].get(m), new.per_query[qid].get(m)
+            if a is None or b is None:
+                continue
+            if b > a + 1e-9:
+                ups += 1
+            elif b < a - 1e-9:
+                downs += 1
+        if before is None:
+            lines.append(f"  {m}: {after:.4f} (new metric)")
+        else:
+            lines.append(f"  {m}: {before:.4f} -> {after:.4f} ({after - before:+.4f}); "
+                         f"queries up {ups}, down {downs}")
+    return "\n".join(lines)

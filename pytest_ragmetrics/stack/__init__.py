@@ -1,0 +1,59 @@
+"""The reference retrieval stack: corpus -> chunks -> BM25 + chromadb vectors -> RRF -> rerank.
+
+Importing this package is cheap: torch, chromadb, sentence-transformers, jieba
+and bm25s are imported only when an index is built or a model is used.
+
+    from pytest_ragmetrics.stack import Retriever
+    r = Retriever("eval/corpus", mode="hybrid")
+    for hit in r.search("why does my app freeze", 5):
+        print(hit.id, hit.explain_text())
+"""
+
+from .bm25 import (
+    BACKENDS,
+    DEFAULT_BACKEND,
+    BM25Index,
+    chinese_tokenizer,
+    detect_language,
+    english_tokenizer,
+    make_tokenizer,
+)
+from .chunking import Chunk, chunk_documents, split_text
+from .corpus import CorpusError, Document, load_corpus
+from .embed import DEFAULT_MODEL_NAME, Embedder, default_model_path, model_fingerprint
+from .fusion import reciprocal_rank_fusion
+from .index import DEFAULT_HNSW, HnswSettings, VectorIndex, connect
+from .paths import ragmetrics_home
+from .rerank import Reranker
+from .retriever import ENV_VARS, MODES, Hit, Retriever
+
+__all__ = [
+    "BACKENDS",
+    "BM25Index",
+    "Chunk",
+    "CorpusError",
+    "DEFAULT_BACKEND",
+    "DEFAULT_HNSW",
+    "DEFAULT_MODEL_NAME",
+    "Document",
+    "ENV_VARS",
+    "Embedder",
+    "Hit",
+    "HnswSettings",
+    "MODES",
+    "Reranker",
+    "Retriever",
+    "VectorIndex",
+    "chinese_tokenizer",
+    "chunk_documents",
+    "connect",
+    "default_model_path",
+    "detect_language",
+    "english_tokenizer",
+    "load_corpus",
+    "make_tokenizer",
+    "model_fingerprint",
+    "ragmetrics_home",
+    "reciprocal_rank_fusion",
+    "split_text",
+]

