@@ -171,8 +171,10 @@ def _finish(path: str, queries: list[tuple[Query, str]], skipped: tuple[str, ...
 def _yaml_loader() -> type:
     import yaml
 
-    class LineLoader(yaml.SafeLoader):
-        """SafeLoader that records each mapping's line and rejects duplicate keys."""
+    base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present: ~10x faster
+
+    class LineLoader(base):  # type: ignore[misc,valid-type]
+        """A safe loader that records each mapping's line and rejects duplicate keys."""
 
     def construct_mapping(loader: Any, node: Any, deep: bool = False) -> dict[Any, Any]:
         keys: set[Any] = set()
@@ -183,7 +185,7 @@ def _yaml_loader() -> type:
                     None, None, f"duplicate key {key!r}", key_node.start_mark
                 )
             keys.add(key) if isinstance(key, (str, int)) else None
-        mapping = yaml.SafeLoader.construct_mapping(loader, node, deep=True)
+        mapping = yaml.constructor.SafeConstructor.construct_mapping(loader, node, deep=True)
         mapping["__line__"] = node.start_mark.line + 1
         return mapping
 

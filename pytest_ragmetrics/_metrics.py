@@ -170,11 +170,6 @@ def document_ranking(ids: Iterable[str], separator: str | None = "#") -> list[st
     occurrence of a document is its best rank, so later ones are removed and no
     metric can exceed 1.
     """
-    seen: set[str] = set()
-    out: list[str] = []
-    for raw in ids:
-        doc = raw.split(separator, 1)[0] if separator else raw
-        if doc not in seen:
-            seen.add(doc)
-            out.append(doc)
-    return out
+    if separator:
+        ids = [raw.partition(separator)[0] for raw in ids]
+    return list(dict.fromkeys(ids))  # dicts keep insertion order: first occurrence wins

@@ -41,7 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--skip-missing", action="store_true",
                     help="leave out judged queries absent from the run (trec_eval without -c); "
                          "by default they score 0")
-    ev.add_argument("--per-query", action="store_true", help="also print each query's metrics")
+    ev.add_argument("--per-query", action="store_true",
+                    help="also print each query's metrics in the table (JSON output always has them)")
     ev.add_argument("--format", choices=("table", "json"), default="table")
     return parser
 
@@ -57,9 +58,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     run = read_run(args.run)
     result = evaluate(run, qrels, config, missing="skip" if args.skip_missing else "zero")
     if args.format == "json":
-        payload: dict[str, object] = {"aggregate": result.aggregate}
-        if args.per_query:
-            payload["per_query"] = result.per_query
+        payload: dict[str, object] = {"aggregate": result.aggregate, "per_query": result.per_query}
         payload["n"] = result.n
         payload["unscorable"] = result.unscorable
         payload["missing"] = result.missing
