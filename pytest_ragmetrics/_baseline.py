@@ -137,8 +137,9 @@ def write_baseline(path: str | Path, baseline: Baseline) -> None:
         raise
 
 
-def fingerprint_mismatch(baseline_meta: Mapping[str, Any], config: MeasurementConfig) -> list[str]:
-    """Measurement-config fields that differ between a baseline and this run.
+def fingerprint_mismatch(baseline_meta: Mapping[str, Any], config: MeasurementConfig, k: int | None = None) -> list[str]:
+    """Measurement-config fields (and ``k``, results asked per query) that differ
+    between a baseline and this run.
 
     Golden-set changes are judged per query by the gate (changed judgments are
     refused; added and removed queries are reported), not here.
@@ -151,6 +152,8 @@ def fingerprint_mismatch(baseline_meta: Mapping[str, Any], config: MeasurementCo
     for key in sorted(set(now) | set(recorded)):
         if recorded.get(key) != now.get(key):
             diffs.append(f"{key}: baseline {recorded.get(key)!r}, now {now.get(key)!r}")
+    if k is not None and baseline_meta.get("k") not in (None, k):
+        diffs.append(f"k (results asked per query): baseline {baseline_meta.get('k')!r}, now {k!r}")
     return diffs
 
 

@@ -73,15 +73,25 @@ class QueryItem(pytest.Function):
                 self.user_properties.append((metric, round(value, 6)))
 
     def _upcoming(self) -> Sequence[Query]:
-        """This query and the ones after it in run order, for one search_batch call."""
+        """This query and the ones this process will run next, for one search_batch call.
+
+        Under xdist that is the worker's own queue (other workers' queries are not
+        fetched); in a serial run, the items that follow in run order.
+        """
         rag = self.config.stash[RAG_SESSION]
-        order = rag.__dict__.setdefault("_item_order", None)
-        if order is None:
-            items = [i for i in self.session.items if isinstance(i, QueryItem)]
-            order = rag.__dict__["_item_order"] = (items, {i.nodeid: n for n, i in enumerate(items)})
-        items, index = order
-        start = index.get(self.nodeid, 0)
-        return [i.query for i in items[start:start + rag.options.batch_size]]
+        items = self.session.items
+        size = rag.options.batch_size
+        queue = _xdist_queue(self.config)
+        if queue is not None:
+            following = [items[i] for i in queue]
+        else:
+            order = rag.__dict__.get("_item_index")
+            if order is None:
+                order = rag.__dict__["_item_index"] = {it.nodeid: n for n, it in enumerate(items)}
+            start = order.get(self.nodeid, len(items))
+            following = items[start + 1:start + size]
+        ahead = [i.query for i in following if isinstance(i, QueryItem)]
+        return [self.query, *ahead[: size - 1]]
 
     def _regression_text(self, rag: RagSession, record: QueryRecord, drops: list[Drop]) -> str:
         from ._gate import Regression
@@ -94,10 +104,32 @@ class QueryItem(pytest.Function):
     def repr_failure(self, excinfo: Any, style: Any = None) -> Any:
         if isinstance(excinfo.value, (QueryRegression, RagMetricsError)):
             return str(excinfo.value)
-        return super().repr_failure(excinfo, style)
+        return super().repr_failure(excinfo)  # pytest.Function.repr_failure takes no style
 
     def reportinfo(self) -> tuple[Path, int | None, str]:
         return self.path, None, f"rag query {self.query.qid}"
+
+
+def _xdist_queue(config: pytest.Config) -> list[int] | None:
+    """Indices of the items this xdist worker has been handed and not yet run.
+
+    Reads pytest-xdist's WorkerInteractor (not a public API, hence every guard):
+    ``None`` outside a worker or if xdist's internals change, and the caller
+    falls back to the items that follow in run order.
+    """
+    if not hasattr(config, "workerinput"):
+        return None
+    for plugin in config.pluginmanager.get_plugins():
+        if type(plugin).__name__ != "WorkerInteractor":
+            continue
+        try:
+            nxt = plugin.nextitem_index
+            with plugin.torun.lock() as pending:
+                queued = [i for i in pending if isinstance(i, int)]
+        except Exception:
+            return None
+        return ([nxt] if isinstance(nxt, int) else []) + queued
+    return None
 
 
 def gate_report_text(rag: RagSession, gate: Gate) -> str:

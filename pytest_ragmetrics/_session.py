@@ -172,7 +172,7 @@ class RagSession:
     # ------------------------------------------------------------- baseline checks
 
     def _check_baseline(self, baseline: Baseline) -> None:
-        problems = fingerprint_mismatch(baseline.meta, self.config)
+        problems = fingerprint_mismatch(baseline.meta, self.config, self.options.k)
         changed = [
             q.qid for q in self.full_golden
             if q.qid in baseline.per_query

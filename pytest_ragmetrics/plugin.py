@@ -134,12 +134,16 @@ class _Controller:
         for key, value in report.user_properties:
             if key == RECORD_KEY:
                 self.rag.add_record(value)
+                if self.prefix is None and report.nodeid.endswith("::" + value["qid"]):
+                    self.prefix = report.nodeid[: -len(value["qid"]) - 2]
                 return
         if report.failed and report.when == "setup" and "::gate::" not in report.nodeid:
             qid = report.nodeid.rsplit("::", 1)[-1]
             if qid in self.rag.golden and qid not in self.rag.records:
                 message = report.longreprtext.strip().splitlines()
-                self.rag.records[qid] = QueryRecord(qid, "error", error=f"setup failed: {message[-1] if message else '?'}")
+                crash = getattr(report.longrepr, "reprcrash", None)  # "OSError: index not built", not "file:line: OSError"
+                text = crash.message if crash is not None else (message[-1] if message else "?")
+                self.rag.records[qid] = QueryRecord(qid, "error", error=f"setup failed: {text}")
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
@@ -161,6 +165,8 @@ class _Controller:
         if not rag.records:
             return
         if rag.options.update_baseline:
+            if self.config.pluginmanager.has_plugin("dsession"):
+                self._report_gates(session)  # as skipped, like the serial gate items
             try:
                 rag.summary = rag.write_baseline()
             except BaselineError as exc:
@@ -186,19 +192,26 @@ class _Controller:
         from ._items import gate_report_text
 
         rag = self.rag
-        try:
-            golden_id = str(rag.options.golden.resolve().relative_to(self.config.rootpath.resolve()).as_posix())
+        try:  # the file the items hang from (a folder's queries.jsonl), as the workers named it
+            golden_id = self.prefix or str(rag.collect_path.relative_to(self.config.rootpath.resolve()).as_posix())
         except ValueError:
-            golden_id = str(rag.options.golden)
+            golden_id = str(rag.collect_path)
         hook = self.config.hook
-        for gate in rag.verdict().gates:
+        updating = rag.options.update_baseline
+        gates = rag.verdict().gates
+        terminal = self.config.pluginmanager.get_plugin("terminalreporter")
+        if terminal is not None and hasattr(terminal, "_show_progress_info"):
+            terminal._show_progress_info = False  # its counter only knows the workers' items
+        for gate in gates:
             nodeid = f"{golden_id}::gate::{gate.name}"
             location = (golden_id, None, f"rag gate {gate.name}")
-            failed = not gate.passed and rag.thresholds.fail_on_regression
+            failed = not gate.passed and rag.thresholds.fail_on_regression and not updating
             # No logstart/logfinish: xdist's progress counter only knows the workers' items.
             for when in ("setup", "call", "teardown"):
                 outcome = "failed" if failed and when == "call" else "passed"
-                longrepr = gate_report_text(rag, gate) if outcome == "failed" else None
+                longrepr: Any = gate_report_text(rag, gate) if outcome == "failed" else None
+                if updating and when == "call":
+                    outcome, longrepr = "skipped", (location[0], None, "Skipped: the baseline is being updated")
                 report = pytest.TestReport(nodeid, location, {}, outcome, longrepr, when)
                 hook.pytest_runtest_logreport(report=report)
 

@@ -1,0 +1,199 @@
+"""baselines/thresholds.json: every key, and every way of getting one wrong."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from ragproject import QIDS, RagProject, dcg, drop_line, ids_with, no_traceback, outcomes, rag_summary, worst_list
+
+# recall@10 per query after these answers: q-002 1/2, q-004 0, q-006 1/3 (all others 1)
+THREE_DOWN = {
+    "q_002": ["chain-lube", "noise-doc"],
+    "q_004": ["brake-pads"],
+    "q_006": ["cassette"],
+}
+
+
+def test_defaults_gate_recall_in_aggregate_and_per_query(baselined: RagProject) -> None:
+    baselined.answer(q_005=["noise-doc"])
+    result = baselined.run()
+    assert ids_with(result, "failed") == ["golden.yaml::gate::recall@10", "golden.yaml::q-005"]
+    summary = rag_summary(result)
+    assert re.search(r"\| recall@10 +\| 1\.0000 +\| 0\.8333 +\| -0\.1667 +\| 0 +\| — +\| FAIL: drop", summary)
+    assert re.search(r"\| ndcg@10 .*\| — +\| — +\| report only", summary)
+    assert "Worst regressed queries (1 of 1" in summary
+
+
+@pytest.mark.parametrize("tolerance, gate", [(0.1, "failed"), (0.166, "failed"), (0.1667, "passed"), (0.2, "passed")])
+def test_aggregate_tolerance(baselined: RagProject, tolerance: float, gate: str) -> None:
+    # q-005 loses its only gold document: the mean falls by 1/6 = 0.1667
+    baselined.thresholds({"recall@10_tolerance": tolerance, "recall@10_query_tolerance": 1.0})
+    baselined.answer(q_005=["noise-doc"])
+    result = baselined.run()
+    assert outcomes(result)["golden.yaml::gate::recall@10"] == gate
+    assert outcomes(result)["golden.yaml::q-005"] == "passed"  # within its own (generous) tolerance
+    assert result.ret == (pytest.ExitCode.TESTS_FAILED if gate == "failed" else pytest.ExitCode.OK)
+    summary = rag_summary(result)
+    if gate == "failed":
+        assert f"gate recall@10: recall@10 fell -0.1667 against the baseline (1.0000 -> 0.8333); allowed drop {tolerance:g}" \
+            in summary
+    else:
+        assert "All gates passed (2 checked)." in summary
+        assert re.search(rf"\| recall@10 +\| 1\.0000 +\| 0\.8333 +\| -0\.1667 +\| {tolerance:g} +\| — +\| ok", summary)
+
+
+def test_tolerance_on_another_metric_adds_a_gate(baselined: RagProject) -> None:
+    baselined.thresholds({"mrr@10_tolerance": 0.05})
+    baselined.answer(q_001=["noise-doc", "tire-repair"])  # mrr 1 -> 1/2, recall unchanged
+    result = baselined.run()
+    assert outcomes(result) == {
+        **{f"golden.yaml::{q}": "passed" for q in QIDS},
+        "golden.yaml::gate::baseline": "passed",
+        "golden.yaml::gate::recall@10": "passed",
+        "golden.yaml::gate::mrr@10": "failed",
+    }
+    assert ("gate mrr@10: mrr@10 fell -0.0833 against the baseline (1.0000 -> 0.9167); allowed drop 0.05"
+            in rag_summary(result))
+
+
+@pytest.mark.parametrize("floor, gate", [(0.9, "failed"), (0.834, "failed"), (0.8333, "passed")])
+def test_floor(baselined: RagProject, floor: float, gate: str) -> None:
+    # q-004 finds nothing: mean MRR = 5/6 = 0.8333
+    baselined.thresholds({"mrr@10_min": floor, "recall@10_tolerance": 1, "recall@10_query_tolerance": 1})
+    baselined.answer(q_004=["noise-doc"])
+    result = baselined.run()
+    assert outcomes(result)["golden.yaml::gate::mrr@10"] == gate
+    assert ids_with(result, "failed") == (["golden.yaml::gate::mrr@10"] if gate == "failed" else [])
+    summary = rag_summary(result)
+    if gate == "failed":
+        assert f"gate mrr@10: mrr@10 = 0.8333 is under its floor {floor:g}" in summary
+        assert re.search(rf"\| mrr@10 +\| 1\.0000 +\| 0\.8333 +\| -0\.1667 +\| — +\| {floor:g} +\| FAIL: floor", summary)
+
+
+def test_floor_applies_without_a_baseline(project: RagProject) -> None:
+    project.thresholds({"recall@10_min": 0.9})
+    project.answer(q_004=["noise-doc"])
+    result = project.run()
+    assert ids_with(result, "failed") == ["golden.yaml::gate::baseline", "golden.yaml::gate::recall@10"]
+    assert "gate recall@10: recall@10 = 0.8333 is under its floor 0.9" in rag_summary(result)
+
+
+@pytest.mark.parametrize("tolerance", [0.5, 0.666])
+def test_query_tolerance(baselined: RagProject, tolerance: float) -> None:
+    baselined.thresholds({"recall@10_query_tolerance": tolerance, "recall@10_tolerance": 1})
+    baselined.answer(**THREE_DOWN)
+    result = baselined.run()
+    # q-002 fell 0.5: within; q-006 fell 0.6667 and q-004 fell 1: beyond
+    assert ids_with(result, "failed") == ["golden.yaml::q-004", "golden.yaml::q-006"]
+    assert outcomes(result)["golden.yaml::q-002"] == "passed"
+    summary = rag_summary(result)
+    assert worst_list(summary) == ["q-004", "q-006"]
+    failure = result.stdout.str().split("rag query q-006", 1)[1]
+    assert re.search(rf"recall@10\s+1\.0000 -> 0\.3333\s+\(-0\.6667\)\s+beyond tolerance {tolerance:g}", failure)
+
+
+def test_query_tolerance_on_a_metric_not_gated_by_default(baselined: RagProject) -> None:
+    baselined.thresholds({"ndcg@10_query_tolerance": 0.0})
+    # q-003 swaps its graded documents: recall stays 1, nDCG falls
+    baselined.answer(q_003=["brake-cable", "brake-pads"])
+    result = baselined.run()
+    assert ids_with(result, "failed") == ["golden.yaml::q-003"]
+    before, after = dcg([2, 0, 1]) / dcg([2, 1]), dcg([1, 2]) / dcg([2, 1])
+    assert re.search(drop_line("ndcg@10", before, after, "beyond tolerance 0"),
+                     result.stdout.str().split("rag query q-003", 1)[1])
+
+
+@pytest.mark.parametrize("limit, gate", [(1, "failed"), (3, "passed")])
+def test_max_regressed_queries(baselined: RagProject, limit: int, gate: str) -> None:
+    baselined.thresholds({"max_regressed_queries": limit, "recall@10_tolerance": 1})
+    baselined.answer(**THREE_DOWN)
+    result = baselined.run()
+    assert outcomes(result)["golden.yaml::gate::regressed-queries"] == gate
+    failed = ["golden.yaml::q-002", "golden.yaml::q-004", "golden.yaml::q-006"]
+    if gate == "failed":
+        failed = ["golden.yaml::gate::regressed-queries"] + failed
+    assert ids_with(result, "failed") == failed
+    message = f"3 queries regressed (errors included); at most {limit} allowed"
+    assert (f"gate regressed-queries: {message}" in rag_summary(result)) == (gate == "failed")
+
+
+def test_worst_n_cuts_the_list(baselined: RagProject) -> None:
+    baselined.thresholds({"worst_n": 2})
+    baselined.answer(**THREE_DOWN)
+    summary = rag_summary(baselined.run())
+    assert worst_list(summary) == ["q-004", "q-006"]
+    assert "Worst regressed queries (2 of 3, largest drop first):" in summary
+    assert "… and 1 more: q-002" in summary
+
+
+def test_rag_worst_flag_overrides_worst_n(baselined: RagProject) -> None:
+    baselined.thresholds({"worst_n": 2})
+    baselined.answer(**THREE_DOWN)
+    summary = rag_summary(baselined.run("--rag-worst", "1"))
+    assert worst_list(summary) == ["q-004"]
+    assert "… and 2 more: q-006, q-002" in summary
+
+
+def test_report_only_mode(baselined: RagProject) -> None:
+    baselined.thresholds({"fail_on_regression": False, "_comment": "report only while we tune chunking"})
+    baselined.answer(**THREE_DOWN)
+    result = baselined.run()
+    assert result.ret == pytest.ExitCode.OK
+    result.assert_outcomes(passed=len(QIDS) + 2)
+    summary = rag_summary(result)
+    assert summary.startswith("RETRIEVAL GATE FAILED (report only: fail_on_regression is false)")
+    assert "gate recall@10: recall@10 fell" in summary
+    assert worst_list(summary) == ["q-004", "q-006", "q-002"]
+
+
+def test_comment_keys_are_ignored(baselined: RagProject) -> None:
+    baselined.thresholds({"_comment": "tolerances agreed in review", "_owner": {"team": "search"},
+                          "recall@10_tolerance": 0.0})
+    result = baselined.run()
+    assert result.ret == pytest.ExitCode.OK
+    result.assert_outcomes(passed=len(QIDS) + 2)
+
+
+@pytest.mark.parametrize(
+    "data, key, reason",
+    [
+        ({"recall@10_tolerence": 0.1}, "recall@10_tolerence", "unknown key"),
+        ({"max_regressions": 2}, "max_regressions", "unknown key"),
+        ({"recall@5_tolerance": 0.1}, "recall@5_tolerance", "which is not measured"),
+        ({"precision@10_min": 0.2}, "precision@10_min", "which is not measured"),
+        ({"recall@10_tolerance": -0.1}, "recall@10_tolerance", "must be >= 0"),
+        ({"mrr@10_query_tolerance": -1}, "mrr@10_query_tolerance", "must be >= 0"),
+        ({"recall@10_tolerance": "0.1"}, "recall@10_tolerance", "must be a number"),
+        ({"mrr@10_min": 1.5}, "mrr@10_min", "a floor must lie in [0, 1]"),
+        ({"worst_n": "5"}, "worst_n", "must be a non-negative integer"),
+        ({"max_regressed_queries": 1.5}, "max_regressed_queries", "must be a non-negative integer"),
+        ({"fail_on_regression": "no"}, "fail_on_regression", "must be true or false"),
+    ],
+)
+def test_bad_thresholds_are_usage_errors(baselined: RagProject, data, key, reason) -> None:
+    baselined.thresholds(data)
+    result = baselined.run()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    err = result.stderr.str()
+    assert "baselines/thresholds.json" in err
+    assert repr(key) in err
+    assert reason in err
+    no_traceback(result)
+    assert baselined.calls() == []
+
+
+def test_thresholds_that_are_not_json_are_a_usage_error(baselined: RagProject) -> None:
+    baselined.thresholds('{"recall@10_tolerance": 0.1,}')
+    result = baselined.run()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "baselines/thresholds.json, line 1: not valid JSON" in result.stderr.str()
+    no_traceback(result)
+
+
+def test_thresholds_path_from_the_flag(baselined: RagProject) -> None:
+    (baselined.path / "strict.json").write_text('{"max_regressed_queries": 0}')
+    baselined.answer(q_005=["noise-doc"])
+    result = baselined.run("--rag-thresholds", "strict.json")
+    assert "golden.yaml::gate::regressed-queries" in ids_with(result, "failed")
