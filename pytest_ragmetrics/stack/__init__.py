@@ -18,7 +18,7 @@ from .bm25 import (
     english_tokenizer,
     make_tokenizer,
 )
-from .chunking import Chunk, chunk_documents, split_text
+from .chunking import Chunk, chunk_documents, split_spans, split_text
 from .corpus import CorpusError, Document, load_corpus
 from .embed import DEFAULT_MODEL_NAME, Embedder, default_model_path, model_fingerprint
 from .fusion import reciprocal_rank_fusion
@@ -29,18 +29,18 @@ from .retriever import ENV_VARS, MODES, Hit, Retriever
 
 __all__ = [
     "BACKENDS",
-    "BM25Index",
-    "Chunk",
-    "CorpusError",
     "DEFAULT_BACKEND",
     "DEFAULT_HNSW",
     "DEFAULT_MODEL_NAME",
-    "Document",
     "ENV_VARS",
+    "MODES",
+    "BM25Index",
+    "Chunk",
+    "CorpusError",
+    "Document",
     "Embedder",
     "Hit",
     "HnswSettings",
-    "MODES",
     "Reranker",
     "Retriever",
     "VectorIndex",
@@ -55,5 +55,6 @@ __all__ = [
     "model_fingerprint",
     "ragmetrics_home",
     "reciprocal_rank_fusion",
+    "split_spans",
     "split_text",
 ]

@@ -1,14 +1,19 @@
 """Lexical search: tokenisers (English, Chinese via jieba) and BM25 behind one interface.
 
 Two backends rank the same tokens: ``rank_bm25`` (``BM25Okapi``, the plain
-reference implementation, pure Python, ~15 ms a query on 20k documents) and
-``bm25s`` (sparse matrices, ~0.4 ms). They differ in the IDF formula: rank_bm25
-uses ``log((N-n+0.5)/(n+0.5))``, which is 0 for a term found in exactly half the
-documents and negative above that (floored to ``0.25 x mean IDF``); bm25s's
-default ``lucene`` variant uses ``log(1 + (N-n+0.5)/(n+0.5))``, always positive.
-On real collections the rankings agree closely (see ``benchmarks/stack_bm25.py``);
-on a handful of documents common terms weigh very differently.
+reference implementation, pure Python) and ``bm25s`` (sparse matrices). They
+differ in the IDF formula: rank_bm25 uses ``log((N-n+0.5)/(n+0.5))``, which is 0
+for a term found in exactly half the documents and negative above that (floored
+to ``0.25 x mean IDF``); bm25s's ``lucene`` variant uses ``log(1 + (N-n+0.5)/(n+0.5))``,
+always positive. On a handful of documents common terms weigh very differently;
+on real collections the rankings agree (``benchmarks/stack_bm25.py``, k1 1.5, b 0.75):
 
+- scifact, whole documents: nDCG@10 0.672 (bm25s) vs 0.668 (rank_bm25), same
+  top-1 for 97% of queries, 0.12 vs 11.4 ms a query;
+- scifact, 31,592 chunks: 0.645 vs 0.643, 0.8 vs 89 ms a query;
+- cmrc2018 (jieba), chunks: 0.995 vs 0.990, 0.6 vs 5.4 ms a query.
+
+So bm25s is the default and rank_bm25 stays selectable as the reference.
 Only documents with a positive score are returned: a document sharing no term
 with the query was not found by this route, which matters for fusion.
 """
@@ -23,10 +28,10 @@ from typing import Any, Literal
 import numpy as np
 
 __all__ = [
-    "BM25Index",
     "BACKENDS",
     "DEFAULT_BACKEND",
     "ENGLISH_STOPWORDS",
+    "BM25Index",
     "Tokenizer",
     "chinese_tokenizer",
     "detect_language",
@@ -38,7 +43,7 @@ Tokenizer = Callable[[str], list[str]]
 Language = Literal["auto", "en", "zh"]
 
 BACKENDS = ("bm25s", "rank_bm25")
-#: bm25s ranks as well as rank_bm25 on the shared collections and is ~35x faster.
+#: bm25s ranks as well as rank_bm25 on the shared collections and is ~10-100x faster.
 DEFAULT_BACKEND = "bm25s"
 
 # A short, conservative list: function words only, so no content word is lost.
@@ -55,7 +60,7 @@ _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 
 
 def english_tokenizer(stopwords: bool = True) -> Tokenizer:
-    """Lowercase, NFKC-normalise and split on ``\\w+``; optionally drop :data:`ENGLISH_STOPWORDS`."""
+    """Lowercase, NFKC-normalise, split on ``\\w+``; optionally drop :data:`ENGLISH_STOPWORDS`."""
     stop = ENGLISH_STOPWORDS if stopwords else frozenset()
 
     def tokenize(text: str) -> list[str]:
@@ -67,7 +72,7 @@ def english_tokenizer(stopwords: bool = True) -> Tokenizer:
 
 
 def chinese_tokenizer() -> Tokenizer:
-    """Segment with ``jieba.lcut``; keep tokens holding a word character (drops spaces and punctuation).
+    """Segment with ``jieba.lcut``; keep tokens with a word character (no spaces or punctuation).
 
     jieba is imported on first use; its dictionary loads once per process (~1 s).
     """
@@ -94,7 +99,7 @@ def detect_language(texts: Sequence[str], sample: int = 200) -> Literal["en", "z
 
 
 def make_tokenizer(language: Language = "auto", texts: Sequence[str] = ()) -> Tokenizer:
-    """The tokenizer for ``language``; ``"auto"`` decides from ``texts`` (see :func:`detect_language`)."""
+    """The tokenizer for ``language``; ``"auto"`` decides from ``texts`` (see detect_language)."""
     if language == "auto":
         language = detect_language(texts)
     if language == "en":

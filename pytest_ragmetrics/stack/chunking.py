@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from .corpus import CHUNK_SEPARATOR, Document
 
-__all__ = ["Chunk", "chunk_documents", "split_text"]
+__all__ = ["Chunk", "chunk_documents", "split_spans", "split_text"]
 
 # Sentence enders of CJK text, which has no spaces to break on.
 _CJK_ENDERS = frozenset("。！？；")
@@ -40,41 +40,52 @@ def _is_start(text: str, pos: int) -> bool:
 
 
 def split_text(text: str, chunk_size: int, overlap: int) -> list[str]:
-    """Cut ``text`` into windows of at most ``chunk_size`` characters.
+    """Cut ``text`` into windows of at most ``chunk_size`` characters (see :func:`split_spans`)."""
+    return [text[start:end] for start, end in split_spans(text, chunk_size, overlap)]
+
+
+def split_spans(text: str, chunk_size: int, overlap: int) -> list[tuple[int, int]]:
+    """``(start, end)`` offsets of the windows of ``text``, in order.
 
     Consecutive windows share about ``overlap`` characters. Each boundary moves
     to the nearest whitespace (or CJK sentence end) within ``slack`` characters
     so words are not cut in half; without one it cuts hard. ``slack`` is capped
-    so every window advances by more than it overlaps.
+    so every window advances by more than it overlaps. Windows never begin or
+    end with whitespace.
     """
     _validate(chunk_size, overlap)
-    text = text.strip()
-    n = len(text)
-    if n <= chunk_size:
-        return [text] if text else []
+    lo, n = len(text) - len(text.lstrip()), len(text.rstrip())
+    if n <= lo:
+        return []
+    if n - lo <= chunk_size:
+        return [(lo, n)]
     slack = min(chunk_size // 5, (chunk_size - overlap) // 2)
-    out: list[str] = []
-    start = 0
+    spans: list[tuple[int, int]] = []
+    start = lo
     while True:
         end = start + chunk_size
         if end >= n:
-            piece = text[start:].strip()
-            if piece:
-                out.append(piece)
-            return out
+            spans.append(_trim(text, start, n))
+            return [s for s in spans if s[1] > s[0]]
         for cut in range(end, end - slack - 1, -1):
             if cut > start and _is_cut(text, cut):
                 end = cut
                 break
-        piece = text[start:end].strip()
-        if piece:
-            out.append(piece)
+        spans.append(_trim(text, start, end))
         nxt = end - overlap
         for pos in range(nxt, min(nxt + min(slack, overlap - 1), end) + 1):
             if pos > 0 and _is_start(text, pos):
                 nxt = pos
                 break
         start = max(nxt, start + 1)
+
+
+def _trim(text: str, start: int, end: int) -> tuple[int, int]:
+    while start < end and text[start].isspace():
+        start += 1
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    return start, end
 
 
 def _validate(chunk_size: int, overlap: int) -> None:

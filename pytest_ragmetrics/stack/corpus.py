@@ -14,7 +14,7 @@ from typing import Any
 
 from .._errors import InputError
 
-__all__ = ["CorpusError", "Document", "load_corpus", "CHUNK_SEPARATOR", "TEXT_SUFFIXES"]
+__all__ = ["CHUNK_SEPARATOR", "TEXT_SUFFIXES", "CorpusError", "Document", "load_corpus"]
 
 #: Chunk ids are ``doc_id#i-n``; a document id containing it could not be mapped back.
 CHUNK_SEPARATOR = "#"
@@ -68,7 +68,7 @@ def _check_id(doc_id: Any, path: str, where: str) -> str:
 
 
 def _load_jsonl(path: Path) -> list[Document]:
-    """Parse one JSON object a line: ``doc_id`` (or BEIR's ``_id``), ``text``, optional ``title``."""
+    """One JSON object a line: ``doc_id`` (or BEIR's ``_id``), ``text``, optional ``title``."""
     if path.suffix != ".jsonl":
         raise CorpusError(str(path), None, "a corpus file must be .jsonl (or pass a folder)")
     docs: list[Document] = []
@@ -105,9 +105,7 @@ def _load_jsonl(path: Path) -> list[Document]:
 
 def _load_folder(root: Path) -> list[Document]:
     """Read every text file under ``root``; the first ``# `` heading becomes the title."""
-    files = sorted(
-        f for f in root.rglob("*") if f.is_file() and f.suffix.lower() in TEXT_SUFFIXES
-    )
+    files = sorted(f for f in root.rglob("*") if f.is_file() and f.suffix.lower() in TEXT_SUFFIXES)
     docs: list[Document] = []
     seen: dict[str, Path] = {}
     for f in files:

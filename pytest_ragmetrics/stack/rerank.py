@@ -1,4 +1,4 @@
-"""Cross-encoder reranking: rescore (query, candidate) pairs with a sentence-transformers ``CrossEncoder``.
+"""Cross-encoder reranking: rescore (query, candidate) pairs with a ``CrossEncoder``.
 
 A reranker replaces the fused score entirely; it does not nudge it. That is why
 the ablation table keeps ``hybrid`` and ``hybrid+rerank`` as separate rows: a

@@ -1,4 +1,4 @@
-"""The reference retriever: BM25, vector, hybrid (RRF) and cross-encoder rerank behind one ``search``.
+"""The reference retriever: BM25, vector, hybrid (RRF) and rerank behind one ``search``.
 
 Every switch is an argument (mode, top_k, fetch_k, rrf_k, chunking, models), so
 one loop produces an ablation table, and every hit carries how each route
@@ -16,8 +16,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 from .bm25 import BACKENDS, DEFAULT_BACKEND, BM25Index, Language, make_tokenizer
 from .chunking import Chunk, chunk_documents
@@ -111,13 +109,26 @@ class Retriever:
         language: Language = "auto",
         title_prefix: bool = True,
         hnsw: HnswSettings = DEFAULT_HNSW,
+        unique_docs: bool = False,
     ) -> None:
+        # cheap argument checks first, before the corpus is read or anything is created
         self.top_k = _positive("top_k", top_k)
         self.fetch_k = _positive("fetch_k", fetch_k)
         if rrf_k < 0:
             raise ValueError(f"rrf_k must be >= 0, got {rrf_k}")
-        self.rrf_k = rrf_k
+        _, wants_rerank = _parse_mode(mode, None)
+        if wants_rerank and rerank_model is None:
+            raise ValueError(f"mode {mode!r} needs rerank_model (a CrossEncoder path)")
+        if bm25_backend not in BACKENDS:
+            raise ValueError(f"unknown BM25 backend {bm25_backend!r}: expected one of {BACKENDS}")
+        if embedder is not None and model is not None:
+            raise ValueError("pass either model or embedder, not both")
+        self.mode, self.rrf_k = mode, rrf_k
         self.chunk_size, self.overlap, self.title_prefix = chunk_size, overlap, title_prefix
+        self.bm25_backend, self.bm25_k1, self.bm25_b = bm25_backend, bm25_k1, bm25_b
+        self.hnsw, self.chroma_url = hnsw, chroma_url
+        self.unique_docs = unique_docs
+
         if isinstance(corpus, (str, Path)):
             self.corpus_source: str = str(Path(corpus).resolve())
             self.documents = load_corpus(corpus)
@@ -136,24 +147,14 @@ class Retriever:
         for c in self.chunks:
             digest.update(c.chunk_id.encode() + b"\0" + c.text.encode() + b"\0")
         self.corpus_sha = digest.hexdigest()
+        self.tokenizer = make_tokenizer(language, [c.text for c in self.chunks])
+        self.language = getattr(self.tokenizer, "language", language)
 
         self.embedder = embedder or Embedder(model, cache_path=cache_path())
         if isinstance(rerank_model, Reranker) or rerank_model is None:
             self.reranker = rerank_model
         else:
             self.reranker = Reranker(rerank_model)
-        self.mode = mode
-        _, wants_rerank = _parse_mode(mode, None)
-        if wants_rerank and self.reranker is None:
-            raise ValueError(f"mode {mode!r} needs rerank_model (a CrossEncoder path)")
-
-        if bm25_backend not in BACKENDS:
-            raise ValueError(f"unknown BM25 backend {bm25_backend!r}: expected one of {BACKENDS}")
-        self.bm25_backend, self.bm25_k1, self.bm25_b = bm25_backend, bm25_k1, bm25_b
-        self.tokenizer = make_tokenizer(language, [c.text for c in self.chunks])
-        self.language = getattr(self.tokenizer, "language", language)
-        self.hnsw = hnsw
-        self.chroma_url = chroma_url
         self._data_dir = Path(data_dir) if data_dir is not None else None
         #: The local index directory in use (None with a Chroma server); set on build.
         self.data_dir: Path | None = self._data_dir
@@ -219,16 +220,28 @@ class Retriever:
             )
         return self._bm25
 
+    def _collection_identity(self) -> dict[str, Any]:
+        """What names the collection and its default dir.
+
+        The corpus *source* (resolved path, or ``<documents>`` for in-memory
+        documents) is part of it; the corpus content hash is not: it decides
+        reuse, so an edited corpus is rebuilt in place instead of piling up
+        collections.
+        """
+        return {**self._index_settings(), "corpus": self.corpus_source, "hnsw": self.hnsw.label()}
+
+    @property
+    def collection_name(self) -> str:
+        """The chromadb collection this retriever's settings map to."""
+        return f"ragmetrics-{settings_key(self._collection_identity())}"
+
     def _ensure_vectors(self) -> VectorIndex:
         if self._vectors is None:
             settings = self._index_settings()
-            identity = {**settings, "corpus": self.corpus_source, "hnsw": self.hnsw.label()}
-            if self.corpus_source == "<documents>":
-                identity["corpus"] = self.corpus_sha
-            name = f"ragmetrics-{settings_key(identity)}"
+            name = self.collection_name
             data_dir = self._data_dir
             if data_dir is None and not self.chroma_url:
-                data_dir = index_dir(identity)
+                data_dir = index_dir(self._collection_identity())
             self.data_dir = data_dir
             index = VectorIndex(
                 name, settings, data_dir=data_dir, chroma_url=self.chroma_url, hnsw=self.hnsw
@@ -256,6 +269,7 @@ class Retriever:
             "chunks": len(self.chunks),
             "encoded": self.embedder.encoded - encoded_before,
             "vector_index_rebuilt": vectors.rebuilt,
+            "collection": vectors.name,
             "bm25_seconds": round(t1 - t0, 3),
             "vector_seconds": round(t2 - t1, 3),
         }
@@ -273,13 +287,21 @@ class Retriever:
         *,
         rerank: bool | None = None,
         rrf_k: int | None = None,
+        unique_docs: bool | None = None,
     ) -> list[Hit]:
         """Ranked hits for one query, best first; at most ``top_k``, fewer under ``threshold``.
 
         See :meth:`search_batch` for the meaning of each argument.
         """
         return self.search_batch(
-            [query], top_k, fetch_k, mode, threshold, rerank=rerank, rrf_k=rrf_k
+            [query],
+            top_k,
+            fetch_k,
+            mode,
+            threshold,
+            rerank=rerank,
+            rrf_k=rrf_k,
+            unique_docs=unique_docs,
         )[0]
 
     def search_batch(
@@ -292,6 +314,7 @@ class Retriever:
         *,
         rerank: bool | None = None,
         rrf_k: int | None = None,
+        unique_docs: bool | None = None,
     ) -> list[list[Hit]]:
         """Search many queries: one embedding batch, one chroma query, BM25 per query.
 
@@ -306,10 +329,16 @@ class Retriever:
           scale is the final score's (BM25 score, cosine, RRF or the
           cross-encoder's).
         - ``rrf_k``: the RRF constant for this call.
+        - ``unique_docs``: rank documents instead of chunks: each route keeps
+          only the best chunk of a document (fetching deeper until it has
+          ``fetch_k`` distinct documents), fusion works on document ranks, and
+          each hit is the document's best chunk. Without it, ``top_k`` chunks
+          may cover fewer than ``top_k`` documents.
         """
         top_k = _positive("top_k", self.top_k if top_k is None else top_k)
         fetch_k = _positive("fetch_k", self.fetch_k if fetch_k is None else fetch_k)
         rrf_k = self.rrf_k if rrf_k is None else rrf_k
+        by_doc = self.unique_docs if unique_docs is None else unique_docs
         base, use_rerank = _parse_mode(mode or self.mode, rerank)
         if use_rerank and self.reranker is None:
             raise ValueError("reranking needs rerank_model (a CrossEncoder path)")
@@ -321,16 +350,29 @@ class Retriever:
 
         found: dict[str, list[list[tuple[int, float]]]] = {}
         if "bm25" in routes:
-            found["bm25"] = self._ensure_bm25().search_batch(queries, pool)
+            bm25 = self._ensure_bm25()
+            found["bm25"] = self._fetch(
+                lambda idx, n: bm25.search_batch([queries[i] for i in idx], n),
+                len(queries),
+                pool,
+                by_doc,
+            )
         if "vector" in routes:
             vectors = self._ensure_vectors()
             qvecs = self.embedder.embed(queries)
-            found["vector"] = [
-                [(self._position[cid], score) for cid, score in hits]
-                for hits in vectors.query(qvecs, pool)
-            ]
 
-        ranked = [self._combine({r: found[r][i] for r in routes}, rrf_k) for i in range(len(queries))]
+            def vector_fetch(idx: list[int], n: int) -> list[list[tuple[int, float]]]:
+                return [
+                    [(self._position[cid], score) for cid, score in hits]
+                    for hits in vectors.query(qvecs[idx], n)
+                ]
+
+            found["vector"] = self._fetch(vector_fetch, len(queries), pool, by_doc)
+
+        ranked = [
+            self._combine({r: found[r][i] for r in routes}, rrf_k, by_doc)
+            for i in range(len(queries))
+        ]
         if use_rerank:
             ranked = self._rerank(queries, [hits[:pool] for hits in ranked])
         out = []
@@ -340,26 +382,73 @@ class Retriever:
             out.append(hits[:top_k])
         return out
 
+    def _fetch(
+        self,
+        fetch: Callable[[list[int], int], list[list[tuple[int, float]]]],
+        n_queries: int,
+        pool: int,
+        by_doc: bool,
+    ) -> list[list[tuple[int, float]]]:
+        """One route's candidates per query: ``pool`` chunks, or ``pool`` distinct documents.
+
+        With ``by_doc`` only a document's first (best) chunk is kept, and a query
+        whose candidates cover fewer than ``pool`` documents is fetched again,
+        four times deeper, until it has them or the route has nothing more.
+        """
+        out: list[list[tuple[int, float]]] = [[] for _ in range(n_queries)]
+        todo, depth, total = list(range(n_queries)), pool, len(self.chunks)
+        while todo:
+            pending = []
+            for i, hits in zip(todo, fetch(todo, depth)):
+                if not by_doc:
+                    out[i] = hits[:pool]
+                    continue
+                seen: set[str] = set()
+                kept = []
+                for pos, score in hits:
+                    doc = self.chunks[pos].doc_id
+                    if doc not in seen:
+                        seen.add(doc)
+                        kept.append((pos, score))
+                out[i] = kept[:pool]
+                if len(kept) < pool and len(hits) >= depth and depth < total:
+                    pending.append(i)
+            todo, depth = pending, min(depth * 4, total)
+        return out
+
     def _hit(self, pos: int, score: float, explain: dict[str, Any]) -> Hit:
         chunk = self.chunks[pos]
         return Hit(chunk.chunk_id, chunk.doc_id, score, chunk.text, explain)
 
-    def _combine(self, per_route: dict[str, list[tuple[int, float]]], rrf_k: int) -> list[Hit]:
-        """Single route: its own order and scores. Two routes: reciprocal rank fusion."""
-        explain: dict[int, dict[str, Any]] = {}
-        for route, hits in per_route.items():
-            for rank, (pos, score) in enumerate(hits, start=1):
-                explain.setdefault(pos, {})[route] = {"rank": rank, "score": float(score)}
+    def _combine(
+        self, per_route: dict[str, list[tuple[int, float]]], rrf_k: int, by_doc: bool = False
+    ) -> list[Hit]:
+        """Single route: its own order and scores. Two routes: reciprocal rank fusion.
+
+        Fusion is over chunks, or over documents with ``by_doc`` (a document is
+        then shown by the chunk its best-ranked route found).
+        """
         if len(per_route) == 1:
-            hits = next(iter(per_route.values()))
-            return [self._hit(pos, float(score), explain[pos]) for pos, score in hits]
-        fused = reciprocal_rank_fusion(
-            {route: [pos for pos, _ in hits] for route, hits in per_route.items()}, rrf_k
-        )
+            ((route, hits),) = per_route.items()
+            return [
+                self._hit(pos, float(score), {route: {"rank": rank, "score": float(score)}})
+                for rank, (pos, score) in enumerate(hits, start=1)
+            ]
+        explain: dict[Any, dict[str, Any]] = {}
+        shown: dict[Any, tuple[int, int]] = {}  # key -> (best rank, chunk position)
+        rankings: dict[str, list[Any]] = {}
+        for route, hits in per_route.items():
+            rankings[route] = []
+            for rank, (pos, score) in enumerate(hits, start=1):
+                key = self.chunks[pos].doc_id if by_doc else pos
+                rankings[route].append(key)
+                explain.setdefault(key, {})[route] = {"rank": rank, "score": float(score)}
+                if key not in shown or rank < shown[key][0]:
+                    shown[key] = (rank, pos)
         result = []
-        for pos, score, _ranks in fused:
-            explain[pos]["fused"] = score
-            result.append(self._hit(pos, score, explain[pos]))
+        for key, score, _ranks in reciprocal_rank_fusion(rankings, rrf_k):
+            explain[key]["fused"] = score
+            result.append(self._hit(shown[key][1], score, explain[key]))
         return result
 
     def _rerank(self, queries: list[str], candidates: list[list[Hit]]) -> list[list[Hit]]:
@@ -399,6 +488,7 @@ class Retriever:
             "bm25_backend": self.bm25_backend,
             "bm25": {"k1": self.bm25_k1, "b": self.bm25_b, "language": self.language},
             "hnsw": self.hnsw.label(),
+            "unique_docs": self.unique_docs,
             "corpus": {
                 "documents": len(self.documents),
                 "chunks": len(self.chunks),
@@ -419,6 +509,15 @@ def _chunk_size(raw: str) -> int | None:
     return int(raw)
 
 
+def _flag(raw: str) -> bool:
+    value = raw.lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off"):
+        return False
+    raise ValueError("expected 1/0, true/false, yes/no or on/off")
+
+
 def _mode(raw: str) -> str:
     _parse_mode(raw, None)
     return raw
@@ -436,4 +535,5 @@ ENV_VARS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "RAGMETRICS_BM25_BACKEND": ("bm25_backend", str),
     "RAGMETRICS_CHROMA_URL": ("chroma_url", str),
     "RAGMETRICS_DATA_DIR": ("data_dir", str),
+    "RAGMETRICS_UNIQUE_DOCS": ("unique_docs", _flag),
 }

@@ -1,0 +1,75 @@
+"""The embedding cache: content-addressed, per model, never re-encoding what it has."""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pytest_ragmetrics.stack import DEFAULT_MODEL_NAME, Embedder, model_fingerprint
+
+
+def test_fingerprint_follows_content_not_location(tiny_cross_encoder: Path, tmp_path: Path) -> None:
+    copy = tmp_path / "copy"
+    shutil.copytree(tiny_cross_encoder, copy)
+    assert model_fingerprint(copy) == model_fingerprint(tiny_cross_encoder)
+    cfg = copy / "config.json"
+    cfg.write_text(cfg.read_text().replace("32", "33", 1))
+    assert model_fingerprint(copy) != model_fingerprint(tiny_cross_encoder)
+    assert model_fingerprint("org/some-model") != model_fingerprint("org/other-model")
+
+
+@pytest.mark.slow
+def test_embeddings_are_unit_vectors_and_cached(embedder: Embedder, tmp_path: Path) -> None:
+    # separate Embedder objects over one cache file, as separate processes would be
+    emb = Embedder(cache_path=tmp_path / "c.sqlite3")
+    assert emb.name == DEFAULT_MODEL_NAME and emb.identity == embedder.identity
+    texts = ["brake pads squeal", "change the oil", "brake pads squeal", "tyre pressure"]
+    first = emb.embed(texts)
+    assert first.shape == (4, 384) and first.dtype == np.float32
+    assert np.allclose(np.linalg.norm(first, axis=1), 1.0, atol=1e-5)
+    assert np.array_equal(first[0], first[2])
+    assert emb.encoded == 3  # the repeated text is encoded once
+
+    again = emb.embed(texts[::-1])
+    assert emb.encoded == 3
+    assert np.array_equal(again, first[::-1])
+
+    emb.embed(["change the oil", "a new text"])
+    assert emb.encoded == 4  # only the new text
+
+    # a second object over the same file (a new process, say) finds everything
+    fresh = Embedder(cache_path=tmp_path / "c.sqlite3")
+    assert np.array_equal(fresh.embed(texts), first)
+    assert fresh.encoded == 0
+
+    # same weights under another model name: a different identity, so everything re-encodes
+    renamed = Embedder(
+        model=embedder.model_path, model_name="minilm-finetuned", cache_path=tmp_path / "c.sqlite3"
+    )
+    renamed.embed(texts)
+    assert renamed.encoded == 3
+    assert fresh.embed(texts).shape == (4, 384) and fresh.encoded == 0  # old entries intact
+
+    with sqlite3.connect(tmp_path / "c.sqlite3") as db:
+        rows, size = db.execute("SELECT count(*), min(length(vec)) FROM embeddings").fetchone()
+    assert rows == 7 and size == 384 * 4  # raw float32, no pickle
+
+
+@pytest.mark.slow
+def test_matches_sentence_transformers_directly(embedder: Embedder) -> None:
+    texts = ["the engine overheats in traffic", "wash the car after winter"]
+    direct = embedder.model.encode(texts, normalize_embeddings=True)
+    assert np.allclose(embedder.embed(texts), direct, atol=1e-6)
+
+
+@pytest.mark.slow
+def test_without_cache_nothing_is_stored() -> None:
+    emb = Embedder(cache_path=None)
+    emb.embed(["one text"])
+    emb.embed(["one text"])
+    assert emb.encoded == 2
+    assert emb.embed([]).shape[0] == 0
