@@ -17,6 +17,8 @@ __all__ = ["aggregate_table", "strata_table", "regressions_text", "drops_text", 
 def _delta(value: float | None, n: int) -> str:
     if value is None:
         return "—"
+    if abs(value) < 1e-9:  # rounding noise from the stored baseline, not a change
+        return "±0"
     text = f"{value:+.4f}"
     if n and value != 0 and abs(value) < 1 / n - 1e-12:
         text += " (<1/n)"
