@@ -94,12 +94,17 @@ class QueryItem(pytest.Function):
         return [self.query, *ahead[: size - 1]]
 
     def _regression_text(self, rag: RagSession, record: QueryRecord, drops: list[Drop]) -> str:
+        """First line for pytest's short summary (what fell), then the worst-N style entry."""
         from ._gate import Regression
 
+        exceeded = [d for d in drops if d.exceeded]
+        head = "; ".join(f"{d.metric} fell {d.before:.4f} -> {d.after:.4f} (allowed drop {d.tolerance:g})"
+                         for d in exceeded)
         gold = sorted(((d, g) for d, g in self.query.judgments.items() if g >= rag.config.relevance_level),
                       key=lambda p: (-p[1], p[0]))
         regression = Regression(self.query.qid, self.query.text, drops, gold, record.ranking, record.explains)
-        return regressions_text([regression], 1).split("\n", 1)[1]
+        entry = regressions_text([regression], 1).split("\n", 1)[1]
+        return f"{head}\n{entry}"
 
     def repr_failure(self, excinfo: Any, style: Any = None) -> Any:
         if isinstance(excinfo.value, (QueryRegression, RagMetricsError)):
