@@ -54,6 +54,7 @@ class RagOptions:
     update_baseline: bool
     accept_mismatch: bool
     report: Path | None
+    html: Path | None
     worst: int | None
     repeat: int
     batch_size: int
@@ -105,6 +106,7 @@ def build_options(get: Callable[[str, str], Any], resolve: Callable[[str, bool],
     subset, _ = pick("rag_subset", "rag_subset")
     smoke, _ = pick("", "rag_smoke")
     report = get("rag_report", "")
+    html = get("rag_html", "")
     repeat = int(get("rag_repeat", "") or 1)
     if repeat < 1:
         raise RagMetricsError(f"--rag-repeat must be >= 1, got {repeat}")
@@ -120,6 +122,7 @@ def build_options(get: Callable[[str, str], Any], resolve: Callable[[str, bool],
         update_baseline=bool(get("rag_update_baseline", "")),
         accept_mismatch=bool(get("rag_accept_mismatch", "")),
         report=resolve(report, True) if report else None,
+        html=resolve(html, True) if html else None,
         worst=int(worst) if worst not in (None, "") else None,
         repeat=repeat,
         batch_size=int(get("rag_batch_size", "") or 32),
@@ -342,6 +345,8 @@ class RagSession:
                 continue
             per_query[q.qid] = {"status": r.status, "metrics": r.metrics, "ranking": r.ranking,
                                 "tags": list(q.tags), "error": r.error, "n_docs": r.n_docs}
+            if self.baseline is not None and q.qid in self.baseline.per_query and not self.options.update_baseline:
+                per_query[q.qid]["baseline"] = self.baseline.metrics_of(q.qid)
         meta = self.meta()
         meta["subset"] = self.options.subset
         return {
@@ -355,6 +360,14 @@ class RagSession:
     def write_artifact(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(dumps_stable(self.artifact()), encoding="utf-8")
+
+    def write_html(self, path: Path) -> None:
+        from ._report_html import render_html
+
+        artifact = self.artifact()
+        artifact["_meta"]["worst_n"] = self.worst_n
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(render_html(artifact), encoding="utf-8")
 
 
 def _explains_per_document(returned: Any, docs: list[str], separator: str | None) -> list[str | None]:

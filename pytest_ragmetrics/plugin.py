@@ -43,6 +43,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--rag-accept-mismatch", action="store_true", default=False,
                     help="compare with a baseline measured under another config or judgments anyway")
     group.addoption("--rag-report", dest="rag_report", metavar="PATH", help="write the JSON run artifact here")
+    group.addoption("--rag-html", dest="rag_html", metavar="PATH",
+                    help="write a self-contained HTML report (charts, worst-N table) here")
     group.addoption("--rag-worst", dest="rag_worst", type=int, metavar="N", help="worst regressed queries to list")
     group.addoption("--rag-repeat", dest="rag_repeat", type=int, default=1, metavar="N",
                     help="run each query N times; an item fails if its ranking changes")
@@ -79,6 +81,7 @@ def pytest_configure(config: pytest.Config) -> None:
     def resolve(value: str, from_cli: bool) -> Path:
         return (cwd if from_cli else ini_base) / value
 
+    _refuse_misread_rootdir(config)
     try:
         options = build_options(get, resolve)
         rag = config.stash[RAG_SESSION] = RagSession(options, hasattr(config, "workerinput"), config.rootpath)
@@ -91,6 +94,27 @@ def pytest_configure(config: pytest.Config) -> None:
         config.args[:] = [golden]
     elif golden not in config.args:
         config.args.append(golden)
+
+
+_PATH_FLAGS = ("--rag-golden", "--rag-baseline", "--rag-thresholds", "--rag-report", "--rag-html")
+
+
+def _refuse_misread_rootdir(config: pytest.Config) -> None:
+    """pytest picks its rootdir before plugin options are known, so in
+    ``--rag-report /elsewhere/run.json`` an existing path outside the current
+    directory is taken for a test path and can move the rootdir (losing the ini
+    file). Refuse it with the fix rather than fail oddly later."""
+    args = list(config.invocation_params.args)
+    cwd = config.invocation_params.dir.resolve()
+    for flag, value in zip(args, args[1:]):
+        if flag not in _PATH_FLAGS:
+            continue
+        path = (cwd / value).resolve()
+        if path.exists() and path != cwd and cwd not in path.parents:
+            raise pytest.UsageError(
+                f"ragmetrics: pytest reads the value of {flag} as a test path when it picks the rootdir "
+                f"(here {config.rootpath}); write it as {flag}={value}"
+            )
 
 
 def pytest_report_header(config: pytest.Config) -> list[str] | None:
@@ -182,6 +206,8 @@ class _Controller:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
         if rag.options.report:
             rag.write_artifact(rag.options.report)
+        if rag.options.html:
+            rag.write_html(rag.options.html)
         rag.summary = verdict_text(verdict, rag.worst_n)
         if rag.mismatch:
             rag.summary += "\n\nCompared despite a different measurement (--rag-accept-mismatch):\n  - " + \

@@ -1,0 +1,196 @@
+"""A self-contained HTML report of a run artifact: verdict, tables, two charts.
+
+Everything is inline (CSS and SVG; no script, font or image is fetched), so the
+file opens offline and as a CI artifact. Every text taken from the data (query
+text, ids, tags, explanations) goes through ``html.escape``.
+
+Input is the JSON run artifact (see ``RagSession.artifact``), so the plugin's
+``--rag-html`` and the CLI's ``compare --html`` draw the same page.
+"""
+
+from __future__ import annotations
+
+from html import escape
+from typing import Any, Mapping, Sequence
+
+__all__ = ["render_html"]
+
+_CSS = """
+body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px auto;max-width:1100px;color:#1b1f24;padding:0 16px}
+h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid #d0d7de;padding-bottom:4px}
+.meta{color:#57606a;font-size:12px}.banner{padding:10px 14px;border-radius:6px;margin:16px 0;font-weight:600}
+.pass{background:#dafbe1;border:1px solid #4ac26b}.fail{background:#ffebe9;border:1px solid #ff8182}.warn{background:#fff8c5;border:1px solid #d4a72c}
+table{border-collapse:collapse;margin:6px 0 10px;font-size:13px}th,td{border:1px solid #d0d7de;padding:4px 8px;text-align:left;vertical-align:top}
+th{background:#f6f8fa}td.num{text-align:right;font-variant-numeric:tabular-nums}.down{color:#cf222e}.up{color:#1a7f37}
+.note{color:#57606a;font-size:12px;margin:2px 0 8px}code{font-size:12px}svg text{font:11px system-ui,sans-serif;fill:#1b1f24}
+ol.returned{margin:0;padding-left:20px}.gold{font-weight:600;color:#1a7f37}
+"""
+
+
+def _num(value: Any, digits: int = 4) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, (int, float)):
+        return f"{value:.{digits}f}"
+    return escape(str(value))
+
+
+def _delta_cell(value: Any, n: int) -> str:
+    if value is None:
+        return '<td class="num">—</td>'
+    if abs(value) < 1e-9:
+        return '<td class="num">±0</td>'
+    cls = "down" if value < 0 else "up"
+    note = " <span class=note>(&lt;1/n)</span>" if n and abs(value) < 1 / n - 1e-12 else ""
+    return f'<td class="num {cls}">{value:+.4f}{note}</td>'
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    head = "".join(f"<th>{escape(h)}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(row) + "</tr>" for row in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _delta_chart(deltas: Sequence[tuple[str, float]], metric: str) -> str:
+    """One bar per query (sorted), red below zero, green above."""
+    if not deltas:
+        return "<p class=note>No query is in both the run and the baseline.</p>"
+    width, height, pad = 1040, 220, 30
+    bar = max(1.0, (width - 2 * pad) / len(deltas))
+    span = max(1e-9, max(abs(d) for _, d in deltas))
+    mid = height / 2
+    parts = [f'<svg role="img" aria-label="per-query delta of {escape(metric)}" width="{width}" height="{height}" '
+             f'viewBox="0 0 {width} {height}">',
+             f'<line x1="{pad}" y1="{mid}" x2="{width - pad}" y2="{mid}" stroke="#8c959f"/>',
+             f'<text x="2" y="14">+{span:.2f}</text><text x="2" y="{height - 4}">-{span:.2f}</text>']
+    for i, (qid, d) in enumerate(deltas):
+        h = abs(d) / span * (mid - 10)
+        y = mid - h if d > 0 else mid
+        color = "#cf222e" if d < 0 else ("#1a7f37" if d > 0 else "#8c959f")
+        parts.append(f'<rect x="{pad + i * bar:.2f}" y="{y:.2f}" width="{max(bar - 0.5, 0.5):.2f}" '
+                     f'height="{max(h, 0.5):.2f}" fill="{color}"><title>{escape(qid)}: {d:+.4f}</title></rect>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _strata_chart(strata: Mapping[str, Any], metric: str) -> str:
+    """Grouped bars per tag: baseline (grey) and now (blue), on a 0–1 scale."""
+    tags = [t for t, s in strata.items() if s.get("now", {}).get(metric) is not None]
+    if not tags:
+        return ""
+    row_h, label_w, scale_w = 34, 160, 700
+    height = row_h * len(tags) + 24
+    parts = [f'<svg role="img" aria-label="{escape(metric)} per tag" width="{label_w + scale_w + 80}" '
+             f'height="{height}">']
+    for i, tag in enumerate(tags):
+        y = 10 + i * row_h
+        s = strata[tag]
+        now = s["now"].get(metric)
+        base = (s.get("baseline") or {}).get(metric)
+        parts.append(f'<text x="0" y="{y + 15}">{escape(tag)} (n={int(s.get("n", 0))})</text>')
+        if base is not None:
+            parts.append(f'<rect x="{label_w}" y="{y}" width="{base * scale_w:.1f}" height="11" fill="#afb8c1">'
+                         f'<title>baseline {base:.4f}</title></rect>')
+        parts.append(f'<rect x="{label_w}" y="{y + 12}" width="{now * scale_w:.1f}" height="11" fill="#0969da">'
+                     f'<title>now {now:.4f}</title></rect>')
+        parts.append(f'<text x="{label_w + scale_w + 6}" y="{y + 21}">{now:.3f}</text>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def render_html(artifact: Mapping[str, Any], metric: str | None = None, title: str = "Retrieval evaluation") -> str:
+    """The whole page for one run artifact; ``metric`` picks the charted metric."""
+    meta = artifact.get("_meta", {})
+    comparison = artifact.get("comparison", {})
+    per_query = artifact.get("per_query", {})
+    metrics = list(meta.get("measurement", {}).get("metrics", [])) or list(artifact.get("aggregate", {}))
+    metric = metric or (metrics[0] if metrics else "")
+    n = int(comparison.get("n_common") or artifact.get("n") or 0)
+
+    failed = [g for g in comparison.get("gates", []) if not g.get("passed")]
+    if failed:
+        cls = "fail" if comparison.get("passed") is False else "warn"
+        banner = "Gate failed: " + "; ".join(f"{g['name']}: {g['message']}" for g in failed)
+    else:
+        cls, banner = "pass", f"All gates passed ({len(comparison.get('gates', []))} checked)."
+
+    agg_rows = []
+    for row in comparison.get("aggregate", []):
+        stats = row.get("stats") or {}
+        ci = stats.get("ci95")
+        agg_rows.append([
+            f"<td>{escape(row['metric'])}</td>", f'<td class="num">{_num(row.get("baseline"))}</td>',
+            f'<td class="num">{_num(row.get("now_common") if row.get("baseline") is not None else row.get("now"))}</td>',
+            _delta_cell(row.get("delta"), n),
+            f'<td class="num">{"—" if not ci else f"[{ci[0]:+.4f}, {ci[1]:+.4f}]"}</td>',
+            f'<td class="num">{_num(stats.get("p_value"), 3)}</td>',
+            f'<td class="num">{_num(stats.get("detectable"))}</td>',
+            f"<td>{'—' if row.get('tolerance') is None else escape(str(row['tolerance']))}</td>",
+            f"<td>{'—' if row.get('min') is None else escape(str(row['min']))}</td>",
+        ])
+    aggregate = _table(["metric", "baseline", "now", "delta", "95% CI", "p", "detectable", "allowed drop", "floor"],
+                       agg_rows)
+    note = (f"n = {n} queries: one query moves a mean by up to 1/n = {1 / n:.4f}; a smaller difference "
+            "is a single question, not evidence." if n else "n = 0: nothing was compared.")
+
+    deltas = []
+    for qid, entry in per_query.items():
+        now = (entry.get("metrics") or {}).get(metric)
+        base = (entry.get("baseline") or {}).get(metric)
+        if entry.get("status") == "error" and base is not None:
+            now = 0.0
+        if now is not None and base is not None:
+            deltas.append((qid, now - base))
+    deltas.sort(key=lambda p: (p[1], p[0]))
+
+    strata = comparison.get("strata", {})
+    strata_rows = []
+    for tag, s in strata.items():
+        row = [f"<td>{escape(tag)}</td>", f'<td class="num">{int(s.get("n", 0))}</td>']
+        for m in metrics:
+            now_v, base_v = s.get("now", {}).get(m), (s.get("baseline") or {}).get(m)
+            row.append(f'<td class="num">{_num(now_v)}</td>')
+            row.append(_delta_cell(None if now_v is None or base_v is None else now_v - base_v, int(s.get("n", 0))))
+        strata_rows.append(row)
+    strata_table = _table(["tag", "n"] + [h for m in metrics for h in (m, "Δ")], strata_rows) if strata_rows else ""
+
+    worst_rows = []
+    for i, r in enumerate(comparison.get("regressed", [])[: int(meta.get("worst_n", 0) or 25)], start=1):
+        golds = {g[0] for g in r.get("gold", [])}
+        drops = "<br>".join(
+            f"{escape(d['metric'])} {d['baseline']:.4f} → {d['now']:.4f} ({d['delta']:+.4f})"
+            + ("" if d.get("exceeded") else " <span class=note>"
+               + ("not gated" if d.get("tolerance") is None else "within tolerance") + "</span>")
+            for d in r.get("drops", []))
+        returned = "".join(
+            f"<li{' class=gold' if doc in golds else ''}>{escape(doc)}"
+            + (f" <span class=note>{escape(str(why))}</span>" if why else "") + "</li>"
+            for doc, why in zip(r.get("returned", [])[:5], (r.get("explains") or []) + [None] * 5))
+        worst_rows.append([
+            f'<td class="num">{i}</td>', f"<td><code>{escape(r['qid'])}</code></td>", f"<td>{escape(r['question'])}</td>",
+            f"<td>{drops or escape(r.get('error') or '')}</td>",
+            f"<td>{', '.join(f'{escape(d)} ({int(g)})' for d, g in r.get('gold', []))}</td>",
+            f"<td><ol class=returned>{returned}</ol></td>",
+        ])
+    worst = (_table(["#", "query", "question", "fell", "gold", "returned instead"], worst_rows)
+             if worst_rows else "<p>No query regressed.</p>")
+
+    golden = meta.get("golden", {})
+    head = (f"golden set <code>{escape(str(golden.get('source', '?')))}</code> ({int(golden.get('n_queries', 0))} queries, "
+            f"subset {escape(str(meta.get('subset', 'full')))}) · metrics {escape(' '.join(metrics))} · "
+            f"k {escape(str(meta.get('k', '?')))} · version {escape(str(meta.get('package_version', '?')))} · "
+            f"commit {escape(str(meta.get('git_commit') or '—'))[:12]} · {escape(str(meta.get('created', '')))}")
+    return (
+        "<!doctype html><html lang=en><head><meta charset=utf-8>"
+        f"<meta name=viewport content='width=device-width,initial-scale=1'><title>{escape(title)}</title>"
+        f"<style>{_CSS}</style></head><body>"
+        f"<h1>{escape(title)}</h1><div class=meta>{head}</div>"
+        f"<div class='banner {cls}'>{escape(banner)}</div>"
+        f"<h2>Aggregate</h2>{aggregate}<p class=note>{escape(note)}</p>"
+        f"<h2>Per-query change in {escape(metric)}</h2>{_delta_chart(deltas, metric)}"
+        f"<p class=note>{len(deltas)} queries, sorted by change; hover a bar for its query.</p>"
+        f"<h2>Per tag</h2><p class=note>{escape(metric)}: grey bar baseline, blue bar now.</p>"
+        f"{_strata_chart(strata, metric)}{strata_table}"
+        f"<h2>Worst regressed queries</h2>{worst}"
+        "</body></html>\n"
+    )

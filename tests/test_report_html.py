@@ -1,0 +1,113 @@
+"""The HTML report: escaping and self-containment, then a real headless Chromium.
+
+The browser test needs Debian's `chromium` (installed by .ci/run); on a machine
+without it that one test skips with the reason. Its screenshot is kept in
+`test-artifacts/` for a person to look at.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from pytest_ragmetrics._report_html import render_html
+
+REPO = Path(__file__).resolve().parents[1]
+ARTIFACTS = REPO / "test-artifacts"
+
+HOSTILE = '<script>alert("x")</script> | and </td> & "quotes"'
+
+
+def artifact() -> dict:
+    """A run artifact as RagSession.artifact() writes it: two queries, one regressed."""
+    return {
+        "_meta": {"golden": {"source": "eval/golden.yaml", "n_queries": 2}, "k": 10,
+                  "measurement": {"metrics": ["recall@10", "ndcg@10"]}, "subset": "full",
+                  "package_version": "0.1.0", "git_commit": None, "created": "2026-01-01T00:00:00+00:00"},
+        "aggregate": {"recall@10": 0.5, "ndcg@10": 0.4},
+        "n": 2,
+        "per_query": {
+            "q1": {"status": "scored", "metrics": {"recall@10": 1.0, "ndcg@10": 0.8}, "ranking": ["a"],
+                   "tags": ["standard"], "baseline": {"recall@10": 1.0, "ndcg@10": 0.8}},
+            "q2": {"status": "scored", "metrics": {"recall@10": 0.0, "ndcg@10": 0.0}, "ranking": ["z"],
+                   "tags": ["paraphrase"], "baseline": {"recall@10": 1.0, "ndcg@10": 1.0}},
+        },
+        "comparison": {
+            "n": 2, "n_common": 2, "passed": False,
+            "aggregate": [
+                {"metric": "recall@10", "now": 0.5, "now_common": 0.5, "baseline": 1.0, "delta": -0.5,
+                 "tolerance": 0.0, "min": None},
+                {"metric": "ndcg@10", "now": 0.4, "now_common": 0.4, "baseline": 0.9, "delta": -0.5,
+                 "tolerance": None, "min": None},
+            ],
+            "strata": {"paraphrase": {"n": 1, "now": {"recall@10": 0.0, "ndcg@10": 0.0},
+                                      "baseline": {"recall@10": 1.0, "ndcg@10": 1.0}},
+                       "standard": {"n": 1, "now": {"recall@10": 1.0, "ndcg@10": 0.8},
+                                    "baseline": {"recall@10": 1.0, "ndcg@10": 0.8}}},
+            "regressed": [{"qid": "q2", "question": HOSTILE,
+                           "drops": [{"metric": "recall@10", "baseline": 1.0, "now": 0.0, "delta": -1.0,
+                                      "tolerance": 0.0, "exceeded": True}],
+                           "gold": [["gold-doc", 2]], "returned": ["z<b>"], "explains": ["bm25 #1 (3.2)"]}],
+            "gates": [{"name": "recall@10", "passed": False, "message": "recall@10 fell -0.5000"}],
+        },
+    }
+
+
+def test_query_text_is_escaped_and_nothing_is_fetched() -> None:
+    page = render_html(artifact())
+    assert "<script>" not in page  # the hostile query text stays text
+    assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;" in page
+    assert "z&lt;b&gt;" in page
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", page)  # no external asset
+    assert "http" not in page
+
+
+def test_delta_chart_draws_one_bar_per_compared_query() -> None:
+    page = render_html(artifact())
+    chart = page.split("Per-query change in recall@10", 1)[1].split("</svg>", 1)[0]
+    assert chart.count("<rect") == 2
+    assert "q2: -1.0000" in chart and "q1: +0.0000" in chart
+    assert "Gate failed" in page and "gold-doc (2)" in page
+
+
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                  "--enable-logging=stderr", "--window-size=1200,1400"]
+
+
+def browse(page: Path, screenshot: Path) -> str:
+    """Open a page in headless Chromium; return its log (console messages appear as CONSOLE lines)."""
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    if browser is None:
+        pytest.skip("headless Chromium is not installed here (.ci/run installs Debian's chromium)")
+    with tempfile.TemporaryDirectory() as profile:
+        proc = subprocess.run([browser, *CHROMIUM_FLAGS, f"--user-data-dir={profile}",
+                               f"--screenshot={screenshot}", page.as_uri()],
+                              capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return proc.stderr
+
+
+def console_errors(log: str) -> list[str]:
+    return [line for line in log.splitlines() if ":CONSOLE" in line or "Uncaught" in line]
+
+
+@pytest.mark.slow
+def test_report_opens_in_headless_chromium_without_console_errors(tmp_path: Path) -> None:
+    # Control: the detector sees a console error when a page has one.
+    bad = tmp_path / "bad.html"
+    bad.write_text('<!doctype html><html><body><script>console.error("boom")</script></body></html>')
+    assert any("boom" in line for line in console_errors(browse(bad, tmp_path / "bad.png")))
+
+    page = tmp_path / "report.html"
+    page.write_text(render_html(artifact()), encoding="utf-8")
+    ARTIFACTS.mkdir(exist_ok=True)
+    shot = ARTIFACTS / "report.png"
+    log = browse(page, shot)
+    assert console_errors(log) == []
+    assert shot.stat().st_size > 10_000  # a rendered page, not an empty canvas
