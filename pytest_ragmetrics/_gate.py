@@ -23,6 +23,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from ._baseline import Baseline, Thresholds
 from ._evaluate import mean_metrics
 from ._golden import GoldenSet
+from ._stats import DeltaStats, delta_stats
 
 __all__ = [
     "EPS",
@@ -135,6 +136,7 @@ class AggregateRow:
     baseline: float | None  # baseline mean over the same queries
     tolerance: float | None
     minimum: float | None
+    stats: DeltaStats | None = None  # paired interval, p-value, detectable change
 
     @property
     def delta(self) -> float | None:
@@ -175,6 +177,7 @@ class Verdict:
     short: dict[str, int]
     has_baseline: bool
     fail_on_regression: bool
+    strata_stats: dict[str, dict[str, DeltaStats]] = field(default_factory=dict)
 
     @property
     def failed_gates(self) -> list[Gate]:
@@ -191,11 +194,14 @@ class Verdict:
             "aggregate": [
                 {"metric": r.metric, "now": r.now, "now_common": r.now_common, "baseline": r.baseline,
                  "delta": r.delta, "tolerance": r.tolerance, "min": r.minimum,
-                 "dropped_too_far": r.dropped_too_far, "under_floor": r.under_floor}
+                 "dropped_too_far": r.dropped_too_far, "under_floor": r.under_floor,
+                 "stats": r.stats.to_dict() if r.stats else None}
                 for r in self.aggregate
             ],
             "strata": {
-                tag: {"n": n, "now": now, "baseline": base} for tag, (n, now, base) in self.strata.items()
+                tag: {"n": n, "now": now, "baseline": base,
+                      "stats": {m: st.to_dict() for m, st in self.strata_stats.get(tag, {}).items()}}
+                for tag, (n, now, base) in self.strata.items()
             },
             "regressed": [r.to_dict() for r in self.regressions],
             "gates": [asdict(g) for g in self.gates],
@@ -250,11 +256,18 @@ def build_verdict(
     base_common = _mean_or_none(
         ({m: baseline.metrics_of(q).get(m, math.nan) for m in metrics} for q in common), metrics
     ) if baseline else {m: None for m in metrics}
+    def paired(qids: Sequence[str], m: str) -> DeltaStats | None:
+        if baseline is None or not qids:
+            return None
+        deltas = [values[q][m] - baseline.metrics_of(q)[m] for q in qids if m in baseline.metrics_of(q)]
+        return delta_stats(deltas, resamples=_resamples(len(deltas))) if deltas else None
+
     aggregate = [
         AggregateRow(m, now_all[m], now_common[m] if baseline else None, _finite(base_common[m]),
-                     thresholds.tolerance.get(m), thresholds.minimum.get(m))
+                     thresholds.tolerance.get(m), thresholds.minimum.get(m), paired(common, m))
         for m in metrics
     ]
+    strata_stats: dict[str, dict[str, DeltaStats]] = {}
 
     strata: dict[str, tuple[int, dict[str, float | None], dict[str, float | None]]] = {}
     for tag in golden.tags():
@@ -264,6 +277,8 @@ def build_verdict(
                               for q in tagged_common), metrics) if baseline else {m: None for m in metrics}
         strata[tag] = (len(tagged), _mean_or_none((values[q] for q in tagged), metrics),
                        {m: _finite(v) for m, v in base.items()})
+        if baseline is not None and tagged_common:
+            strata_stats[tag] = {m: st for m in metrics if (st := paired(tagged_common, m)) is not None}
 
     regressions = []
     for qid in common:
@@ -287,7 +302,7 @@ def build_verdict(
         n=len(counted), metrics=list(metrics), aggregate=aggregate, strata=strata,
         regressions=regressions, gates=gates, n_common=len(common), new=new, removed=removed,
         errored=errored, unscorable=unscorable, short=short, has_baseline=baseline is not None,
-        fail_on_regression=thresholds.fail_on_regression,
+        fail_on_regression=thresholds.fail_on_regression, strata_stats=strata_stats,
     )
 
 
@@ -329,6 +344,12 @@ def evaluate_gates(
         gates.append(Gate("regressed-queries", count <= limit,
                           f"{count} queries regressed (errors included); at most {limit} allowed"))
     return gates
+
+
+def _resamples(n: int) -> int:
+    """10,000 resamples for a typical golden set; fewer for huge ones, where the
+    interval is already tight and the work (resamples x n) would dominate the run."""
+    return max(1_000, min(10_000, 5_000_000 // max(n, 1)))
 
 
 def _finite(value: float | None) -> float | None:

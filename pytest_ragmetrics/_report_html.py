@@ -150,7 +150,11 @@ def render_html(artifact: Mapping[str, Any], metric: str | None = None, title: s
         for m in metrics:
             now_v, base_v = s.get("now", {}).get(m), (s.get("baseline") or {}).get(m)
             row.append(f'<td class="num">{_num(now_v)}</td>')
-            row.append(_delta_cell(None if now_v is None or base_v is None else now_v - base_v, int(s.get("n", 0))))
+            cell = _delta_cell(None if now_v is None or base_v is None else now_v - base_v, int(s.get("n", 0)))
+            p_value = ((s.get("stats") or {}).get(m) or {}).get("p_value")
+            if p_value is not None and "±0" not in cell and "—" not in cell:
+                cell = cell.replace("</td>", f" <span class=note>p={p_value:.3f}</span></td>")
+            row.append(cell)
         strata_rows.append(row)
     strata_table = _table(["tag", "n"] + [h for m in metrics for h in (m, "Δ")], strata_rows) if strata_rows else ""
 

@@ -6,7 +6,7 @@ Used for the terminal summary, the gate reports and the CLI. Tables are Markdown
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any, Sequence
 
 from ._gate import Drop, Regression, Verdict
 from ._tables import markdown_table, sample_size_note
@@ -25,6 +25,16 @@ def _delta(value: float | None, n: int) -> str:
     return text
 
 
+def _ci(stats: Any) -> str:
+    return "—" if stats is None else f"[{stats.ci_low:+.4f}, {stats.ci_high:+.4f}]"
+
+
+def _p(stats: Any) -> str:
+    if stats is None:
+        return "—"
+    return "<0.001" if stats.p_value < 0.001 else f"{stats.p_value:.3f}"
+
+
 def aggregate_table(v: Verdict) -> str:
     rows = []
     for r in v.aggregate:
@@ -36,10 +46,16 @@ def aggregate_table(v: Verdict) -> str:
         if r.tolerance is None and r.minimum is None:
             status = "report only"
         rows.append([r.metric, r.baseline, r.now_common if v.has_baseline else r.now, _delta(r.delta, v.n_common),
+                     _ci(r.stats), _p(r.stats),
                      "—" if r.tolerance is None else f"{r.tolerance:g}",
                      "—" if r.minimum is None else f"{r.minimum:g}", status])
-    table = markdown_table(["metric", "baseline", "now", "delta", "allowed drop", "floor", "verdict"], rows)
+    table = markdown_table(["metric", "baseline", "now", "delta", "95% CI (paired)", "p", "allowed drop",
+                            "floor", "verdict"], rows)
     lines = [table, sample_size_note(v.n_common if v.has_baseline else v.n)]
+    detectable = [(r.metric, r.stats.detectable) for r in v.aggregate if r.stats and r.stats.detectable]
+    if detectable:
+        lines.append("Smallest change this set can detect (95% confidence, 80% power, from the spread of "
+                     "per-query deltas): " + ", ".join(f"{m} {d:.4f}" for m, d in detectable))
     if v.new:
         now_all = ", ".join(f"{r.metric} {r.now:.4f}" for r in v.aggregate if r.now is not None)
         lines.append(f"{len(v.new)} new queries not in the baseline (scored, not compared): "
@@ -60,7 +76,11 @@ def strata_table(v: Verdict) -> str:
             row.append(now[m])
             if v.has_baseline:
                 b, x = base.get(m), now[m]
-                row.append(_delta(None if b is None or x is None else x - b, n))
+                cell = _delta(None if b is None or x is None else x - b, n)
+                st = v.strata_stats.get(tag, {}).get(m)
+                if st is not None and cell not in ("—", "±0"):
+                    cell += f" p={_p(st)}"
+                row.append(cell)
         rows.append(row)
     return markdown_table(headers, rows)
 

@@ -5,7 +5,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import numpy  # noqa: F401  - see below
 import pytest
+
+# pytester's in-process runs restore sys.modules afterwards; numpy's C core cannot be
+# imported twice in one process, so it must be loaded before the first run (the gate
+# imports it for its paired statistics).
 
 # No model hub here: a hub name would hang for a minute before failing.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
