@@ -86,10 +86,11 @@ def test_per_tag_table_shows_each_stratum(baselined: RagProject) -> None:
     baselined.answer(**DEGRADED)
     summary = rag_summary(baselined.run())
     # standard: q-001 1, q-002 .5, q-004 0 -> 0.5; paraphrase: q-003 1, q-005 1, q-006 1/3
-    assert re.search(r"\| standard +\| 3 \| 0\.5000 +\| -0\.5000 +\|", summary)
+    # paired sign-flip p over deltas (0, -0.5, -1): 2 of 4 sign patterns are as extreme -> 0.5
+    assert re.search(r"\| standard +\| 3 \| 0\.5000 +\| -0\.5000 p=0\.500 +\|", summary)
     # (a drop smaller than 1/n of the stratum is flagged as such)
-    assert re.search(r"\| paraphrase +\| 3 \| 0\.7778 +\| -0\.2222 \(<1/n\) +\|", summary)
-    assert re.search(r"\| smoke +\| 3 \| 0\.7778 +\| -0\.2222 \(<1/n\) +\|", summary)
+    assert re.search(r"\| paraphrase +\| 3 \| 0\.7778 +\| -0\.2222 \(<1/n\) p=1\.000 +\|", summary)
+    assert re.search(r"\| smoke +\| 3 \| 0\.7778 +\| -0\.2222 \(<1/n\) p=1\.000 +\|", summary)
 
 
 def test_restoring_the_rankings_makes_it_pass_again(baselined: RagProject) -> None:

@@ -111,7 +111,8 @@ def test_report_artifact_contents(baselined: RagProject) -> None:
     q004 = report["per_query"]["q-004"]
     assert q004 == {"status": "scored", "ranking": ["brake-pads", "tire-repair"], "tags": ["standard"],
                     "error": None, "n_docs": 2,
-                    "metrics": {"recall@10": 0.0, "hit_rate@10": 0.0, "mrr@10": 0.0, "ndcg@10": 0.0}}
+                    "metrics": {"recall@10": 0.0, "hit_rate@10": 0.0, "mrr@10": 0.0, "ndcg@10": 0.0},
+                    "baseline": {"recall@10": 1.0, "hit_rate@10": 1.0, "mrr@10": 1.0, "ndcg@10": 1.0}}
     q002 = report["per_query"]["q-002"]
     assert q002["ranking"] == ["chain-lube", "noise-doc"]
     assert q002["metrics"]["recall@10"] == 0.5
