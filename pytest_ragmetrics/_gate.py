@@ -259,7 +259,7 @@ def build_verdict(
     def paired(qids: Sequence[str], m: str) -> DeltaStats | None:
         if baseline is None or not qids:
             return None
-        deltas = [values[q][m] - baseline.metrics_of(q)[m] for q in qids if m in baseline.metrics_of(q)]
+        deltas = [_denoise(values[q][m] - baseline.metrics_of(q)[m]) for q in qids if m in baseline.metrics_of(q)]
         return delta_stats(deltas, resamples=_resamples(len(deltas))) if deltas else None
 
     aggregate = [
@@ -344,6 +344,11 @@ def evaluate_gates(
         gates.append(Gate("regressed-queries", count <= limit,
                           f"{count} queries regressed (errors included); at most {limit} allowed"))
     return gates
+
+
+def _denoise(delta: float) -> float:
+    """Baselines keep 10 decimals: a smaller difference is rounding, not a changed query."""
+    return 0.0 if abs(delta) < EPS else delta
 
 
 def _resamples(n: int) -> int:
