@@ -7,7 +7,6 @@
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import socket
 import subprocess
@@ -20,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from pytest_ragmetrics.stack import Document, Embedder, Retriever, load_corpus
+from tiny_models import build_tiny_cross_encoder  # tests/tiny_models.py (tests/ is on sys.path)
 
 # No model hub at run time: a hub name would hang ~60 s before failing. (The stack
 # imports transformers lazily, so setting these after the import above is in time.)
@@ -77,26 +77,9 @@ def tiny_cross_encoder(car_docs: list[Document], tmp_path_factory: pytest.TempPa
     tiny model whose vocabulary comes from the test corpus. Its scores are
     arbitrary but deterministic; tests check the plumbing, not the relevance.
     """
-    import torch
-    from transformers import BertConfig, BertForSequenceClassification, BertTokenizer
-
-    out = tmp_path_factory.mktemp("tiny-cross-encoder")
-    words = sorted({w for d in car_docs for w in re.findall(r"\w+", f"{d.title} {d.text}".lower())})
-    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words]
-    (out / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
-    torch.manual_seed(0)
-    config = BertConfig(
-        vocab_size=len(vocab),
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=256,
-        num_labels=1,
+    return build_tiny_cross_encoder(
+        tmp_path_factory.mktemp("tiny-cross-encoder"), (f"{d.title} {d.text}" for d in car_docs)
     )
-    BertForSequenceClassification(config).save_pretrained(out)
-    BertTokenizer(str(out / "vocab.txt")).save_pretrained(out)
-    return out
 
 
 @pytest.fixture(scope="session")
