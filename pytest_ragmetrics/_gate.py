@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 from ._baseline import Baseline, Thresholds
 from ._evaluate import mean_metrics
 from ._golden import GoldenSet
-from ._stats import DeltaStats, delta_stats
+
+if TYPE_CHECKING:  # numpy (behind _stats) loads only when a comparison is made
+    from ._stats import DeltaStats
 
 __all__ = [
     "EPS",
@@ -259,6 +261,8 @@ def build_verdict(
     def paired(qids: Sequence[str], m: str) -> DeltaStats | None:
         if baseline is None or not qids:
             return None
+        from ._stats import delta_stats
+
         deltas = [_denoise(values[q][m] - baseline.metrics_of(q)[m]) for q in qids if m in baseline.metrics_of(q)]
         return delta_stats(deltas, resamples=_resamples(len(deltas))) if deltas else None
 

@@ -2,7 +2,9 @@
 
 Verbs: ``evaluate`` (score a TREC run against qrels, trec_eval's job), ``ablate``
 (compare retrieval modes and sweep parameters over the reference stack: seed 000's
-table) and ``pool`` (pool candidates from several modes for annotation: seed 001).
+table), ``pool`` (pool candidates from several modes for annotation: seed 001),
+``compare`` (judge run B against A with the plugin's gate), ``agreement`` (Cohen's
+kappa between two annotators) and ``leakage`` (golden questions found in the corpus).
 Exit codes: 0 done, 2 bad input or usage (the message names file, line and problem).
 """
 
@@ -103,7 +105,24 @@ def build_parser() -> argparse.ArgumentParser:
                     help="candidates per route before fusion (default 30; raised to --depth)")
     po.add_argument("--out", required=True, help="output JSONL (refused if it exists, unless --force)")
     po.add_argument("--force", action="store_true", help="overwrite --out if it exists")
+
+    for verb, (module, help_text) in _MODULE_VERBS.items():
+        getattr(_verb_module(module), "add_arguments")(verbs.add_parser(verb, help=help_text))
     return parser
+
+
+#: Verbs whose arguments and behaviour live in a module of their own.
+_MODULE_VERBS = {
+    "compare": ("_compare", "judge run B against reference A with the plugin's gate (artifacts, baselines, TREC runs)"),
+    "agreement": ("_agreement", "Cohen's kappa between two annotators' judgments, and where they disagree most"),
+    "leakage": ("_leakage", "find golden questions that appear verbatim or nearly so in the corpus"),
+}
+
+
+def _verb_module(name: str) -> Any:
+    import importlib
+
+    return importlib.import_module(f"{__package__}.{name}")
 
 
 def _chunk_size_arg(raw: str) -> int | None:
@@ -373,6 +392,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _cmd_ablate(args)
         if args.verb == "pool":
             return _cmd_pool(args)
+        if args.verb in _MODULE_VERBS:
+            return int(_verb_module(_MODULE_VERBS[args.verb][0]).run(args))
     except RagMetricsError as exc:
         print(f"ragmetrics {args.verb}: error: {exc}", file=sys.stderr)
         return 2
