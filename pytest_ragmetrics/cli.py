@@ -4,7 +4,8 @@ Verbs: ``evaluate`` (score a TREC run against qrels, trec_eval's job), ``ablate`
 (compare retrieval modes and sweep parameters over the reference stack: seed 000's
 table), ``pool`` (pool candidates from several modes for annotation: seed 001),
 ``compare`` (judge run B against A with the plugin's gate), ``agreement`` (Cohen's
-kappa between two annotators) and ``leakage`` (golden questions found in the corpus).
+kappa between two annotators), ``leakage`` (golden questions found in the corpus) and
+``export`` (an artifact as a TREC run, a golden set as TREC qrels).
 Exit codes: 0 done, 2 bad input or usage (the message names file, line and problem).
 """
 
@@ -116,6 +117,7 @@ _MODULE_VERBS = {
     "compare": ("_compare", "judge run B against reference A with the plugin's gate (artifacts, baselines, TREC runs)"),
     "agreement": ("_agreement", "Cohen's kappa between two annotators' judgments, and where they disagree most"),
     "leakage": ("_leakage", "find golden questions that appear verbatim or nearly so in the corpus"),
+    "export": ("_export", "write a run artifact as a TREC run and a golden set as TREC qrels"),
 }
 
 
