@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ._errors import BaselineError, ThresholdsError
+from ._golden import brief_repr
 from ._measures import MeasurementConfig
 
 __all__ = [
@@ -32,6 +33,7 @@ __all__ = [
     "fingerprint_mismatch",
     "round_metric",
     "dumps_stable",
+    "atomic_write_text",
 ]
 
 #: Digits kept in files; comparisons allow this much slack (see ``gate.EPS``).
@@ -90,6 +92,8 @@ def load_baseline(path: str | Path) -> Baseline:
     except json.JSONDecodeError as exc:
         raise BaselineError(f"{name}, line {exc.lineno}: not valid JSON ({exc.msg}); "
                             "restore it from version control or recreate it with --rag-update-baseline") from None
+    except RecursionError:
+        raise BaselineError(f"{name}: not a baseline (JSON nested too deeply)") from None
     except ValueError as exc:
         raise BaselineError(f"{name}: {exc}") from None
     if not isinstance(data, dict):
@@ -112,15 +116,44 @@ def load_baseline(path: str | Path) -> Baseline:
 
 def _check_value(name: str, key: str, value: Any) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise BaselineError(f"{name}: {key} must be a finite number, got {value!r}")
+        raise BaselineError(f"{name}: {key} must be a finite number, got {brief_repr(value)}")
     if not 0.0 <= value <= 1.0:
         raise BaselineError(f"{name}: {key} = {value} is outside [0, 1]")
 
 
 def write_baseline(path: str | Path, baseline: Baseline) -> None:
-    """Write atomically: the old file stays whole until the new one is complete."""
+    """Write atomically: the old file stays whole until the new one is complete.
+
+    A path that cannot be written (its folder is a file, read-only, /proc, a full
+    disk) raises :class:`BaselineError` naming the path; the old file is untouched.
+    """
     path = Path(path)
-    text = dumps_stable(baseline.to_dict())
+    try:
+        atomic_write_text(path, dumps_stable(baseline.to_dict()))
+    except OSError as exc:
+        raise BaselineError(f"cannot write the baseline {path}: {write_problem(path, exc)}; "
+                            "the previous file, if any, is untouched") from None
+
+
+def write_problem(path: Path, exc: OSError) -> str:
+    """Why ``path`` could not be written, in words (``File exists`` would mislead
+    when a folder on the way is a file)."""
+    for folder in path.parents:
+        if folder.exists() or folder.is_symlink():
+            if not folder.is_dir():
+                return f"{folder} is a file, not a folder"
+            break
+    where = f" ({exc.filename})" if exc.filename and str(exc.filename) != str(path) else ""
+    return f"{exc.strerror or exc}{where}"
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write ``text`` to a temp file in ``path``'s folder, fsync it, then rename it over ``path``.
+
+    Readers (and a process killed at any moment) see the old file or the new one,
+    never a mix. A kill between creating and renaming the temp file can leave a
+    hidden ``.<name>.*.tmp`` behind; the target itself is never partial.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
@@ -151,9 +184,9 @@ def fingerprint_mismatch(baseline_meta: Mapping[str, Any], config: MeasurementCo
     diffs = []
     for key in sorted(set(now) | set(recorded)):
         if recorded.get(key) != now.get(key):
-            diffs.append(f"{key}: baseline {recorded.get(key)!r}, now {now.get(key)!r}")
+            diffs.append(f"{key}: baseline {brief_repr(recorded.get(key))}, now {now.get(key)!r}")
     if k is not None and baseline_meta.get("k") not in (None, k):
-        diffs.append(f"k (results asked per query): baseline {baseline_meta.get('k')!r}, now {k!r}")
+        diffs.append(f"k (results asked per query): baseline {brief_repr(baseline_meta.get('k'))}, now {k!r}")
     return diffs
 
 
@@ -217,6 +250,8 @@ def load_thresholds(path: str | Path | None, config: MeasurementConfig) -> Thres
         data = json.loads(path.read_text(encoding="utf-8-sig"), parse_constant=_reject_constant)
     except json.JSONDecodeError as exc:
         raise ThresholdsError(f"{name}, line {exc.lineno}: not valid JSON ({exc.msg})") from None
+    except RecursionError:
+        raise ThresholdsError(f"{name}: not a thresholds file (JSON nested too deeply)") from None
     except (ValueError, OSError) as exc:
         raise ThresholdsError(f"{name}: {exc}") from None
     if not isinstance(data, dict):
@@ -237,7 +272,7 @@ def load_thresholds(path: str | Path | None, config: MeasurementConfig) -> Thres
                         f"(measured: {', '.join(config.metric_names)}); measure it or remove the key"
                     )
                 if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-                    raise ThresholdsError(f"{name}: {key!r} must be a number, got {value!r}")
+                    raise ThresholdsError(f"{name}: {key!r} must be a number, got {brief_repr(value)}")
                 if suffix != "_min" and value < 0:
                     raise ThresholdsError(f"{name}: {key!r} is {value}; a tolerance is an allowed drop, so it must be >= 0")
                 if suffix == "_min" and not 0 <= value <= 1:
@@ -267,14 +302,14 @@ def _canonical_metric(text: str) -> str:
 def _set_scalar(result: Thresholds, name: str, key: str, value: Any) -> None:
     if key == "fail_on_regression":
         if not isinstance(value, bool):
-            raise ThresholdsError(f"{name}: 'fail_on_regression' must be true or false, got {value!r}")
+            raise ThresholdsError(f"{name}: 'fail_on_regression' must be true or false, got {brief_repr(value)}")
         result.fail_on_regression = value
         return
     if value is None and key == "max_regressed_queries":
         result.max_regressed_queries = None
         return
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ThresholdsError(f"{name}: {key!r} must be a non-negative integer, got {value!r}")
+        raise ThresholdsError(f"{name}: {key!r} must be a non-negative integer, got {brief_repr(value)}")
     setattr(result, key, value)
 
 

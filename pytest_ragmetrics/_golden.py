@@ -23,13 +23,33 @@ from __future__ import annotations
 
 import hashlib
 import json
+import reprlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 from ._errors import InputError
 
-__all__ = ["Query", "GoldenSet", "load_golden", "load_qrels", "read_text"]
+__all__ = ["Query", "GoldenSet", "load_golden", "load_qrels", "read_text", "brief_repr", "MAX_GRADE"]
+
+#: Highest grade accepted. Real scales are 0-3 or so; beyond this, the exponential
+#: gain 2^g - 1 overflows a float (2^1024), so a larger number is a typo, not a grade.
+MAX_GRADE = 1000
+
+_REPR = reprlib.Repr()
+_REPR.maxstring = _REPR.maxother = 60
+_REPR.maxlevel = 2
+_REPR.maxlist = _REPR.maxtuple = _REPR.maxdict = _REPR.maxset = 4
+
+
+def brief_repr(value: Any, limit: int = 80) -> str:
+    """A bounded repr for error messages: a hostile value (a YAML alias bomb, a
+    10 MB line, a 5,000-digit integer) must not make the message itself huge or slow."""
+    try:
+        text = _REPR.repr(value)
+    except Exception:  # e.g. int too large to convert to str
+        return f"<{type(value).__name__}>"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 @dataclass(frozen=True)
@@ -127,7 +147,7 @@ def read_text(path: Path) -> str:
 
 def _check_id(value: Any, path: str, where: str, what: str) -> str:
     if not isinstance(value, str):
-        raise InputError(path, where, f"{what} must be a string, got {type(value).__name__} {value!r} (quote it)")
+        raise InputError(path, where, f"{what} must be a string, got {type(value).__name__} {brief_repr(value)} (quote it)")
     if not value.strip():
         raise InputError(path, where, f"{what} is empty")
     return value
@@ -135,9 +155,12 @@ def _check_id(value: Any, path: str, where: str, what: str) -> str:
 
 def _check_grade(value: Any, path: str, where: str, doc: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise InputError(path, where, f"grade of {doc!r} must be an integer >= 0, got {value!r}")
+        raise InputError(path, where, f"grade of {brief_repr(doc)} must be an integer >= 0, got {brief_repr(value)}")
     if value < 0:
-        raise InputError(path, where, f"grade of {doc!r} is {value}; grades must be integers >= 0 (0 = judged not relevant)")
+        raise InputError(path, where, f"grade of {brief_repr(doc)} is {value}; grades must be integers >= 0 (0 = judged not relevant)")
+    if value > MAX_GRADE:
+        raise InputError(path, where, f"grade of {brief_repr(doc)} is {brief_repr(value)}; grades above {MAX_GRADE} "
+                                      "are not supported (the exponential nDCG gain 2^g - 1 would overflow)")
     return value
 
 
@@ -160,7 +183,7 @@ def _finish(path: str, queries: list[tuple[Query, str]], skipped: tuple[str, ...
     seen: dict[str, str] = {}
     for query, where in queries:
         if query.qid in seen:
-            raise InputError(path, where, f"duplicate query id {query.qid!r} (first at {seen[query.qid]})")
+            raise InputError(path, where, f"duplicate query id {brief_repr(query.qid)} (first at {seen[query.qid]})")
         seen[query.qid] = where
     return GoldenSet(path, tuple(q for q, _ in queries), skipped)
 
@@ -182,7 +205,7 @@ def _yaml_loader() -> type:
             key = loader.construct_object(key_node, deep=True)
             if isinstance(key, (str, int)) and key in keys:
                 raise yaml.constructor.ConstructorError(
-                    None, None, f"duplicate key {key!r}", key_node.start_mark
+                    None, None, f"duplicate key {brief_repr(key)}", key_node.start_mark
                 )
             keys.add(key) if isinstance(key, (str, int)) else None
         mapping = yaml.constructor.SafeConstructor.construct_mapping(loader, node, deep=True)
@@ -203,8 +226,22 @@ def _load_yaml(path: Path) -> GoldenSet:
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f"line {mark.line + 1}" if mark else None
-        raise InputError(name, where, f"invalid YAML: {exc.problem or exc}") from None
+        problem = str(exc.problem or exc)
+        if "tag:yaml.org,2002:merge" in problem:
+            problem = "merge keys (<<) are not supported; write the fields out"
+        elif "could not determine a constructor" in problem:
+            problem += " (a golden set is plain data: tags that build Python objects are refused, never run)"
+        raise InputError(name, where, f"invalid YAML: {problem}") from None
+    except yaml.reader.ReaderError as exc:  # a character YAML does not allow (NUL, other controls)
+        line = text[: exc.position].count("\n") + 1
+        code = exc.character if isinstance(exc.character, int) else ord(str(exc.character)[:1] or "\0")
+        raise InputError(name, f"line {line}", f"invalid YAML: character #x{code:04x} is not allowed "
+                                               f"({exc.reason})") from None
     except yaml.YAMLError as exc:
+        raise InputError(name, None, f"invalid YAML: {exc}") from None
+    except RecursionError:
+        raise InputError(name, None, "invalid YAML: nested too deeply") from None
+    except ValueError as exc:  # e.g. an integer of more than 4,300 digits
         raise InputError(name, None, f"invalid YAML: {exc}") from None
     if data is None:
         raise InputError(name, None, "the file is empty; expected a YAML list of questions")
@@ -215,14 +252,14 @@ def _load_yaml(path: Path) -> GoldenSet:
     queries: list[tuple[Query, str]] = []
     for number, record in enumerate(data, start=1):
         if not isinstance(record, dict):
-            raise InputError(name, f"record {number}", f"expected a mapping with id, question, gold_chunks; got {record!r:.60}")
+            raise InputError(name, f"record {number}", f"expected a mapping with id, question, gold_chunks; got {brief_repr(record)}")
         line = record.pop("__line__", None)
         where = f"record {number} (line {line})"
         for key in ("id", "question", "gold_chunks"):
             if key not in record:
                 raise InputError(name, where, f"missing field {key!r}")
         qid = _check_id(record["id"], name, where, "id")
-        where = f"record {number} (line {line}, id {qid!r})"
+        where = f"record {number} (line {line}, id {brief_repr(qid)})"
         question = _check_id(record["question"], name, where, "question")
         judgments = _yaml_gold(record["gold_chunks"], name, where)
         tags = _check_tags(record.get("tags"), name, where)
@@ -246,7 +283,7 @@ def _yaml_gold(gold: Any, path: str, where: str) -> dict[str, int]:
         for doc in gold:
             doc = _check_id(doc, path, where, "a gold document id")
             if doc in judgments:
-                raise InputError(path, where, f"gold document {doc!r} is listed twice")
+                raise InputError(path, where, f"gold document {brief_repr(doc)} is listed twice")
             judgments[doc] = 1
         return judgments
     if gold is None:
@@ -265,6 +302,10 @@ def _json_lines(path: Path) -> Iterator[tuple[int, Any]]:
             yield number, json.loads(line)
         except json.JSONDecodeError as exc:
             raise InputError(str(path), f"line {number}", f"invalid JSON: {exc.msg} (column {exc.colno})") from None
+        except RecursionError:
+            raise InputError(str(path), f"line {number}", "invalid JSON: nested too deeply") from None
+        except ValueError as exc:  # e.g. an integer of more than 4,300 digits
+            raise InputError(str(path), f"line {number}", f"invalid JSON: {exc}") from None
 
 
 def _load_jsonl(path: Path) -> GoldenSet:
@@ -278,7 +319,7 @@ def _load_jsonl(path: Path) -> GoldenSet:
             if key not in record:
                 raise InputError(name, where, f"missing field {key!r}")
         qid = _check_id(record["qid"], name, where, "qid")
-        where = f"line {number} (qid {qid!r})"
+        where = f"line {number} (qid {brief_repr(qid)})"
         text = _check_id(record["query"], name, where, "query")
         candidates = record["candidates"]
         if not isinstance(candidates, list) or not candidates:
@@ -289,7 +330,7 @@ def _load_jsonl(path: Path) -> GoldenSet:
                 raise InputError(name, where, f"candidate {i} must be an object with doc_id and rel")
             doc = _check_id(cand["doc_id"], name, where, f"candidate {i} doc_id")
             if cand.get("rel") is None:
-                raise InputError(name, where, f"candidate {i} ({doc!r}) has no rel: annotate it (0 = not relevant)")
+                raise InputError(name, where, f"candidate {i} ({brief_repr(doc)}) has no rel: annotate it (0 = not relevant)")
             grade = _check_grade(cand["rel"], name, where, doc)
             judgments[doc] = max(grade, judgments.get(doc, 0))
         tags = list(_check_tags(record.get("tags"), name, where))
@@ -331,12 +372,15 @@ def load_qrels(path: str | Path) -> dict[str, dict[str, int]]:
         try:
             grade = int(raw)
         except ValueError:
-            raise InputError(name, f"line {number}", f"grade {raw!r} is not an integer") from None
+            raise InputError(name, f"line {number}", f"grade {brief_repr(raw)} is not an integer") from None
         if grade < 0:
-            raise InputError(name, f"line {number}", f"grade {grade} of {doc!r}: grades must be integers >= 0 (0 = judged not relevant)")
+            raise InputError(name, f"line {number}", f"grade {grade} of {brief_repr(doc)}: grades must be integers >= 0 (0 = judged not relevant)")
+        if grade > MAX_GRADE:
+            raise InputError(name, f"line {number}", f"grade {brief_repr(grade)} of {brief_repr(doc)}: grades above "
+                                                     f"{MAX_GRADE} are not supported (the exponential nDCG gain would overflow)")
         key = (qid, doc)
         if key in seen_at:
-            raise InputError(name, f"line {number}", f"query {qid!r}, document {doc!r} judged twice (first on line {seen_at[key]})")
+            raise InputError(name, f"line {number}", f"query {brief_repr(qid)}, document {brief_repr(doc)} judged twice (first on line {seen_at[key]})")
         seen_at[key] = number
         qrels.setdefault(qid, {})[doc] = grade
     if not qrels:
@@ -372,11 +416,11 @@ def _load_folder(folder: Path, qrels_path: Path | None = None) -> GoldenSet:
             raise InputError(name, where, "missing field 'query' (or BEIR 'text')")
         qid = _check_id(raw_id, name, where, "qid")
         if qid in texts:
-            raise InputError(name, where, f"duplicate query id {qid!r} (first on line {texts[qid][2]})")
+            raise InputError(name, where, f"duplicate query id {brief_repr(qid)} (first on line {texts[qid][2]})")
         texts[qid] = (_check_id(raw_text, name, where, "query"), _check_tags(record.get("tags"), name, where), number)
     unknown = [qid for qid in qrels if qid not in texts]
     if unknown:
-        raise InputError(str(qrels_path), None, f"{len(unknown)} judged queries are not in {queries_path.name}, e.g. {unknown[0]!r}")
+        raise InputError(str(qrels_path), None, f"{len(unknown)} judged queries are not in {queries_path.name}, e.g. {brief_repr(unknown[0])}")
     queries = [
         (Query(qid, text, qrels[qid], tags), f"line {number}")
         for qid, (text, tags, number) in texts.items()

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from ._errors import RetrieverError
+from ._golden import brief_repr
 
 __all__ = ["Returned", "normalize_results"]
 
@@ -87,14 +88,24 @@ def normalize_results(results: Any, k: int, query_id: str = "?") -> Returned:
             explain = _explain_text(item)
         else:
             raise RetrieverError(
-                f"query {query_id!r}, result {rank}: {type(item).__name__} {item!r:.60} is not an id, "
+                f"query {query_id!r}, result {rank}: {type(item).__name__} {brief_repr(item)} is not an id, "
                 "an (id, score) pair or an object with .id"
             )
         if not isinstance(rid, str):
             raise RetrieverError(
-                f"query {query_id!r}, result {rank}: id {rid!r:.60} is a {type(rid).__name__}, expected str"
+                f"query {query_id!r}, result {rank}: id {brief_repr(rid)} is a {type(rid).__name__}, expected str"
             )
         out.ids.append(rid)
-        out.scores.append(float(score) if isinstance(score, (int, float)) and not isinstance(score, bool) else None)
+        out.scores.append(_score(score))
         out.explains.append(explain)
     return out
+
+
+def _score(value: Any) -> float | None:
+    """A result's score as a float, or None (scores are shown, never used to rank)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        return float(value)
+    except OverflowError:  # an int beyond float range
+        return None

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import math
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -18,23 +20,25 @@ from typing import Any, Callable, Sequence
 from ._baseline import (
     Baseline,
     Thresholds,
+    atomic_write_text,
     dumps_stable,
     fingerprint_mismatch,
     git_commit,
     load_baseline,
     load_thresholds,
     write_baseline,
+    write_problem,
 )
 from ._errors import BaselineError, RagMetricsError, RetrieverError
 from ._evaluate import mean_metrics, score_query
 from ._gate import QueryRecord, Verdict, build_verdict, gate_names, query_drops, Drop
-from ._golden import GoldenSet, Query, load_golden
+from ._golden import GoldenSet, Query, brief_repr, load_golden
 from ._measures import MeasurementConfig, parse_measures
 from ._metrics import ideal_grades
 from ._results import normalize_results
 from ._subset import select_smoke
 
-__all__ = ["RagOptions", "RagSession", "RECORD_KEY"]
+__all__ = ["RagOptions", "RagSession", "RECORD_KEY", "RetrievalTimeout", "call_with_deadline"]
 
 #: The user_properties key a query item's record travels under.
 RECORD_KEY = "ragmetrics"
@@ -58,6 +62,7 @@ class RagOptions:
     worst: int | None
     repeat: int
     batch_size: int
+    timeout: float | None = None  # seconds per query's retrieval; None: no limit
 
 
 def _metrics_for(k: int) -> list[str]:
@@ -111,6 +116,8 @@ def build_options(get: Callable[[str, str], Any], resolve: Callable[[str, bool],
     if repeat < 1:
         raise RagMetricsError(f"--rag-repeat must be >= 1, got {repeat}")
     worst = get("rag_worst", "")
+    raw_timeout, _ = pick("rag_timeout", "rag_timeout")
+    timeout = _parse_timeout(raw_timeout)
     return RagOptions(
         golden=resolve(golden, g_cli),
         baseline=resolve(baseline, b_cli),
@@ -126,7 +133,61 @@ def build_options(get: Callable[[str, str], Any], resolve: Callable[[str, bool],
         worst=int(worst) if worst not in (None, "") else None,
         repeat=repeat,
         batch_size=int(get("rag_batch_size", "") or 32),
+        timeout=timeout,
     )
+
+
+def _parse_timeout(raw: Any) -> float | None:
+    """``--rag-timeout``/``rag_timeout``: seconds > 0; empty, ``0`` or ``none`` mean no limit."""
+    if raw in (None, "") or str(raw).strip().lower() in ("0", "none", "off"):
+        return None
+    try:
+        value = float(raw)
+    except (TypeError, ValueError):
+        value = math.nan
+    if not math.isfinite(value) or value <= 0:
+        raise RagMetricsError(f"rag_timeout must be a number of seconds > 0 (or 'none'), got {raw!r}")
+    return value
+
+
+class RetrievalTimeout(RetrieverError):
+    """A retriever call did not return within ``--rag-timeout``."""
+
+
+def call_with_deadline(call: Callable[[], Any], timeout: float | None, what: str) -> Any:
+    """Run ``call()``; with a ``timeout``, give up on it after that many seconds.
+
+    A Python call cannot be killed from outside, so the call runs in a daemon
+    thread and, past the deadline, is abandoned there (it may still finish, or
+    hang, in the background; a daemon thread does not keep the process alive)
+    and :class:`RetrievalTimeout` is raised here. Whatever the call raises,
+    KeyboardInterrupt included, is raised here as well. Without a timeout the
+    call runs in the calling thread, as it always did; with one, each call runs in
+    a fresh thread, so a retriever must not hold thread-bound resources (a
+    ``sqlite3`` connection needs ``check_same_thread=False``, as the stack's
+    embedding cache has).
+    """
+    if timeout is None:
+        return call()
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            box["value"] = call()
+        except BaseException as exc:  # handed to the waiting thread, which re-raises it
+            box["error"] = exc
+
+    worker = threading.Thread(target=run, name="ragmetrics-retrieval", daemon=True)
+    worker.start()
+    worker.join(timeout)
+    if worker.is_alive():
+        raise RetrievalTimeout(
+            f"{what}: the retriever did not answer within {timeout:g} s (--rag-timeout); the call was "
+            "abandoned in a background thread and this query counts as an error"
+        )
+    if "error" in box:
+        raise box["error"]
+    return box.get("value")
 
 
 class RagSession:
@@ -167,6 +228,7 @@ class RagSession:
         self.retriever_description: Any = None
         self._described = False
         self._prefetched: dict[str, Any] = {}
+        self._batch_off = False  # set when a search_batch call overran --rag-timeout
         self._ideal = {q.qid: ideal_grades(q.judgments) for q in self.golden}
         self._verdict: Verdict | None = None
         self.summary: str | None = None
@@ -184,6 +246,12 @@ class RagSession:
         if changed:
             problems.append(f"judgments or text changed for {len(changed)} queries since the baseline: "
                             f"{', '.join(changed[:10])}{' …' if len(changed) > 10 else ''}")
+        if baseline.per_query and not any(q.qid in baseline.per_query for q in self.full_golden):
+            golden = baseline.meta.get("golden")
+            source = golden.get("source") if isinstance(golden, dict) else None
+            problems.append(f"golden set: none of the baseline's {len(baseline.per_query)} queries is in "
+                            f"{self.options.golden}" + (f" (it was measured on {brief_repr(source)})" if source else "")
+                            + "; it describes another golden set")
         if problems and not self.options.accept_mismatch:
             raise BaselineError(
                 f"{baseline.path} was measured differently, so comparing would mislead:\n  - "
@@ -196,15 +264,26 @@ class RagSession:
     # ------------------------------------------------------------------ retrieval
 
     def _search(self, retriever: Any, query: Query) -> Any:
-        return retriever.search(query.text, self.options.k)
+        return call_with_deadline(lambda: retriever.search(query.text, self.options.k),
+                                  self.options.timeout, f"query {brief_repr(query.qid)}")
 
     def _prefetch(self, retriever: Any, upcoming: Sequence[Query]) -> None:
-        """Fill the cache with one ``search_batch`` call; on failure fall back to per-query."""
+        """Fill the cache with one ``search_batch`` call; on failure fall back to per-query.
+
+        With a timeout the batch may take ``timeout`` seconds per query in it; a
+        batch that overruns is abandoned and batching is off for the rest of the
+        run (each query then gets its own deadline).
+        """
         self._prefetched.clear()
         texts = [q.text for q in upcoming]
+        timeout = None if self.options.timeout is None else self.options.timeout * len(texts)
         try:
-            results = retriever.search_batch(texts, self.options.k)
+            results = call_with_deadline(lambda: retriever.search_batch(texts, self.options.k), timeout,
+                                         f"search_batch of {len(texts)} queries")
             results = list(results) if results is not None else None
+        except RetrievalTimeout:
+            self._batch_off = True
+            return
         except Exception:  # one bad query must not fail its neighbours: retry one by one
             return
         if results is None or len(results) != len(upcoming):
@@ -215,7 +294,7 @@ class RagSession:
     def retrieve(self, retriever: Any, query: Query, upcoming: Callable[[], Sequence[Query]]) -> Any:
         if query.qid in self._prefetched:
             return self._prefetched.pop(query.qid)
-        if callable(getattr(retriever, "search_batch", None)) and self.options.repeat == 1:
+        if callable(getattr(retriever, "search_batch", None)) and self.options.repeat == 1 and not self._batch_off:
             self._prefetch(retriever, upcoming())
             if query.qid in self._prefetched:
                 return self._prefetched.pop(query.qid)
@@ -324,6 +403,11 @@ class RagSession:
                 f"({', '.join(errored[:5])}); fix the retriever first"
             )
         scored = {q.qid: self.records[q.qid] for q in self.full_golden if self.records[q.qid].status == "scored"}
+        if not scored:
+            raise BaselineError(
+                f"not writing {self.options.baseline}: no query could be scored (none has a document judged "
+                f"relevant at level {self.config.relevance_level}); a baseline must measure something"
+            )
         per_query = {
             qid: {**(r.metrics or {}), "_judgments": self.full_golden[qid].judgments_digest()}
             for qid, r in scored.items()
@@ -358,16 +442,21 @@ class RagSession:
         }
 
     def write_artifact(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(dumps_stable(self.artifact()), encoding="utf-8")
+        """Write the run artifact atomically; an unwritable path is a :class:`RagMetricsError`."""
+        try:
+            atomic_write_text(path, dumps_stable(self.artifact()))
+        except OSError as exc:
+            raise RagMetricsError(f"cannot write the run report {path}: {write_problem(path, exc)}") from None
 
     def write_html(self, path: Path) -> None:
         from ._report_html import render_html
 
         artifact = self.artifact()
         artifact["_meta"]["worst_n"] = self.worst_n
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(render_html(artifact), encoding="utf-8")
+        try:
+            atomic_write_text(path, render_html(artifact))
+        except OSError as exc:
+            raise RagMetricsError(f"cannot write the HTML report {path}: {write_problem(path, exc)}") from None
 
 
 def _explains_per_document(returned: Any, docs: list[str], separator: str | None) -> list[str | None]:
@@ -405,7 +494,9 @@ def describe_change(old: Baseline | None, new: Baseline, metrics: Sequence[str])
                 ups += 1
             elif b < a - 1e-9:
                 downs += 1
-        if before is None:
+        if after is None:
+            lines.append(f"  {m}: no scored query")
+        elif before is None:
             lines.append(f"  {m}: {after:.4f} (new metric)")
         else:
             lines.append(f"  {m}: {before:.4f} -> {after:.4f} ({after - before:+.4f}); "

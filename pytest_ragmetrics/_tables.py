@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import re
 from typing import Sequence
 
-__all__ = ["markdown_table", "sample_size_note", "fmt"]
+__all__ = ["markdown_table", "sample_size_note", "fmt", "escape_cell"]
+
+_LINE_BREAKS = re.compile(r"[\t\r\n\v\f\x1c-\x1e\x85\u2028\u2029]+")
+_CONTROL = re.compile(r"[\x00-\x08\x0e-\x1b\x1f\x7f]")
+_ESCAPED_BACKSLASH = re.compile(r"\\(?=[!-/:-@\[-`{-~])")  # a backslash that would escape punctuation
+_TAG_START = re.compile(r"<(?=[A-Za-z/!?])")  # where raw HTML, a comment or an autolink could begin
 
 
 def fmt(value: object, digits: int = 4) -> str:
@@ -16,10 +22,29 @@ def fmt(value: object, digits: int = 4) -> str:
     return str(value)
 
 
+def escape_cell(text: str) -> str:
+    """Make ``text`` one literal table cell in Markdown (GFM) and one line in a terminal.
+
+    Line breaks and tabs become spaces; other control characters (ANSI escapes
+    included) are shown as ``\\xNN``; ``|`` is escaped so it cannot split the row;
+    ``<`` that could open an HTML tag, comment or autolink is escaped, so a query
+    holding ``<script>`` stays text; a backslash that would escape the next
+    character is doubled. Everything else is left as it reads.
+    """
+    text = _LINE_BREAKS.sub(" ", text)
+    text = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+    text = _ESCAPED_BACKSLASH.sub(r"\\\\", text)
+    return _TAG_START.sub(r"\\<", text.replace("|", "\\|"))
+
+
 def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[object]], digits: int = 4) -> str:
-    """A Markdown table whose columns are padded so it also reads well in a terminal."""
-    cells = [[fmt(c, digits) for c in row] for row in rows]
-    head = [str(h) for h in headers]
+    """A Markdown table whose columns are padded so it also reads well in a terminal.
+
+    Every cell goes through :func:`escape_cell`: ids, tags and texts from a golden
+    set cannot break the table or inject HTML.
+    """
+    cells = [[escape_cell(fmt(c, digits)) for c in row] for row in rows]
+    head = [escape_cell(str(h)) for h in headers]
     widths = [max([len(head[i])] + [len(r[i]) for r in cells]) for i in range(len(head))]
 
     def line(values: Sequence[str]) -> str:

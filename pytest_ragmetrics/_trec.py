@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Iterable, Mapping, Sequence, TextIO
 
 from ._errors import InputError
-from ._golden import read_text
+from ._golden import brief_repr, read_text
 
 __all__ = ["read_run", "write_run", "write_qrels"]
 
@@ -34,12 +34,12 @@ def read_run(path: str | Path) -> dict[str, list[str]]:
         try:
             value = float(raw_score)
         except ValueError:
-            raise InputError(name, f"line {number}", f"score {raw_score!r} is not a number") from None
+            raise InputError(name, f"line {number}", f"score {brief_repr(raw_score)} is not a number") from None
         if value != value:  # NaN cannot be ordered
             raise InputError(name, f"line {number}", "score is NaN")
         key = (qid, doc)
         if key in seen:
-            raise InputError(name, f"line {number}", f"document {doc!r} appears twice for query {qid!r} (first on line {seen[key]})")
+            raise InputError(name, f"line {number}", f"document {brief_repr(doc)} appears twice for query {brief_repr(qid)} (first on line {seen[key]})")
         seen[key] = number
         scored.setdefault(qid, []).append((value, doc))
     if not scored:

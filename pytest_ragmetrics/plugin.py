@@ -21,6 +21,7 @@ _INI = {
     "rag_id_separator": ("ranked ids map to documents by the prefix before this ('none' to keep ids)", "#"),
     "rag_subset": ("default subset: full or smoke", "full"),
     "rag_smoke": ("smoke subset rule: tag:NAME, sample:N or sample:N:SEED", "tag:smoke"),
+    "rag_timeout": ("seconds one query's retrieval may take before its item errors (default: no limit)", ""),
 }
 
 
@@ -50,6 +51,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="run each query N times; an item fails if its ranking changes")
     group.addoption("--rag-batch-size", dest="rag_batch_size", type=int, default=32, metavar="N",
                     help="queries per search_batch call when the retriever offers one")
+    group.addoption("--rag-timeout", dest="rag_timeout", metavar="SECONDS",
+                    help="a query whose retrieval takes longer errors and the rest run; the retriever is then "
+                         "called from a worker thread, where a hung call is abandoned (it cannot be killed); "
+                         "overrides ini rag_timeout (default: no limit)")
     for name, (help_text, default) in _INI.items():
         parser.addini(name, help_text, default=default)
 
@@ -128,7 +133,8 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
         f"ragmetrics: {len(rag.golden)} of {len(rag.full_golden)} queries ({rag.options.subset}) "
         f"from {rag.options.golden}",
         f"ragmetrics: metrics {' '.join(rag.metrics)}, k={rag.options.k}, relevance level "
-        f"{rag.config.relevance_level}, gain {rag.config.gain}; baseline {base}",
+        f"{rag.config.relevance_level}, gain {rag.config.gain}; baseline {base}"
+        + (f"; timeout {rag.options.timeout:g} s per query" if rag.options.timeout else ""),
     ]
 
 
@@ -196,22 +202,42 @@ class _Controller:
             except BaselineError as exc:
                 rag.summary = str(exc)
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED
-            if rag.options.report:
-                rag.write_artifact(rag.options.report)
+            problems = self._write_reports(session, html=False)
+            if problems:
+                rag.summary = "\n\n".join([rag.summary or "", *problems]).strip()
             return
         verdict = rag.verdict()
         if self.config.pluginmanager.has_plugin("dsession"):
             self._report_gates(session)
         if not verdict.passed and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
-        if rag.options.report:
-            rag.write_artifact(rag.options.report)
-        if rag.options.html:
-            rag.write_html(rag.options.html)
+        problems = self._write_reports(session, html=True)
         rag.summary = verdict_text(verdict, rag.worst_n)
         if rag.mismatch:
             rag.summary += "\n\nCompared despite a different measurement (--rag-accept-mismatch):\n  - " + \
                 "\n  - ".join(rag.mismatch)
+        if problems:
+            rag.summary += "\n\n" + "\n".join(problems)
+
+    def _write_reports(self, session: pytest.Session, html: bool) -> list[str]:
+        """Write --rag-report (and --rag-html); a path that cannot be written fails the
+        session with a clear line in the summary, not an INTERNALERROR."""
+        from ._errors import RagMetricsError
+
+        rag, problems = self.rag, []
+        writes = [(rag.options.report, rag.write_artifact)]
+        if html:
+            writes.append((rag.options.html, rag.write_html))
+        for path, write in writes:
+            if not path:
+                continue
+            try:
+                write(path)
+            except RagMetricsError as exc:
+                problems.append(str(exc))
+                if session.exitstatus == pytest.ExitCode.OK:
+                    session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        return problems
 
     def _report_gates(self, session: pytest.Session) -> None:
         """Under xdist the gates cannot run on a worker: report them from here."""

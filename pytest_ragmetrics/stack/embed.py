@@ -119,7 +119,9 @@ class Embedder:
             return None
         if self._db is None:
             self.cache_path.parent.mkdir(parents=True, exist_ok=True)
-            db = sqlite3.connect(self.cache_path, timeout=120)
+            # check_same_thread=False: with --rag-timeout the plugin calls the retriever from a
+            # worker thread, and the connection may have been opened in another one (at build)
+            db = sqlite3.connect(self.cache_path, timeout=120, check_same_thread=False)
             db.execute("PRAGMA journal_mode=WAL")
             # a rowid table: 1.5 KB vectors would overflow a WITHOUT ROWID tree (3x the size)
             db.execute(

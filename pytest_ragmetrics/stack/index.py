@@ -22,7 +22,13 @@ from urllib.parse import urlparse
 
 import numpy as np
 
-__all__ = ["DEFAULT_HNSW", "HnswSettings", "VectorIndex", "connect"]
+from .._errors import RagMetricsError
+
+__all__ = ["DEFAULT_HNSW", "HnswSettings", "IndexStoreError", "VectorIndex", "connect"]
+
+
+class IndexStoreError(RagMetricsError, RuntimeError):
+    """A local index folder chromadb cannot open (a corrupt or half-written ``chroma.sqlite3``)."""
 
 
 @dataclass(frozen=True)
@@ -73,7 +79,14 @@ def connect(data_dir: str | Path | None = None, chroma_url: str | None = None) -
     if data_dir is None:
         raise ValueError("either data_dir or chroma_url is required")
     Path(data_dir).mkdir(parents=True, exist_ok=True)
-    return chromadb.PersistentClient(path=str(data_dir), settings=settings)
+    try:
+        return chromadb.PersistentClient(path=str(data_dir), settings=settings)
+    except Exception as exc:  # chromadb.errors.InternalError: "file is not a database", "malformed", …
+        raise IndexStoreError(
+            f"cannot open the chroma index in {data_dir}: {exc}. The folder may be corrupt or half-written "
+            "(a disk problem, or a copy taken mid-build); delete it and the next run rebuilds it "
+            "(embeddings come back from the cache)"
+        ) from None
 
 
 @contextlib.contextmanager
@@ -116,7 +129,10 @@ class VectorIndex:
         self.data_dir = Path(data_dir) if data_dir is not None and not chroma_url else None
         self.chroma_url = chroma_url
         self.batch_size = batch_size
-        self._client = connect(self.data_dir, chroma_url)
+        # Opening a fresh folder creates chroma's tables: two processes doing it at once
+        # race ("table collections already exists"), so opening takes the build lock too.
+        with _build_lock(self.data_dir):
+            self._client = connect(self.data_dir, chroma_url)
         self._collection: Any = None
         #: Set by :meth:`sync`: whether the last sync had to (re)build the collection.
         self.rebuilt = False
@@ -133,7 +149,18 @@ class VectorIndex:
     def _usable(self, collection: Any, corpus_sha: str, count: int) -> bool:
         meta = collection.metadata or {}
         wanted = {**self.settings, "corpus_sha": corpus_sha, "chunks": count}
-        return all(meta.get(k) == v for k, v in wanted.items()) and collection.count() == count
+        if not all(meta.get(k) == v for k, v in wanted.items()):
+            return False
+        try:  # a collection whose vector segment cannot be read is rebuilt, not trusted
+            if collection.count() != count:
+                return False
+            if count:  # one nearest-neighbour probe reads the HNSW files, not only sqlite
+                probe = collection.get(limit=1, include=["embeddings"])["embeddings"]
+                collection.query(query_embeddings=np.asarray(probe, dtype=np.float32), n_results=1,
+                                 include=["distances"])
+            return True
+        except Exception:
+            return False
 
     def sync(
         self,

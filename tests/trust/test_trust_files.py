@@ -1,0 +1,424 @@
+"""Files and processes: a killed baseline update loses nothing, unwritable paths are clear
+errors, concurrent index builds neither corrupt nor deadlock, a corrupt index is rebuilt
+or reported, and xdist workers never write.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ragproject import GOLDEN, rag_summary
+from trust_helpers import FAST, TrustProject, clean_env, no_traceback, snapshot
+
+from pytest_ragmetrics._baseline import load_baseline
+
+# ------------------------------------------------------------------ unwritable paths
+
+
+def _blocked(project: TrustProject, where: str) -> str:
+    """A path that cannot be written even as root: under a regular file, or under /proc."""
+    if where == "under-a-file":
+        (project.path / "notadir").write_text("a file where a folder should be\n")
+        return "notadir/baseline.json"
+    return "/proc/ragmetrics-trust/baseline.json"
+
+
+@pytest.mark.parametrize("where", ["under-a-file", "under-proc"])
+def test_an_unwritable_baseline_path_is_a_clear_error(baselined: TrustProject, where: str) -> None:
+    target = _blocked(baselined, where)
+    before = snapshot(baselined.path)
+    result = baselined.run("--rag-update-baseline", f"--rag-baseline={target}")
+    out = result.stdout.str() + result.stderr.str()
+    no_traceback(out)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    summary = rag_summary(result)
+    assert f"cannot write the baseline {Path(baselined.path, target) if where == 'under-a-file' else target}" \
+        in summary
+    assert "the previous file, if any, is untouched" in summary
+    if where == "under-a-file":
+        assert f"{baselined.path / 'notadir'} is a file, not a folder" in summary
+    assert {k: v for k, v in snapshot(baselined.path).items() if k != "calls.log"} == \
+        {k: v for k, v in before.items() if k != "calls.log"}
+
+
+@pytest.mark.parametrize("flag, what", [("--rag-report", "run report"), ("--rag-html", "HTML report")])
+def test_an_unwritable_report_path_is_a_clear_error(baselined: TrustProject, flag: str, what: str) -> None:
+    (baselined.path / "notadir").write_text("x\n")
+    result = baselined.run(f"{flag}=notadir/out")
+    no_traceback(result.stdout.str() + result.stderr.str())
+    assert result.ret == pytest.ExitCode.TESTS_FAILED  # every query passed; the missing report fails the run
+    summary = rag_summary(result)
+    assert "All gates passed" in summary
+    assert f"cannot write the {what} {baselined.path / 'notadir' / 'out'}: " \
+           f"{baselined.path / 'notadir'} is a file, not a folder" in summary
+
+
+def test_reports_are_written_atomically(baselined: TrustProject) -> None:
+    """No temp file is left beside a report; an old report is replaced whole."""
+    (baselined.path / "out").mkdir()
+    (baselined.path / "out" / "run.json").write_text("old\n")
+    assert baselined.run("--rag-report=out/run.json", "--rag-html=out/run.html").ret == pytest.ExitCode.OK
+    assert sorted(p.name for p in (baselined.path / "out").iterdir()) == ["run.html", "run.json"]
+    assert json.loads((baselined.path / "out" / "run.json").read_text())["n"] == len(GOLDEN)
+
+
+# ------------------------------------------------------- killing a baseline update
+
+#: Appended to the project's conftest in the kill tests: with RAGMETRICS_TEST_PAUSE set,
+#: the baseline write stops at that point, writes a marker, and waits to be killed.
+#: Only this test project is instrumented; the package has no such hook.
+PAUSE_CONFTEST = r'''
+
+import os as _os
+import time as _time
+
+import pytest_ragmetrics._baseline as _baseline_module
+
+_PAUSE = _os.environ.get("RAGMETRICS_TEST_PAUSE")
+
+
+def _paused(where):
+    (HERE / "paused").write_text(where, encoding="utf-8")
+    while True:
+        _time.sleep(1)
+
+
+class _HalfThenPause:
+    def __init__(self, fh):
+        self._fh = fh
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return self._fh.__exit__(*exc)
+
+    def write(self, text):
+        half = len(text) // 2
+        self._fh.write(text[:half])
+        self._fh.flush()
+        _os.fsync(self._fh.fileno())
+        _paused("mid-write")
+
+    def __getattr__(self, name):
+        return getattr(self._fh, name)
+
+
+class _OsProxy:
+    def __getattr__(self, name):
+        return getattr(_os, name)
+
+    def fdopen(self, *args, **kwargs):
+        fh = _os.fdopen(*args, **kwargs)
+        return _HalfThenPause(fh) if _PAUSE == "mid-write" else fh
+
+    def replace(self, src, dst):
+        if _PAUSE == "before-rename":
+            _paused("before-rename")
+        return _os.replace(src, dst)
+
+
+if _PAUSE:
+    _baseline_module.os = _OsProxy()
+'''
+
+
+def _update(project: TrustProject, **env: str) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "pytest", "--rag-eval", "--rag-update-baseline", *FAST, "-q"],
+                            cwd=project.path, env=clean_env(**env), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+
+
+def _kill(proc: subprocess.Popen[str]) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=60)
+
+
+def _degrade(project: TrustProject) -> None:
+    """Change every third answer, so a complete new baseline differs from the old one."""
+    project.answer(**{qid.replace("-", "_"): ["noise-doc"] for qid in list(project.answers)[::3]})
+
+
+def _baseline_state(project: TrustProject, old: bytes) -> str:
+    """'old' if the baseline is byte-for-byte the old one, 'new' if it is a whole, valid new one."""
+    data = project.baseline_path.read_bytes()
+    if data == old:
+        return "old"
+    load_baseline(project.baseline_path)  # raises on anything partial or malformed
+    assert json.loads(data)["per_query"] != json.loads(old)["per_query"]
+    return "new"
+
+
+@pytest.mark.parametrize("point", ["mid-write", "before-rename"])
+def test_sigkill_during_the_baseline_write_leaves_the_old_one(project: TrustProject, point: str) -> None:
+    project.conftest_text += PAUSE_CONFTEST
+    (project.path / "conftest.py").write_text(project.conftest_text, encoding="utf-8")
+    project.make_baseline()
+    old = project.baseline_path.read_bytes()
+    _degrade(project)
+    proc = _update(project, RAGMETRICS_TEST_PAUSE=point)
+    try:
+        deadline = time.monotonic() + 120
+        while not (project.path / "paused").exists():
+            assert proc.poll() is None, proc.communicate()[0][-3000:]
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        temp = [p for p in project.baseline_path.parent.iterdir() if p.name.endswith(".tmp")]
+        assert len(temp) == 1 and temp[0].name.startswith(".baseline.json.")  # the new text is on its way
+        if point == "mid-write":
+            assert 0 < temp[0].stat().st_size < len(old)
+    finally:
+        _kill(proc)
+    assert project.baseline_path.read_bytes() == old
+    # The killed writer's hidden temp file is all that is left behind; the next run ignores it.
+    (project.path / "paused").unlink()
+    result = project.run()
+    assert result.ret == pytest.ExitCode.TESTS_FAILED and "RETRIEVAL GATE FAILED" in rag_summary(result)
+
+
+@pytest.mark.slow
+def test_sigkill_at_random_moments_of_a_large_update_never_loses_the_baseline(project: TrustProject) -> None:
+    """2,000 queries; the update is killed at random moments over its whole run (start-up,
+    collection, retrieval, the write; half of the kills near the end). Afterwards the
+    baseline is always the old file, byte for byte, or a whole valid new one; never a mix,
+    never truncated. (The write itself is hit deterministically by the test above.)"""
+    records = [{"id": f"q-{i:05d}", "question": f"question {i}", "gold_chunks": [f"doc-{i}", f"doc-{i + 1}"],
+                "tags": ["standard"]} for i in range(2000)]
+    project.answers = {r["id"]: [f"doc-{i}#1-2", "noise", f"doc-{i + 1}"] for i, r in enumerate(records)}
+    project.golden(records)
+    project.make_baseline()
+    old = project.baseline_path.read_bytes()
+    _degrade(project)
+
+    started = time.monotonic()
+    full = _update(project)
+    full.communicate(timeout=600)
+    span = time.monotonic() - started  # how long a whole update takes here, to spread the kills over
+    assert full.returncode == 0 and _baseline_state(project, old) == "new"
+    project.baseline_path.write_bytes(old)
+
+    rng = random.Random(6)
+    states = []
+    for i in range(12):
+        proc = _update(project)
+        # every other kill lands near the end of the run, where the baseline is written
+        time.sleep(rng.uniform(0.0, span) if i % 2 else rng.uniform(0.85 * span, 1.05 * span))
+        _kill(proc)
+        states.append(_baseline_state(project, old))
+        project.baseline_path.write_bytes(old)
+    print(f"update took {span:.1f} s; baseline after each kill: {states}")
+    assert set(states) <= {"old", "new"}
+    leftovers = [p.name for p in project.baseline_path.parent.iterdir()
+                 if p.name not in ("baseline.json", "thresholds.json") and not p.name.endswith(".tmp")]
+    assert leftovers == []
+
+
+# ------------------------------------------------------------------------ xdist
+
+
+@pytest.mark.slow
+def test_xdist_workers_never_write(baselined: TrustProject) -> None:
+    """Only the controller writes the baseline and the reports, each exactly once."""
+    pytest.importorskip("xdist")
+    baselined.spy_writes()
+    baselined.reset_calls()
+    result = baselined.run_subprocess("-n", "2", "--rag-update-baseline", "--rag-report", "run.json")
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()[-3000:]
+    writes = [c for c in baselined.calls() if c.startswith("write-")]
+    assert sorted(writes) == ["write-artifact\tcontroller", "write-baseline\tcontroller"]
+    baselined.reset_calls()
+    result = baselined.run_subprocess("-n", "2", "--rag-report", "run.json")
+    assert result.ret == pytest.ExitCode.OK
+    assert [c for c in baselined.calls() if c.startswith("write-")] == ["write-artifact\tcontroller"]
+    searches = [c for c in baselined.calls() if c.startswith("search")]
+    assert len(searches) == len(GOLDEN)  # the workers did the retrieval
+
+
+# ------------------------------------------------------------------ the stack's index
+
+INDEX_SCRIPT = r'''
+import json, os, sys, time
+import numpy as np
+from pytest_ragmetrics.stack.index import VectorIndex
+
+data_dir, out, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+pause = os.environ.get("PAUSE_AFTER_FIRST_BATCH")
+rng = np.random.default_rng(0)
+vecs = rng.normal(size=(n, 16)).astype(np.float32)
+vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+row = {f"text {i}": vecs[i] for i in range(n)}
+batches = 0
+
+
+def embed(texts):
+    global batches
+    batches += 1
+    if pause and batches == 2:  # one batch is in the collection: a half-written index
+        open(pause, "w").write("paused")
+        while True:
+            time.sleep(1)
+    return np.stack([row[t] for t in texts])
+
+
+index = VectorIndex("trust", {"model": "random-16"}, data_dir=data_dir, batch_size=500)
+rebuilt = index.sync([f"c{i}" for i in range(n)], [f"text {i}" for i in range(n)],
+                     [{"doc_id": f"d{i}"} for i in range(n)], "corpus-1", embed)
+found = index.query(vecs[:20], 5)
+json.dump({"rebuilt": rebuilt, "count": index.count(), "found": [[c for c, _ in hits] for hits in found]},
+          open(out, "w"))
+'''
+
+
+def _index_run(tmp_path: Path, data_dir: Path, out: str, n: int = 3000, **env: str) -> subprocess.Popen[str]:
+    script = tmp_path / "index_script.py"
+    script.write_text(INDEX_SCRIPT, encoding="utf-8")
+    return subprocess.Popen([sys.executable, str(script), str(data_dir), str(tmp_path / out), str(n)],
+                            env=clean_env(**env), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def _finish(proc: subprocess.Popen[str]) -> str:
+    out, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 0, out[-3000:]
+    return out
+
+
+def _result(tmp_path: Path, name: str) -> dict[str, Any]:
+    return json.loads((tmp_path / name).read_text())
+
+
+@pytest.mark.slow
+def test_two_processes_building_one_index_dir_neither_corrupt_nor_deadlock(tmp_path: Path) -> None:
+    """Raw chroma: two fresh PersistentClients on one folder race creating its tables
+    ("table collections already exists"); the build lock now covers opening too."""
+    for round_ in range(3):
+        data_dir = tmp_path / f"index-{round_}"
+        procs = [_index_run(tmp_path, data_dir, f"r{round_}-{i}.json") for i in range(2)]
+        for proc in procs:
+            _finish(proc)  # each has 300 s; a deadlock fails here instead of hanging
+        a, b = (_result(tmp_path, f"r{round_}-{i}.json") for i in range(2))
+        assert a["count"] == b["count"] == 3000
+        assert a["found"] == b["found"]
+        assert sorted([a["rebuilt"], b["rebuilt"]]) == [False, True]  # one built, the other reused it
+        _finish(_index_run(tmp_path, data_dir, "again.json"))
+        again = _result(tmp_path, "again.json")
+        assert again["rebuilt"] is False and again["found"] == a["found"]
+
+
+@pytest.mark.slow
+def test_a_build_killed_half_way_is_rebuilt(tmp_path: Path) -> None:
+    data_dir = tmp_path / "index"
+    _finish(_index_run(tmp_path, data_dir, "whole.json"))
+    expected = _result(tmp_path, "whole.json")["found"]
+    half = tmp_path / "index-half"
+    marker = tmp_path / "paused"
+    proc = _index_run(tmp_path, half, "never.json", PAUSE_AFTER_FIRST_BATCH=str(marker))
+    deadline = time.monotonic() + 120
+    while not marker.exists():
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()[0][-3000:]
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)  # mid-build, holding the build lock
+    proc.communicate(timeout=60)
+    _finish(_index_run(tmp_path, half, "after.json"))  # the lock died with its holder: no deadlock
+    after = _result(tmp_path, "after.json")
+    assert after["rebuilt"] is True and after["count"] == 3000 and after["found"] == expected
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("damage", ["truncate-sqlite", "garbage-sqlite", "empty-sqlite", "garbage-hnsw-header",
+                                    "truncated-hnsw-data"])
+def test_a_corrupt_index_is_rebuilt_or_reported_clearly(tmp_path: Path, damage: str) -> None:
+    data_dir = tmp_path / "index"
+    _finish(_index_run(tmp_path, data_dir, "whole.json"))
+    expected = _result(tmp_path, "whole.json")["found"]
+    sqlite = data_dir / "chroma.sqlite3"
+    segment = next(p for p in data_dir.iterdir() if p.is_dir())
+    rng = random.Random(damage)
+    if damage == "truncate-sqlite":
+        with open(sqlite, "r+b") as fh:
+            fh.truncate(sqlite.stat().st_size // 3)
+    elif damage == "garbage-sqlite":
+        sqlite.write_bytes(rng.randbytes(sqlite.stat().st_size))
+    elif damage == "empty-sqlite":
+        sqlite.write_bytes(b"")
+    elif damage == "garbage-hnsw-header":
+        (segment / "header.bin").write_bytes(rng.randbytes((segment / "header.bin").stat().st_size))
+    else:
+        with open(segment / "data_level0.bin", "r+b") as fh:
+            fh.truncate(1000)
+    proc = _index_run(tmp_path, data_dir, "after.json")
+    out, _ = proc.communicate(timeout=300)
+    if damage.endswith("sqlite") and damage != "empty-sqlite":
+        # chroma cannot open the folder at all: reported, naming the folder and the fix
+        assert proc.returncode == 1
+        assert f"IndexStoreError: cannot open the chroma index in {data_dir}" in out
+        assert "delete it and the next run rebuilds it" in out
+        assert sqlite.exists()  # reported, never deleted behind the user's back
+    else:
+        # chroma opens it (an empty file is a new database) or the damage is in a segment: rebuilt
+        assert proc.returncode == 0, out[-3000:]
+        after = _result(tmp_path, "after.json")
+        assert after["count"] == 3000 and after["found"] == expected
+        assert after["rebuilt"] is True
+
+
+@pytest.mark.slow
+def test_two_processes_building_the_real_stack_into_one_dir(tmp_path: Path) -> None:
+    """The reference retriever end to end (model, embedding cache, chroma, BM25): two
+    processes build the same small corpus into one data dir at once and agree."""
+    corpus = Path(__file__).resolve().parents[1] / "stack" / "data" / "car_corpus.jsonl"
+    script = tmp_path / "stack_script.py"
+    script.write_text(r'''
+import json, sys
+from pytest_ragmetrics.stack import Retriever
+r = Retriever(sys.argv[1], data_dir=sys.argv[2], chunk_size=120, overlap=20, top_k=5, fetch_k=10)
+stats = r.build()
+hits = r.search_batch(["my battery is dead", "brake pads squeal", "change the oil", "tire pressure low"])
+json.dump({"rebuilt": stats["vector_index_rebuilt"], "hits": [[h.id for h in hs] for hs in hits]},
+          open(sys.argv[3], "w"))
+''', encoding="utf-8")
+    env = clean_env(RAGMETRICS_HOME=str(tmp_path / "home"))
+    procs = [subprocess.Popen([sys.executable, str(script), str(corpus), str(tmp_path / "data"),
+                               str(tmp_path / f"s{i}.json")], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True) for i in range(2)]
+    for proc in procs:
+        _finish(proc)
+    a, b = (json.loads((tmp_path / f"s{i}.json").read_text()) for i in range(2))
+    assert a["hits"] == b["hits"] and all(len(h) == 5 for h in a["hits"])
+    assert sorted([a["rebuilt"], b["rebuilt"]]) == [False, True]
+
+
+
+@pytest.mark.slow
+def test_a_tampered_pickle_in_the_index_is_never_executed(tmp_path: Path) -> None:
+    """chroma persists HNSW metadata as ``index_metadata.pickle``. It is read by chroma's
+    Rust code (serde-pickle), which builds no objects: a payload that would run a command
+    under Python's pickle is refused as data, and the collection is rebuilt."""
+    import pickle  # only to write the hostile payload; the package never imports it
+
+    data_dir = tmp_path / "index"
+    _finish(_index_run(tmp_path, data_dir, "whole.json"))
+    expected = _result(tmp_path, "whole.json")["found"]
+    marker = tmp_path / "PWNED"
+
+    class Payload:
+        def __reduce__(self) -> tuple[Any, tuple[str]]:
+            return (os.system, (f"touch {marker}",))
+
+    segments = [p for p in data_dir.iterdir() if (p / "index_metadata.pickle").exists()]
+    assert segments, "chroma no longer writes index_metadata.pickle: revisit this test"
+    (segments[0] / "index_metadata.pickle").write_bytes(pickle.dumps(Payload()))
+    _finish(_index_run(tmp_path, data_dir, "after.json"))
+    assert not marker.exists()
+    after = _result(tmp_path, "after.json")
+    assert after["rebuilt"] is True and after["found"] == expected

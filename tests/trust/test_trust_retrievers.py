@@ -1,0 +1,333 @@
+"""Faulty retrievers: each fault fails that query's item with a clear message, the
+other queries run and pass, the gate counts the errored query as a regression
+(never as a pass), and an interrupted session writes nothing.
+
+The retriever is the plugin tests' JSON-driven one (tests/plugin/ragproject.py):
+``rankings.json`` says, per question, what it returns or raises; the trust conftest
+adds answers that hang (until the test releases them) or raise KeyboardInterrupt.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ragproject import QIDS, entry, ids_with, outcomes, rag_summary, worst_list
+from trust_helpers import FAST, TrustProject, clean_env, no_traceback
+
+OTHERS_PASS = {f"golden.yaml::{q}": "passed" for q in QIDS if q != "q-002"}
+
+
+def _artifact(project: TrustProject, name: str = "run.json") -> dict[str, Any]:
+    return json.loads((project.path / name).read_text(encoding="utf-8"))
+
+
+# (what q-002 answers, text the failure must show)
+FAULTS: dict[str, tuple[Any, str]] = {
+    "raises": ({"raise": "index shard offline"}, "RuntimeError: index shard offline"),
+    "returns-none": ({"return": None}, "query 'q-002': the retriever returned None; expected a list of results"),
+    "returns-a-string": ({"return": "chain-lube"}, "query 'q-002': the retriever returned a str"),
+    "returns-a-mapping": ({"return": {"chain-lube": 1.0}}, "query 'q-002': the retriever returned a dict"),
+    "returns-an-int": ({"return": 7}, "query 'q-002': the retriever returned int, which is not iterable"),
+    "returns-int-ids": ({"return": [1, 2]}, "query 'q-002', result 1: int 1 is not an id"),
+    "returns-a-pair-with-an-int-id": ({"return": [["chain-lube", 0.9], [7, 0.5]]},
+                                      "query 'q-002', result 2: id 7 is a int, expected str"),
+    "returns-a-hit-with-a-none-id": ({"hits": [{"id": "chain-lube"}, {"id": None}]},
+                                     "query 'q-002', result 2: id None is a NoneType, expected str"),
+    "returns-triples": ({"return": [["chain-lube", 0.9, "x"]]}, "query 'q-002', result 1: tuple ('chain-lube', 0.9, 'x') is not an id"),
+}
+
+
+@pytest.mark.parametrize("answer, shown", FAULTS.values(), ids=FAULTS.keys())
+def test_a_faulty_answer_fails_its_item_only_and_counts_as_a_regression(
+        baselined: TrustProject, answer: Any, shown: str) -> None:
+    baselined.answer(q_002=answer)
+    result = baselined.run("--rag-report", "run.json")
+    out = result.stdout.str() + result.stderr.str()
+    assert "INTERNALERROR" not in out
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert outcomes(result) == {**OTHERS_PASS, "golden.yaml::q-002": "failed",
+                                "golden.yaml::gate::baseline": "passed", "golden.yaml::gate::recall@10": "failed"}
+    failure = result.stdout.str().split("rag query q-002", 1)[1].split("rag gate", 1)[0]
+    assert shown in failure
+    summary = rag_summary(result)
+    assert worst_list(summary) == ["q-002"]
+    assert "ERROR: " in entry(summary, "q-002") and shown.split(": ", 1)[-1] in entry(summary, "q-002")
+    record = _artifact(baselined)["per_query"]["q-002"]
+    assert record["status"] == "error" and shown.split(": ", 1)[-1] in record["error"]
+    assert record["metrics"] is None
+
+
+def test_duplicates_are_dropped_and_never_raise_a_score(baselined: TrustProject) -> None:
+    # the same chunk, more chunks of the same document, and a gold document three times
+    baselined.answer(q_001=["tire-repair#1-3", "tire-repair#1-3", "tire-repair#2-3", "tire-repair", "tube-patch"],
+                     q_006=["cassette", "cassette", "cassette", "chain-clean#1-2", "degreaser", "degreaser"])
+    result = baselined.run("--rag-report", "run.json")
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    per_query = _artifact(baselined)["per_query"]
+    assert per_query["q-001"]["ranking"] == ["tire-repair", "tube-patch"]
+    assert per_query["q-006"]["ranking"] == ["cassette", "chain-clean", "degreaser"]
+    for record in per_query.values():
+        assert all(0.0 <= v <= 1.0 for v in record["metrics"].values()), record
+    assert per_query["q-006"]["metrics"]["recall@10"] == 1.0
+
+
+def test_more_than_k_results_are_cut_at_k(baselined: TrustProject) -> None:
+    # the gold document comes back at rank 12 of 15: beyond k = 10 it does not count
+    noise = [f"noise-{i}" for i in range(11)]
+    baselined.answer(q_005=[*noise, "tire-pressure", "more-1", "more-2", "more-3"])
+    result = baselined.run("--rag-report", "run.json")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert ids_with(result, "failed") == ["golden.yaml::gate::recall@10", "golden.yaml::q-005"]
+    record = _artifact(baselined)["per_query"]["q-005"]
+    assert record["ranking"] == noise[:10] and record["metrics"]["recall@10"] == 0.0
+    assert "recall@10 fell 1.0000 -> 0.0000" in result.stdout.str()
+
+
+def test_an_empty_answer_scores_zero_and_says_so(baselined: TrustProject) -> None:
+    baselined.answer(q_003=[])
+    result = baselined.run("--rag-report", "run.json")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert ids_with(result, "failed") == ["golden.yaml::gate::recall@10", "golden.yaml::q-003"]
+    summary = rag_summary(result)
+    assert "returned: nothing" in entry(summary, "q-003")
+    assert "q-003 (0)" in summary  # listed among queries that came back short
+    record = _artifact(baselined)["per_query"]["q-003"]
+    assert record["status"] == "scored" and record["n_docs"] == 0 and record["metrics"]["recall@10"] == 0.0
+
+
+def test_an_iterator_and_huge_scores_are_accepted(baselined: TrustProject) -> None:
+    """Not faults: a generator of pairs, a score beyond float range (shown as no score)."""
+    conftest = baselined.path / "conftest.py"
+    conftest.write_text(conftest.read_text() + '''
+
+_inner = _answer
+
+
+def _answer(query):
+    if query == "cleaning a dirty cassette":
+        return iter([("cassette", 10 ** 400), ("chain-clean", 2), ("degreaser#1-4", 1)])
+    return _inner(query)
+''')
+    result = baselined.run()
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+
+
+# ------------------------------------------------------------------ errors and the gate
+
+
+def test_an_errored_query_is_a_regression_even_where_the_baseline_had_zero(project: TrustProject) -> None:
+    """Its metrics cannot fall below 0, so no aggregate drops: the error itself fails the
+    run, and the regressed-queries gate counts it."""
+    project.answer(q_005=["noise-doc"])
+    project.make_baseline()
+    project.thresholds({"max_regressed_queries": 0})
+    project.answer(q_005={"raise": "backend down"})
+    result = project.run("--rag-report", "run.json")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert ids_with(result, "failed") == ["golden.yaml::gate::regressed-queries", "golden.yaml::q-005"]
+    assert "golden.yaml::gate::recall@10" in ids_with(result, "passed")  # the mean did not move
+    summary = rag_summary(result)
+    assert "1 queries regressed (errors included); at most 0 allowed" in summary
+    assert worst_list(summary) == ["q-005"]
+    comparison = _artifact(project)["comparison"]
+    assert comparison["errored"] == ["q-005"] and comparison["passed"] is False
+
+
+def test_report_only_mode_still_fails_on_an_error(baselined: TrustProject) -> None:
+    """fail_on_regression: false turns regressions into warnings, but a query that could
+    not be measured is not a measurement: its item still fails."""
+    baselined.thresholds({"fail_on_regression": False})
+    baselined.answer(q_002={"raise": "backend down"}, q_004=["noise-doc"])
+    result = baselined.run()
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert ids_with(result, "failed") == ["golden.yaml::q-002"]  # q-004's drop is only reported
+    assert "RETRIEVAL GATE FAILED (report only" in rag_summary(result)
+
+
+def test_an_errored_query_blocks_a_baseline_update(baselined: TrustProject) -> None:
+    before = baselined.baseline_path.read_bytes()
+    baselined.answer(q_006={"return": None})
+    result = baselined.run("--rag-update-baseline")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert "not writing" in rag_summary(result) and "1 queries errored (q-006)" in rag_summary(result)
+    assert baselined.baseline_path.read_bytes() == before
+
+
+# ------------------------------------------------------------------------- timeouts
+
+
+def test_a_hanging_query_times_out_and_the_rest_run(released: TrustProject) -> None:
+    released.make_baseline()
+    released.answer(q_004={"hang": ["derailleur", "shifter-cable"]})
+    result = released.run("--rag-timeout", "1", "--rag-report", "run.json")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert outcomes(result) == {**{f"golden.yaml::{q}": "passed" for q in QIDS if q != "q-004"},
+                                "golden.yaml::q-004": "failed", "golden.yaml::gate::baseline": "passed",
+                                "golden.yaml::gate::recall@10": "failed"}
+    message = ("query 'q-004': the retriever did not answer within 1 s (--rag-timeout); the call was abandoned "
+               "in a background thread and this query counts as an error")
+    assert message in result.stdout.str().split("rag query q-004", 1)[1]
+    assert "timeout 1 s per query" in result.stdout.str()  # the header says the limit
+    assert "ERROR: RetrievalTimeout: " + message in entry(rag_summary(result), "q-004")
+    assert _artifact(released)["per_query"]["q-004"]["status"] == "error"
+
+
+def test_the_timeout_comes_from_the_ini_too(released: TrustProject) -> None:
+    released.make_baseline()
+    released.ini(rag_timeout="1.5")
+    released.answer(q_001={"hang": ["tire-repair"]})
+    result = released.run()
+    assert ids_with(result, "failed") == ["golden.yaml::gate::recall@10", "golden.yaml::q-001"]
+    assert "did not answer within 1.5 s" in result.stdout.str()
+
+
+def test_a_hanging_search_batch_falls_back_to_single_searches(released: TrustProject) -> None:
+    """The batch gets timeout x its size; when it overruns, batching stops and each
+    query gets its own deadline, so only the hanging query fails. (The deadlines leave
+    the other queries, dictionary look-ups, a margin of a second or more.)"""
+    released.make_baseline()
+    released.retriever(batch=True)
+    released.answer(q_003={"hang": ["brake-pads"]})
+    released.reset_calls()
+    result = released.run("--rag-timeout", "1", "--rag-batch-size", "2")
+    assert ids_with(result, "failed") == ["golden.yaml::gate::recall@10", "golden.yaml::q-003"]
+    assert sorted(ids_with(result, "passed")) == sorted(
+        ["golden.yaml::gate::baseline", *(f"golden.yaml::{q}" for q in QIDS if q != "q-003")])
+    calls = [c.split("\t")[0] for c in released.calls() if c.startswith(("batch", "search"))]
+    # q-001+q-002 in one batch; the q-003+q-004 batch hangs, is abandoned, and batching stops
+    assert calls == ["batch", "batch", "search", "search", "search", "search"]
+
+
+def test_without_a_timeout_a_fast_retriever_runs_in_the_calling_thread(baselined: TrustProject) -> None:
+    conftest = baselined.path / "conftest.py"
+    conftest.write_text(conftest.read_text() + '''
+
+import threading as _threading
+_inner_search = Retriever.search
+
+
+def _search(self, query, k):
+    _log("thread\\t" + ("main" if _threading.current_thread() is _threading.main_thread() else "other"))
+    return _inner_search(self, query, k)
+
+
+Retriever.search = _search
+''')
+    assert baselined.run().ret == pytest.ExitCode.OK
+    assert {c for c in baselined.calls() if c.startswith("thread")} == {"thread\tmain"}
+    baselined.reset_calls()
+    assert baselined.run("--rag-timeout", "30").ret == pytest.ExitCode.OK
+    assert {c for c in baselined.calls() if c.startswith("thread")} == {"thread\tother"}
+
+
+@pytest.mark.slow
+def test_a_hung_retrieval_does_not_keep_the_process_alive(released: TrustProject) -> None:
+    """A real subprocess: the abandoned daemon thread must not block interpreter exit."""
+    released.make_baseline()
+    released.answer(q_002={"hang": ["chain-lube"]})
+    result = released.run_subprocess("--rag-timeout", "0.5")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert ids_with(result, "failed") == ["golden.yaml::gate::recall@10", "golden.yaml::q-002"]
+    assert not (released.path / "release").exists()  # it exited while the call still hung
+
+
+# ---------------------------------------------------------------------------- Ctrl-C
+
+
+def _files(project: TrustProject) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in (project.path / "baselines").iterdir()}
+
+
+def test_keyboard_interrupt_in_the_retriever_writes_nothing(released: TrustProject) -> None:
+    released.make_baseline()
+    before = _files(released)
+    released.answer(q_004={"interrupt": True}, q_001=["noise"])  # q-001 would change the baseline
+    result = released.run("--rag-update-baseline", "--rag-report", "run.json", "--rag-html", "run.html",
+                          no_reraise_ctrlc=True)
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    assert "Interrupted: no baseline or report written." in rag_summary(result)
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+    assert _files(released) == before
+    assert not (released.path / "run.json").exists() and not (released.path / "run.html").exists()
+
+
+def test_keyboard_interrupt_under_a_timeout_writes_nothing(released: TrustProject) -> None:
+    released.make_baseline()
+    before = _files(released)
+    released.answer(q_003={"interrupt": True})
+    result = released.run("--rag-timeout", "30", "--rag-report", "run.json", no_reraise_ctrlc=True)
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    assert _files(released) == before and not (released.path / "run.json").exists()
+
+
+def _sigint_run(project: TrustProject, *args: str) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.Popen([sys.executable, "-m", "pytest", "--rag-eval", *FAST, *args], cwd=project.path,
+                            env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not (project.path / "hanging").exists():
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "the retriever never reached the hanging query"
+            time.sleep(0.02)
+        os.kill(proc.pid, signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+@pytest.mark.parametrize("timeout", [[], ["--rag-timeout", "60"]], ids=["no-timeout", "with-timeout"])
+def test_sigint_mid_run_writes_no_baseline_and_no_report(released: TrustProject, timeout: list[str]) -> None:
+    released.make_baseline()
+    before = _files(released)
+    released.answer(q_005={"hang": ["tire-pressure"]}, q_001=["noise"])
+    proc = _sigint_run(released, "--rag-update-baseline", "--rag-report", "run.json", *timeout)
+    assert proc.returncode == pytest.ExitCode.INTERRUPTED, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert "KeyboardInterrupt" in proc.stdout
+    assert "Interrupted: no baseline or report written." in proc.stdout
+    assert "INTERNALERROR" not in proc.stdout + proc.stderr
+    assert _files(released) == before
+    assert not (released.path / "run.json").exists()
+
+
+def test_sigint_without_update_leaves_the_baseline_and_writes_no_report(released: TrustProject) -> None:
+    released.make_baseline()
+    stamp = released.baseline_path.stat().st_mtime_ns
+    released.answer(q_002={"hang": ["chain-lube"]})
+    proc = _sigint_run(released, "--rag-report", "out/run.json")
+    assert proc.returncode == pytest.ExitCode.INTERRUPTED
+    assert released.baseline_path.stat().st_mtime_ns == stamp
+    assert not (released.path / "out").exists()
+    no_traceback(proc.stderr)
+
+
+
+@pytest.mark.slow
+def test_the_reference_stack_answers_the_same_under_a_timeout(tmp_path: Path) -> None:
+    """With --rag-timeout every call runs in a worker thread of its own. The demo's stack,
+    built cold in the main thread (its embedding cache connection opened there), must give
+    the same run artifact as without the timeout, batched or one query at a time."""
+    import re
+
+    repo = Path(__file__).resolve().parents[2]
+    env = clean_env(RAGMETRICS_HOME=str(tmp_path / "home"))
+    texts = {}
+    for name, extra in (("plain", []), ("timeout", ["--rag-timeout", "120", "--rag-batch-size", "1"]),
+                        ("timeout-batched", ["--rag-timeout", "120"])):
+        proc = subprocess.run([sys.executable, "-m", "pytest", "--rag-eval", "-p", "no:cacheprovider",
+                               f"--rag-report={tmp_path / name}.json", *extra],
+                              cwd=repo, env=env, capture_output=True, text=True, timeout=900)
+        assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+        texts[name] = re.sub(r'"created": "[^"]*"', "", (tmp_path / f"{name}.json").read_text(encoding="utf-8"))
+    assert texts["plain"] == texts["timeout"] == texts["timeout-batched"]

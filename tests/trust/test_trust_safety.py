@@ -1,0 +1,336 @@
+"""Safety: data files are parsed, never executed; text reaching Markdown or HTML stays text;
+the default configuration (the demo gate) runs with no network at all.
+"""
+
+from __future__ import annotations
+
+import ast
+import html.parser
+import io
+import json
+import re
+import shutil
+import subprocess
+import sys
+import tokenize
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ragproject import rag_summary
+from trust_helpers import TrustProject, clean_env
+
+from pytest_ragmetrics import _golden
+from pytest_ragmetrics._tables import escape_cell, markdown_table
+from pytest_ragmetrics.cli import main
+
+PACKAGE = Path(_golden.__file__).resolve().parent
+REPO = PACKAGE.parent
+SOURCES = sorted(PACKAGE.rglob("*.py"))
+
+# ------------------------------------------------------------- parsed, never executed
+
+#: Modules that deserialise by running code, and calls that run text as code.
+FORBIDDEN_MODULES = {"pickle", "cPickle", "_pickle", "dill", "cloudpickle", "marshal", "shelve", "joblib", "jsonpickle"}
+FORBIDDEN_BUILTINS = {"eval", "exec", "compile", "__import__"}
+UNSAFE_YAML = {"unsafe_load", "unsafe_load_all", "full_load", "full_load_all", "Loader", "UnsafeLoader",
+               "FullLoader", "load_all"}
+SAFE_LOADERS = {"SafeLoader", "CSafeLoader", "_yaml_loader"}
+
+
+def _code_names(path: Path) -> set[str]:
+    """Identifiers used in code (comments and strings, docstrings included, left out)."""
+    tokens = tokenize.generate_tokens(io.StringIO(path.read_text(encoding="utf-8")).readline)
+    return {t.string for t in tokens if t.type == tokenize.NAME}
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=[p.relative_to(PACKAGE).as_posix() for p in SOURCES])
+def test_no_source_file_can_execute_data(path: Path) -> None:
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    problems = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            problems += [f"import {a.name}" for a in node.names if a.name.split(".")[0] in FORBIDDEN_MODULES]
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in FORBIDDEN_MODULES:
+            problems.append(f"from {node.module} import ...")
+        elif isinstance(node, ast.Call):
+            func = node.func
+            if isinstance(func, ast.Name) and func.id in FORBIDDEN_BUILTINS:
+                problems.append(f"{func.id}() at line {node.lineno}")
+            if isinstance(func, ast.Attribute):
+                owner = func.value.id if isinstance(func.value, ast.Name) else None
+                if owner == "yaml" and func.attr == "load":
+                    loader = next((k.value for k in node.keywords if k.arg == "Loader"), None)
+                    name = (loader.func if isinstance(loader, ast.Call) else loader)
+                    name = getattr(name, "id", None) or getattr(name, "attr", None)
+                    if name not in SAFE_LOADERS:
+                        problems.append(f"yaml.load without a safe Loader at line {node.lineno}")
+                if owner == "torch" and func.attr == "load":
+                    problems.append(f"torch.load (unpickles) at line {node.lineno}")
+                if func.attr in ("read_pickle", "to_pickle"):
+                    problems.append(f"{func.attr} at line {node.lineno}")
+                if any(k.arg == "allow_pickle" and not (isinstance(k.value, ast.Constant) and k.value.value is False)
+                       for k in node.keywords):
+                    problems.append(f"allow_pickle at line {node.lineno}")
+        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "yaml" \
+                and node.attr in UNSAFE_YAML:
+            problems.append(f"yaml.{node.attr} at line {node.lineno}")
+    names = _code_names(path)
+    problems += [f"uses the name {n!r}" for n in sorted(names & (FORBIDDEN_MODULES | {"eval", "exec"}))]
+    assert problems == [], f"{path.relative_to(REPO)}: {problems}"
+
+
+def test_the_golden_yaml_loader_is_a_safe_loader() -> None:
+    loader = _golden._yaml_loader()
+    assert issubclass(loader, (yaml.SafeLoader, getattr(yaml, "CSafeLoader", yaml.SafeLoader)))
+    assert not any(str(tag).startswith("tag:yaml.org,2002:python/") for tag in loader.yaml_constructors)
+    assert not loader.yaml_multi_constructors  # no python/object:* families
+
+
+@pytest.mark.parametrize("tag", [
+    "!!python/object/apply:os.system ['touch {marker}']",
+    "!!python/object/new:os.system ['touch {marker}']",
+    "!!python/object:__main__.Anything {{a: 1}}",
+    "!!python/name:os.system",
+    "!!python/module:os",
+    "!!python/tuple [1, 2]",
+    "!!python/bytes b3V0",
+    "!python/object/apply:os.system ['touch {marker}']",
+], ids=["apply", "new", "object", "name", "module", "tuple", "bytes", "local-tag"])
+def test_object_building_tags_are_refused_and_never_run(tmp_path: Path, tag: str) -> None:
+    marker = tmp_path / "PWNED"
+    golden = tmp_path / "golden.yaml"
+    golden.write_text(f"- id: q1\n  question: {tag.format(marker=marker)}\n  gold_chunks: [a]\n", encoding="utf-8")
+    with pytest.raises(_golden.InputError, match=r"golden\.yaml, line 2: invalid YAML: could not determine a "
+                                                  r"constructor"):
+        _golden.load_golden(golden)
+    assert not marker.exists()
+
+
+# ------------------------------------------------------------ Markdown tables stay tables
+
+HOSTILE = [
+    "a | b",
+    "two\nlines",
+    "crlf\r\nline",
+    "<script>alert(1)</script>",
+    "<img src=x onerror=alert(1)>",
+    "<!-- a comment",
+    "<https://example.org>",
+    "back\\slash \\| and \\<b>",
+    "tab\there",
+    "ansi \x1b[31mred\x1b[0m",
+    "unicode\u2028separator",
+    "plain (<1/n) and a < b",
+]
+
+
+def _cells(line: str) -> list[str]:
+    """Split a GFM table row on unescaped pipes (a backslash escapes the next character)."""
+    assert line.startswith("| ") and line.endswith(" |"), line
+    cells, current, i = [], "", 1
+    body = line[1:-1]
+    while i <= len(body):
+        ch = body[i - 1]
+        if ch == "\\" and i < len(body):
+            current += ch + body[i]
+            i += 2
+            continue
+        if ch == "|":
+            cells.append(current)
+            current = ""
+        else:
+            current += ch
+        i += 1
+    cells.append(current)
+    return [c.strip() for c in cells]
+
+
+def test_escaped_cells_keep_every_row_one_line_with_the_right_cells() -> None:
+    rows = [[text, i, 0.5] for i, text in enumerate(HOSTILE)]
+    table = markdown_table(["query", "n", "recall@10"], rows)
+    lines = table.split("\n")
+    assert len(lines) == len(HOSTILE) + 2
+    for line in lines[:1] + lines[2:]:
+        assert len(_cells(line)) == 3, line
+    for line in lines:
+        assert not re.search(r"(?<!\\)<[A-Za-z/!?]", line), line  # no raw tag, comment or autolink
+        assert "\x1b" not in line
+    assert _cells(lines[2])[0] == r"a \| b"
+    assert _cells(lines[3])[0] == "two lines"
+    assert _cells(lines[-1])[0] == "plain (<1/n) and a < b"  # harmless text left as it reads
+
+
+def test_a_markdown_renderer_sees_text_not_html() -> None:
+    markdown_it = pytest.importorskip("markdown_it")
+    table = markdown_table(["query", "tag"], [[text, "x|y"] for text in HOSTILE])
+    rendered = markdown_it.MarkdownIt("commonmark").enable("table").render(table)  # html allowed, as GitHub's
+    parser = _Elements()
+    parser.feed(rendered)
+    assert parser.tags.count("tr") == len(HOSTILE) + 1
+    assert parser.tags.count("td") == 2 * len(HOSTILE)
+    assert not {"script", "img", "a"} & set(parser.tags)
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in rendered
+    assert parser.cells[0] == "a | b" and parser.cells[1] == "x|y"
+    assert "back\\slash \\| and \\<b>" in parser.cells  # the text round-trips exactly
+
+
+class _Elements(html.parser.HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: list[str] = []
+        self.cells: list[str] = []
+        self._in_td = False
+
+    def handle_starttag(self, tag: str, attrs: object) -> None:
+        self.tags.append(tag)
+        if tag == "td":
+            self._in_td = True
+            self.cells.append("")
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "td":
+            self._in_td = False
+
+    def handle_data(self, data: str) -> None:
+        if self._in_td:
+            self.cells[-1] += data
+
+
+@pytest.mark.parametrize("text", HOSTILE)
+def test_escape_cell_is_one_line_without_raw_markup(text: str) -> None:
+    cell = escape_cell(text)
+    assert "\n" not in cell and "\r" not in cell and "\x1b" not in cell
+    assert not re.search(r"(?<!\\)\|", cell.replace("\\\\", ""))
+    assert not re.search(r"(?<!\\)<[A-Za-z/!?]", cell.replace("\\\\", ""))
+
+
+HOSTILE_TAG = "a|b <script>alert('tag')</script>\nsecond line"
+HOSTILE_QUESTION = "why <script>alert('q')</script> | does it squeal?"
+
+
+def test_hostile_text_from_a_golden_set_stays_text_in_the_terminal_table_and_the_html(baselined: TrustProject) -> None:
+    records = [dict(r) for r in baselined.records]
+    records[0]["tags"] = [HOSTILE_TAG]
+    records[2]["question"] = HOSTILE_QUESTION
+    baselined.answers["q-003"] = ["noise-doc"]  # fails, so the question reaches the worst-N list too
+    baselined.golden(records)
+    result = baselined.run("--rag-accept-mismatch", "--rag-html", "report.html", "--rag-report", "run.json")
+    summary = rag_summary(result)
+    table = [line for line in summary.splitlines() if line.startswith("| ") and "alert('tag')" in line]
+    assert len(table) == 1, summary  # the tag's row did not break into two lines
+    header = next(line for line in summary.splitlines() if line.startswith("| tag "))
+    assert len(_cells(table[0])) == len(_cells(header))
+    assert r"a\|b \<script>alert('tag')\</script> second line" in table[0]
+    page = (baselined.path / "report.html").read_text(encoding="utf-8")
+    assert "<script" not in page.lower()
+    assert "&lt;script&gt;alert(&#x27;q&#x27;)&lt;/script&gt;" in page
+    assert json.loads((baselined.path / "run.json").read_text())["per_query"]["q-001"]["tags"] == [HOSTILE_TAG]
+
+
+def test_hostile_query_ids_stay_text_in_the_cli_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    qrels, run = tmp_path / "qrels.tsv", tmp_path / "run.txt"
+    qrels.write_text("q|<script>1 d 1\nplain d 1\n", encoding="utf-8")
+    run.write_text("q|<script>1 Q0 d 1 1.0 s\nplain Q0 d 1 1.0 s\n", encoding="utf-8")
+    assert main(["evaluate", "--qrels", str(qrels), "--run", str(run), "--per-query", "-m", "recall@5"]) == 0
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if "script" in line)
+    assert _cells(row) == [r"q\|\<script>1", "1.0000"]
+
+
+# ------------------------------------------------------------------------ no network
+
+GUARD = r'''
+"""Loaded at start-up through PYTHONPATH: records (and refuses) any attempt to reach
+another machine from Python code. The network namespace stops everything else."""
+import os
+import socket
+
+_LOG = os.environ["RAGMETRICS_NET_LOG"]
+_LOCAL = {None, "", "localhost", "127.0.0.1", "::1"}
+
+
+def _record(what):
+    with open(_LOG, "a", encoding="utf-8") as fh:
+        fh.write(what + "\n")
+
+
+def _host(address):
+    return address[0] if isinstance(address, tuple) else address
+
+
+_connect, _connect_ex, _getaddrinfo = socket.socket.connect, socket.socket.connect_ex, socket.getaddrinfo
+
+
+def connect(self, address):
+    if self.family != getattr(socket, "AF_UNIX", None) and _host(address) not in _LOCAL:
+        _record(f"connect {address!r}")
+        raise OSError(101, "network disabled by the test")
+    return _connect(self, address)
+
+
+def connect_ex(self, address):
+    if self.family != getattr(socket, "AF_UNIX", None) and _host(address) not in _LOCAL:
+        _record(f"connect_ex {address!r}")
+        return 101
+    return _connect_ex(self, address)
+
+
+def getaddrinfo(host, *args, **kwargs):
+    if host not in _LOCAL:
+        _record(f"getaddrinfo {host!r}")
+        raise socket.gaierror(socket.EAI_NONAME, "network disabled by the test")
+    return _getaddrinfo(host, *args, **kwargs)
+
+
+socket.socket.connect, socket.socket.connect_ex, socket.getaddrinfo = connect, connect_ex, getaddrinfo
+'''
+
+
+def _isolation() -> list[str]:
+    """A command prefix that puts the child in a network namespace of its own, if possible."""
+    unshare = shutil.which("unshare")
+    if unshare is None:
+        return []
+    for prefix in ([unshare, "-n"], [unshare, "-rn"]):
+        try:
+            if subprocess.run([*prefix, "true"], capture_output=True, timeout=30).returncode == 0:
+                return prefix
+        except (OSError, subprocess.SubprocessError):
+            pass
+    return []
+
+
+@pytest.mark.slow
+def test_the_demo_gate_runs_with_no_network(tmp_path: Path) -> None:
+    """`pytest --rag-eval` at the repository root, cold (fresh index and embedding cache),
+    inside a network namespace with only a down loopback (unshare -n), with a socket guard
+    that records any attempt. It must pass, and nothing may even try to connect."""
+    prefix = _isolation()
+    guard = tmp_path / "guard"
+    guard.mkdir()
+    (guard / "sitecustomize.py").write_text(GUARD, encoding="utf-8")
+    log = tmp_path / "network.log"
+    env = clean_env(RAGMETRICS_HOME=str(tmp_path / "home"), RAGMETRICS_NET_LOG=str(log), PYTHONPATH=str(guard),
+                    ANONYMIZED_TELEMETRY="False")
+    if prefix:  # the namespace really has no way out
+        probe = subprocess.run([*prefix, sys.executable, "-c",
+                                "import socket; s = socket.socket(); s.settimeout(5); s.connect(('1.1.1.1', 53))"],
+                               capture_output=True, text=True, env={**env, "PYTHONPATH": ""}, timeout=60)
+        assert probe.returncode != 0 and "unreachable" in probe.stderr.lower(), probe.stderr
+    # and the guard is live in the child: an attempt is recorded and refused
+    probe = subprocess.run([sys.executable, "-c", "import socket; socket.create_connection(('example.org', 80), 5)"],
+                           capture_output=True, text=True, env=env, timeout=60)
+    assert probe.returncode != 0 and log.read_text() == "getaddrinfo 'example.org'\n", probe.stderr
+    log.unlink()
+    report = tmp_path / "run.json"
+    proc = subprocess.run([*prefix, sys.executable, "-m", "pytest", "--rag-eval", "-p", "no:cacheprovider",
+                           f"--rag-report={report}"], cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    assert "All gates passed" in proc.stdout
+    assert json.loads(report.read_text())["comparison"]["passed"] is True
+    attempts = log.read_text() if log.exists() else ""
+    assert attempts == "", f"network attempts:\n{attempts}"
+    if not prefix:
+        pytest.skip("no network namespace here (unshare unavailable): only the socket guard applied")
