@@ -1,0 +1,44 @@
+"""The verdict as GitHub-flavoured Markdown, for ``$GITHUB_STEP_SUMMARY`` and PR comments.
+
+The aggregate and per-tag tables are the terminal's (they are Markdown already);
+the worst-N list becomes a table whose cells are escaped by ``markdown_table``.
+"""
+
+from __future__ import annotations
+
+from ._gate import Verdict
+from ._report_text import aggregate_table, strata_table
+from ._tables import markdown_table
+
+__all__ = ["verdict_markdown"]
+
+
+def verdict_markdown(v: Verdict, worst_n: int, title: str = "Retrieval gate") -> str:
+    failed = v.failed_gates
+    if failed and v.fail_on_regression:
+        head = f"## {title}: failed"
+    elif failed:
+        head = f"## {title}: regressions (report only)"
+    else:
+        head = f"## {title}: passed"
+    parts = [head]
+    if failed:
+        parts.append("\n".join(f"- **gate {g.name}**: {g.message}" for g in failed))
+    table, sep, notes = aggregate_table(v).partition("\nn = ")
+    parts.append(table + ("\n\nn = " + notes.replace("\n", "\n\n") if sep else ""))  # notes outside the table
+    strata = strata_table(v)
+    if strata:
+        parts.append("<details><summary>Per tag</summary>\n\n" + strata + "\n\n</details>")
+    if v.has_baseline:
+        rows = []
+        for i, r in enumerate(v.regressions[:worst_n], start=1):
+            fell = "; ".join(f"{d.metric} {d.before:.4f} → {d.after:.4f}" for d in r.drops if d.exceeded)
+            rows.append([i, r.qid, r.question, r.error or fell or "—",
+                         ", ".join(f"{d} ({g})" for d, g in r.gold),
+                         ", ".join(r.returned[:5]) or "nothing"])
+        if rows:
+            parts.append(f"### Worst regressed queries ({len(rows)} of {len(v.regressions)})\n\n"
+                         + markdown_table(["#", "query", "question", "fell", "gold", "returned instead"], rows))
+        else:
+            parts.append("No query regressed.")
+    return "\n\n".join(parts) + "\n"
