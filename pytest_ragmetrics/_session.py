@@ -59,6 +59,7 @@ class RagOptions:
     accept_mismatch: bool
     report: Path | None
     html: Path | None
+    markdown: Path | None
     worst: int | None
     repeat: int
     batch_size: int
@@ -112,6 +113,7 @@ def build_options(get: Callable[[str, str], Any], resolve: Callable[[str, bool],
     smoke, _ = pick("", "rag_smoke")
     report = get("rag_report", "")
     html = get("rag_html", "")
+    markdown = get("rag_markdown", "")
     repeat = int(get("rag_repeat", "") or 1)
     if repeat < 1:
         raise RagMetricsError(f"--rag-repeat must be >= 1, got {repeat}")
@@ -130,6 +132,7 @@ def build_options(get: Callable[[str, str], Any], resolve: Callable[[str, bool],
         accept_mismatch=bool(get("rag_accept_mismatch", "")),
         report=resolve(report, True) if report else None,
         html=resolve(html, True) if html else None,
+        markdown=resolve(markdown, True) if markdown else None,
         worst=int(worst) if worst not in (None, "") else None,
         repeat=repeat,
         batch_size=int(get("rag_batch_size", "") or 32),
@@ -457,6 +460,17 @@ class RagSession:
             atomic_write_text(path, render_html(artifact))
         except OSError as exc:
             raise RagMetricsError(f"cannot write the HTML report {path}: {write_problem(path, exc)}") from None
+
+
+    def append_markdown(self, path: Path) -> None:
+        """Append the Markdown verdict (``$GITHUB_STEP_SUMMARY`` is appended to, never replaced)."""
+        from ._report_markdown import verdict_markdown
+
+        try:
+            with open(path, "a", encoding="utf-8") as fh:
+                fh.write(verdict_markdown(self.verdict(), self.worst_n) + "\n")
+        except OSError as exc:
+            raise RagMetricsError(f"cannot append the Markdown summary to {path}: {write_problem(path, exc)}") from None
 
 
 def _explains_per_document(returned: Any, docs: list[str], separator: str | None) -> list[str | None]:

@@ -5,6 +5,7 @@ Without ``--rag-eval`` every hook returns at once and nothing heavy is imported.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +47,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--rag-report", dest="rag_report", metavar="PATH", help="write the JSON run artifact here")
     group.addoption("--rag-html", dest="rag_html", metavar="PATH",
                     help="write a self-contained HTML report (charts, worst-N table) here")
+    group.addoption("--rag-markdown", dest="rag_markdown", metavar="PATH",
+                    help="append the verdict as Markdown here (also to $GITHUB_STEP_SUMMARY when set)")
     group.addoption("--rag-worst", dest="rag_worst", type=int, metavar="N", help="worst regressed queries to list")
     group.addoption("--rag-repeat", dest="rag_repeat", type=int, default=1, metavar="N",
                     help="run each query N times; an item fails if its ranking changes")
@@ -101,7 +104,7 @@ def pytest_configure(config: pytest.Config) -> None:
         config.args.append(golden)
 
 
-_PATH_FLAGS = ("--rag-golden", "--rag-baseline", "--rag-thresholds", "--rag-report", "--rag-html")
+_PATH_FLAGS = ("--rag-golden", "--rag-baseline", "--rag-thresholds", "--rag-report", "--rag-html", "--rag-markdown")
 
 
 def _refuse_misread_rootdir(config: pytest.Config) -> None:
@@ -228,6 +231,10 @@ class _Controller:
         writes = [(rag.options.report, rag.write_artifact)]
         if html:
             writes.append((rag.options.html, rag.write_html))
+            writes.append((rag.options.markdown, rag.append_markdown))
+            summary = os.environ.get("GITHUB_STEP_SUMMARY")
+            if summary:
+                writes.append((Path(summary), rag.append_markdown))
         for path, write in writes:
             if not path:
                 continue

@@ -26,3 +26,9 @@ def collections_dir() -> Path:
     if not COLLECTIONS.is_dir():
         pytest.skip(f"shared collections not found at {COLLECTIONS} (present in CI)")
     return COLLECTIONS
+
+
+@pytest.fixture(autouse=True)
+def _no_step_summary(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Sessions run by the tests must not append to a real CI job summary."""
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)

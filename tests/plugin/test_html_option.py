@@ -27,3 +27,25 @@ def test_separate_path_value_that_moves_the_rootdir_is_a_clear_usage_error(
     result = baselined.run("--rag-report", str(elsewhere))
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert f"write it as --rag-report={elsewhere}" in result.stderr.str()
+
+
+def test_markdown_summary_is_appended_to_the_github_step_summary(
+        baselined: RagProject, monkeypatch: pytest.MonkeyPatch) -> None:
+    summary = baselined.pytester.path / "step_summary.md"
+    summary.write_text("earlier step\n")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    baselined.answer(**{"q-003": ["rim-wear", "unrelated"]})
+    result = baselined.run()
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    text = summary.read_text()
+    assert text.startswith("earlier step\n")  # appended, never replaced
+    assert "## Retrieval gate: failed" in text
+    assert "| 1 | q-003 | why do my brakes squeal |" in text
+
+
+def test_rag_markdown_path_on_a_passing_run(baselined: RagProject, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    out = baselined.pytester.path / "summary.md"
+    result = baselined.run(f"--rag-markdown={out}")
+    assert result.ret == pytest.ExitCode.OK
+    assert out.read_text().startswith("## Retrieval gate: passed")
