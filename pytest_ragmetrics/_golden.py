@@ -396,6 +396,20 @@ def _find_qrels(folder: Path) -> Path:
     raise InputError(str(folder), None, "no qrels found (looked for qrels.tsv, qrels/test.tsv, qrels.txt)")
 
 
+def query_fields(record: Any, name: str, where: str) -> tuple[str, str]:
+    """The id and text of one queries.jsonl record (``qid``/``query`` or BEIR's ``_id``/``text``)."""
+    if not isinstance(record, dict):
+        raise InputError(name, where, "expected a JSON object with qid and query")
+    raw_id = record.get("qid", record.get("_id"))
+    raw_text = record.get("query", record.get("text"))
+    if raw_id is None:
+        raise InputError(name, where, "missing field 'qid' (or BEIR '_id')")
+    if raw_text is None:
+        raise InputError(name, where, "missing field 'query' (or BEIR 'text')")
+    qid = _check_id(raw_id, name, where, "qid")
+    return qid, _check_id(raw_text, name, f"{where} (qid {brief_repr(qid)})", "query")
+
+
 def _load_folder(folder: Path, qrels_path: Path | None = None) -> GoldenSet:
     queries_path = folder / "queries.jsonl"
     if not queries_path.is_file():
@@ -406,18 +420,10 @@ def _load_folder(folder: Path, qrels_path: Path | None = None) -> GoldenSet:
     texts: dict[str, tuple[str, tuple[str, ...], int]] = {}
     for number, record in _json_lines(queries_path):
         where = f"line {number}"
-        if not isinstance(record, dict):
-            raise InputError(name, where, "expected a JSON object with qid and query")
-        raw_id = record.get("qid", record.get("_id"))
-        raw_text = record.get("query", record.get("text"))
-        if raw_id is None:
-            raise InputError(name, where, "missing field 'qid' (or BEIR '_id')")
-        if raw_text is None:
-            raise InputError(name, where, "missing field 'query' (or BEIR 'text')")
-        qid = _check_id(raw_id, name, where, "qid")
+        qid, text = query_fields(record, name, where)
         if qid in texts:
             raise InputError(name, where, f"duplicate query id {brief_repr(qid)} (first on line {texts[qid][2]})")
-        texts[qid] = (_check_id(raw_text, name, where, "query"), _check_tags(record.get("tags"), name, where), number)
+        texts[qid] = (text, _check_tags(record.get("tags"), name, where), number)
     unknown = [qid for qid in qrels if qid not in texts]
     if unknown:
         raise InputError(str(qrels_path), None, f"{len(unknown)} judged queries are not in {queries_path.name}, e.g. {brief_repr(unknown[0])}")

@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+from ._argtypes import chunk_size_arg
 from ._errors import RagMetricsError
 
 __all__ = [
@@ -327,18 +328,6 @@ def render_table(report: LeakageReport, per_question: int = 5) -> str:
 # ------------------------------------------------------------------------------ command
 
 
-def _chunk_size(raw: str) -> int | None:
-    if raw.strip().lower() in ("none", "whole", "0"):
-        return None
-    try:
-        value = int(raw)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer or 'whole', got {raw!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer or 'whole', got {raw!r}")
-    return value
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The verb's options, for ``ragmetrics leakage`` or a standalone parser."""
     parser.add_argument("--golden", required=True, help="golden set: YAML, JSONL or a folder with queries.jsonl + qrels")
@@ -347,7 +336,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threshold", type=float, default=DEFAULT_THRESHOLD, metavar="SHARE",
                         help="near-verbatim when at least this share of a question's n-grams occur in one "
                              "document or chunk (default 0.6)")
-    parser.add_argument("--chunk-size", type=_chunk_size, default=None, metavar="N",
+    parser.add_argument("--chunk-size", type=chunk_size_arg, default=None, metavar="N",
                         help="check chunks of N characters as the reference stack cuts them and name the chunk "
                              "(default: whole documents, which also finds questions split by a chunk boundary)")
     parser.add_argument("--overlap", type=int, default=60, metavar="N",

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ._errors import InputError, RagMetricsError
-from ._golden import _check_grade, _check_id, _check_tags, _json_lines, load_golden, read_text
+from ._golden import _check_grade, _check_id, _check_tags, _json_lines, load_golden, query_fields, read_text
 from ._results import normalize_results
 
 __all__ = [
@@ -154,18 +154,8 @@ def _read_jsonl(path: Path) -> list[PoolQuery]:
     name = str(path)
     out: list[tuple[PoolQuery, str]] = []
     for number, record in _json_lines(path):
-        where = f"line {number}"
-        if not isinstance(record, dict):
-            raise InputError(name, where, "expected a JSON object with qid and query")
-        raw_id = record.get("qid", record.get("_id"))
-        raw_text = record.get("query", record.get("text"))
-        if raw_id is None:
-            raise InputError(name, where, "missing field 'qid' (or BEIR '_id')")
-        if raw_text is None:
-            raise InputError(name, where, "missing field 'query' (or BEIR 'text')")
-        qid = _check_id(raw_id, name, where, "qid")
+        qid, text = query_fields(record, name, f"line {number}")
         where = f"line {number} (qid {qid!r})"
-        text = _check_id(raw_text, name, where, "query")
         tags = list(_check_tags(record.get("tags"), name, where))
         if record.get("mode") is not None:
             tags.insert(0, _check_id(record["mode"], name, where, "mode"))

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
+from ._argtypes import chunk_size_arg
 from ._errors import RagMetricsError
 from ._evaluate import evaluate
 from ._golden import load_qrels
@@ -127,23 +128,11 @@ def _verb_module(name: str) -> Any:
     return importlib.import_module(f"{__package__}.{name}")
 
 
-def _chunk_size_arg(raw: str) -> int | None:
-    if raw.strip().lower() in ("none", "whole", "0"):
-        return None
-    try:
-        value = int(raw)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer or 'whole', got {raw!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer or 'whole', got {raw!r}")
-    return value
-
-
 def _stack_arguments(parser: argparse.ArgumentParser) -> None:
     """Options shared by the verbs that build the reference stack."""
     parser.add_argument("--corpus", required=True,
                         help="corpus: a folder of .md/.txt files, a corpus.jsonl, or a folder holding one")
-    parser.add_argument("--chunk-size", type=_chunk_size_arg, default=300, metavar="N",
+    parser.add_argument("--chunk-size", type=chunk_size_arg, default=300, metavar="N",
                         help="characters per chunk, or 'whole' for whole documents (default 300)")
     parser.add_argument("--overlap", type=int, default=60, metavar="N",
                         help="characters shared by consecutive chunks (default 60)")
