@@ -60,6 +60,7 @@ class RagOptions:
     report: Path | None
     html: Path | None
     markdown: Path | None
+    corpus: Path | None
     worst: int | None
     repeat: int
     batch_size: int
@@ -114,6 +115,7 @@ def build_options(get: Callable[[str, str], Any], resolve: Callable[[str, bool],
     report = get("rag_report", "")
     html = get("rag_html", "")
     markdown = get("rag_markdown", "")
+    corpus, c_cli = pick("rag_corpus", "rag_corpus")
     repeat = int(get("rag_repeat", "") or 1)
     if repeat < 1:
         raise RagMetricsError(f"--rag-repeat must be >= 1, got {repeat}")
@@ -133,6 +135,7 @@ def build_options(get: Callable[[str, str], Any], resolve: Callable[[str, bool],
         report=resolve(report, True) if report else None,
         html=resolve(html, True) if html else None,
         markdown=resolve(markdown, True) if markdown else None,
+        corpus=resolve(corpus, c_cli) if corpus else None,
         worst=int(worst) if worst not in (None, "") else None,
         repeat=repeat,
         batch_size=int(get("rag_batch_size", "") or 32),
@@ -461,6 +464,29 @@ class RagSession:
         except OSError as exc:
             raise RagMetricsError(f"cannot write the HTML report {path}: {write_problem(path, exc)}") from None
 
+
+    def leakage_warning(self) -> str | None:
+        """Golden questions found (near-)verbatim in ``rag_corpus``: numbers that look too
+        good usually mean the questions are in the index (seed 001's warning)."""
+        if self.options.corpus is None:
+            return None
+        from ._leakage import check_leakage
+
+        try:
+            report = check_leakage(self.golden, self.options.corpus)
+        except RagMetricsError as exc:
+            return f"Leakage check skipped: {exc}"
+        leaked = report.leaked_qids
+        if not leaked:
+            return None
+        best = {}
+        for leak in report.leaks:
+            if leak.qid not in best or leak.overlap > best[leak.qid].overlap:
+                best[leak.qid] = leak
+        shown = ", ".join(f"{q} ({best[q].doc_id}, {best[q].kind} {best[q].overlap:.2f})" for q in leaked[:10])
+        return (f"WARNING: {len(leaked)} of {report.n_questions} golden questions appear verbatim or nearly so in "
+                f"the corpus {self.options.corpus}: {shown}{' …' if len(leaked) > 10 else ''}. Scores on them "
+                f"measure copying, not retrieval; `ragmetrics leakage` lists every match.")
 
     def append_markdown(self, path: Path) -> None:
         """Append the Markdown verdict (``$GITHUB_STEP_SUMMARY`` is appended to, never replaced)."""

@@ -22,6 +22,7 @@ _INI = {
     "rag_id_separator": ("ranked ids map to documents by the prefix before this ('none' to keep ids)", "#"),
     "rag_subset": ("default subset: full or smoke", "full"),
     "rag_smoke": ("smoke subset rule: tag:NAME, sample:N or sample:N:SEED", "tag:smoke"),
+    "rag_corpus": ("corpus the retriever indexes; golden questions found in it are warned about", ""),
     "rag_timeout": ("seconds one query's retrieval may take before its item errors (default: no limit)", ""),
 }
 
@@ -49,6 +50,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="write a self-contained HTML report (charts, worst-N table) here")
     group.addoption("--rag-markdown", dest="rag_markdown", metavar="PATH",
                     help="append the verdict as Markdown here (also to $GITHUB_STEP_SUMMARY when set)")
+    group.addoption("--rag-corpus", dest="rag_corpus", metavar="PATH",
+                    help="check the golden questions against this corpus for leakage (overrides ini rag_corpus)")
     group.addoption("--rag-worst", dest="rag_worst", type=int, metavar="N", help="worst regressed queries to list")
     group.addoption("--rag-repeat", dest="rag_repeat", type=int, default=1, metavar="N",
                     help="run each query N times; an item fails if its ranking changes")
@@ -104,7 +107,8 @@ def pytest_configure(config: pytest.Config) -> None:
         config.args.append(golden)
 
 
-_PATH_FLAGS = ("--rag-golden", "--rag-baseline", "--rag-thresholds", "--rag-report", "--rag-html", "--rag-markdown")
+_PATH_FLAGS = ("--rag-golden", "--rag-baseline", "--rag-thresholds", "--rag-report", "--rag-html", "--rag-markdown",
+               "--rag-corpus")
 
 
 def _refuse_misread_rootdir(config: pytest.Config) -> None:
@@ -221,6 +225,9 @@ class _Controller:
                 "\n  - ".join(rag.mismatch)
         if problems:
             rag.summary += "\n\n" + "\n".join(problems)
+        leakage = rag.leakage_warning()
+        if leakage:
+            rag.summary += "\n\n" + leakage
 
     def _write_reports(self, session: pytest.Session, html: bool) -> list[str]:
         """Write --rag-report (and --rag-html); a path that cannot be written fails the

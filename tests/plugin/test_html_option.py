@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ragproject import RagProject
+from ragproject import RagProject, rag_summary
 
 
 def test_rag_html_writes_a_report_with_the_regressed_query(baselined: RagProject) -> None:
@@ -49,3 +49,24 @@ def test_rag_markdown_path_on_a_passing_run(baselined: RagProject, monkeypatch: 
     result = baselined.run(f"--rag-markdown={out}")
     assert result.ret == pytest.ExitCode.OK
     assert out.read_text().startswith("## Retrieval gate: passed")
+
+
+def test_gate_summary_warns_about_questions_found_in_the_corpus(baselined: RagProject) -> None:
+    corpus = baselined.pytester.path / "corpus"
+    corpus.mkdir()
+    (corpus / "tire-repair.md").write_text(
+        "# Tire repair\n\nHow do I fix a flat tire on the road? Carry a spare tube and levers.\n")
+    (corpus / "chains.md").write_text("# Chains\n\nA worn chain skips under load and wears the cassette.\n")
+    result = baselined.run(f"--rag-corpus={corpus}")
+    assert result.ret == pytest.ExitCode.OK  # a warning, not a failure
+    summary = rag_summary(result)
+    assert "WARNING: 1 of 6 golden questions appear verbatim or nearly so" in summary
+    assert "q-001 (tire-repair, verbatim 1.00)" in summary
+
+
+def test_no_leakage_warning_without_a_match_or_a_corpus(baselined: RagProject) -> None:
+    corpus = baselined.pytester.path / "corpus"
+    corpus.mkdir()
+    (corpus / "chains.md").write_text("# Chains\n\nA worn chain skips under load and wears the cassette.\n")
+    assert "WARNING" not in rag_summary(baselined.run(f"--rag-corpus={corpus}"))
+    assert "WARNING" not in rag_summary(baselined.run())
