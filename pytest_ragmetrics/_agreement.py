@@ -43,7 +43,6 @@ __all__ = [
     "cohen_kappa",
     "kappa_band",
     "render_table",
-    "build_parser",
     "add_arguments",
     "run",
     "main",
@@ -405,16 +404,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--format", choices=("table", "json"), default="table")
 
 
-def build_parser(prog: str = "ragmetrics agreement") -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog=prog,
-        description="Cohen's kappa between two annotators' judgment files over the (question, document) "
-                    "pairs both judged, and the pairs they disagree on most.",
-    )
-    add_arguments(parser)
-    return parser
-
-
 def run(args: argparse.Namespace) -> int:
     """Run the verb on parsed arguments: 0 done, 1 below --fail-below; errors raise."""
     if args.top < 0:
@@ -433,10 +422,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``ragmetrics agreement A B``: 0 done, 1 below --fail-below, 2 bad input."""
-    args = build_parser().parse_args(argv)
-    try:
-        return run(args)
-    except RagMetricsError as exc:
-        print(f"ragmetrics agreement: error: {exc}", file=sys.stderr)
-        return 2
+    """``ragmetrics agreement …`` from Python: the command's own parsing and exit codes."""
+    from .cli import main as cli_main
+
+    return cli_main(["agreement", *(sys.argv[1:] if argv is None else argv)])

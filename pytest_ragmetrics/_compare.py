@@ -184,11 +184,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="ragmetrics compare", description=__doc__)
-    add_arguments(parser)
-    args = parser.parse_args(argv)
-    try:
-        return run(args)
-    except RagMetricsError as exc:
-        print(f"ragmetrics compare: error: {exc}", file=sys.stderr)
-        return 2
+    """``ragmetrics compare …`` from Python: the command's own parsing and exit codes."""
+    from .cli import main as cli_main
+
+    return cli_main(["compare", *(sys.argv[1:] if argv is None else argv)])

@@ -65,10 +65,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="ragmetrics export", description=__doc__)
-    add_arguments(parser)
-    try:
-        return run(parser.parse_args(argv))
-    except RagMetricsError as exc:
-        print(f"ragmetrics export: error: {exc}", file=sys.stderr)
-        return 2
+    """``ragmetrics export …`` from Python: the command's own parsing and exit codes."""
+    from .cli import main as cli_main
+
+    return cli_main(["export", *(sys.argv[1:] if argv is None else argv)])

@@ -54,7 +54,6 @@ __all__ = [
     "check_leakage",
     "render_table",
     "add_arguments",
-    "build_parser",
     "run",
     "main",
 ]
@@ -351,16 +350,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--fail", action="store_true", help="exit 1 when any question leaks (for CI)")
 
 
-def build_parser(prog: str = "ragmetrics leakage") -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog=prog,
-        description="Find golden questions that appear verbatim or near-verbatim in the corpus "
-                    "(numbers that look too good usually mean the questions are in the indexed text).",
-    )
-    add_arguments(parser)
-    return parser
-
-
 def run(args: argparse.Namespace) -> int:
     """Run the verb on parsed arguments: 0 done (leaks are a report), 1 leaks with --fail."""
     if args.per_question < 1:
@@ -379,10 +368,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``ragmetrics leakage --golden G --corpus C``: 0 done, 1 leaks with --fail, 2 bad input."""
-    args = build_parser().parse_args(argv)
-    try:
-        return run(args)
-    except RagMetricsError as exc:
-        print(f"ragmetrics leakage: error: {exc}", file=sys.stderr)
-        return 2
+    """``ragmetrics leakage …`` from Python: the command's own parsing and exit codes."""
+    from .cli import main as cli_main
+
+    return cli_main(["leakage", *(sys.argv[1:] if argv is None else argv)])
