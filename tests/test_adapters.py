@@ -128,7 +128,7 @@ def lc_docs() -> list[Any]:
 
 
 def test_real_langchain_custom_base_retriever_keeps_order_and_cuts_at_k() -> None:
-    pytest.importorskip("langchain_core")
+    import langchain_core  # noqa: F401  - dev extra
     from langchain_core.callbacks import CallbackManagerForRetrieverRun
     from langchain_core.documents import Document
     from langchain_core.retrievers import BaseRetriever
@@ -150,7 +150,7 @@ def test_real_langchain_custom_base_retriever_keeps_order_and_cuts_at_k() -> Non
 
 
 def test_real_langchain_in_memory_vector_store() -> None:
-    pytest.importorskip("langchain_core")
+    import langchain_core  # noqa: F401  - dev extra
     from langchain_core.embeddings import DeterministicFakeEmbedding
     from langchain_core.vectorstores import InMemoryVectorStore
 
@@ -171,7 +171,7 @@ def test_real_langchain_in_memory_vector_store() -> None:
 
 
 def test_real_langchain_default_depth_warns_and_pass_k_fixes_it() -> None:
-    pytest.importorskip("langchain_core")
+    import langchain_core  # noqa: F401  - dev extra
     from langchain_core.embeddings import DeterministicFakeEmbedding
     from langchain_core.vectorstores import InMemoryVectorStore
 
@@ -188,7 +188,7 @@ def test_real_langchain_default_depth_warns_and_pass_k_fixes_it() -> None:
 
 
 def test_real_langchain_uuid_ids_warn_and_id_key_fixes_them() -> None:
-    pytest.importorskip("langchain_core")
+    import langchain_core  # noqa: F401  - dev extra
     from langchain_core.embeddings import DeterministicFakeEmbedding
     from langchain_core.vectorstores import InMemoryVectorStore
 
@@ -219,7 +219,7 @@ def _llama_nodes() -> list[Any]:
 
 
 def test_real_llamaindex_custom_retriever_keeps_order_and_scores() -> None:
-    pytest.importorskip("llama_index.core")
+    import llama_index.core  # noqa: F401  - dev extra
     from llama_index.core.retrievers import BaseRetriever
     from llama_index.core.schema import NodeWithScore, QueryBundle
 
@@ -248,7 +248,7 @@ def test_real_llamaindex_custom_retriever_keeps_order_and_scores() -> None:
 
 
 def test_real_llamaindex_missing_metadata_key_is_an_error() -> None:
-    pytest.importorskip("llama_index.core")
+    import llama_index.core  # noqa: F401  - dev extra
     from llama_index.core.schema import NodeWithScore, TextNode
 
     class Plain:
@@ -264,7 +264,7 @@ def test_real_llamaindex_missing_metadata_key_is_an_error() -> None:
 
 
 def test_real_llamaindex_vector_index_depth_warning() -> None:
-    pytest.importorskip("llama_index.core")
+    import llama_index.core  # noqa: F401  - dev extra
     from llama_index.core import VectorStoreIndex
     from llama_index.core.embeddings import BaseEmbedding
 

@@ -40,7 +40,7 @@ def run_main(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, 
 
 @pytest.mark.parametrize("weights", ["none", "linear", "quadratic"])
 def test_kappa_matches_sklearn_on_random_labels(weights: str) -> None:
-    sklearn_metrics = pytest.importorskip("sklearn.metrics")
+    import sklearn.metrics as sklearn_metrics  # dev extra: CI has it; missing must fail
     rng = random.Random(7)
     for trial in range(60):
         n = rng.randint(2, 80)
@@ -59,7 +59,7 @@ def test_kappa_matches_sklearn_on_random_labels(weights: str) -> None:
 
 
 def test_weights_use_grade_values_when_a_grade_is_missing() -> None:
-    sklearn_metrics = pytest.importorskip("sklearn.metrics")
+    import sklearn.metrics as sklearn_metrics  # dev extra: CI has it; missing must fail
     a, b = [0, 0, 1, 3, 3, 1, 0], [0, 1, 1, 3, 0, 3, 0]  # no grade 2: 0 vs 3 is three steps, not two
     ours = cohen_kappa(a, b, "linear")
     assert ours == pytest.approx(sklearn_metrics.cohen_kappa_score(a, b, weights="linear", labels=[0, 1, 2, 3]))

@@ -230,7 +230,7 @@ def test_sigkill_at_random_moments_of_a_large_update_never_loses_the_baseline(pr
 @pytest.mark.slow
 def test_xdist_workers_never_write(baselined: TrustProject) -> None:
     """Only the controller writes the baseline and the reports, each exactly once."""
-    pytest.importorskip("xdist")
+    import xdist  # noqa: F401  - dev extra
     baselined.spy_writes()
     baselined.reset_calls()
     result = baselined.run_subprocess("-n", "2", "--rag-update-baseline", "--rag-report", "run.json")

@@ -163,7 +163,7 @@ def test_escaped_cells_keep_every_row_one_line_with_the_right_cells() -> None:
 
 
 def test_a_markdown_renderer_sees_text_not_html() -> None:
-    markdown_it = pytest.importorskip("markdown_it")
+    import markdown_it  # installed with the stack extra (rich)
     table = markdown_table(["query", "tag"], [[text, "x|y"] for text in HOSTILE])
     rendered = markdown_it.MarkdownIt("commonmark").enable("table").render(table)  # html allowed, as GitHub's
     parser = _Elements()
