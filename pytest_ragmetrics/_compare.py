@@ -37,6 +37,8 @@ class RunData:
     tags: dict[str, list[str]] = field(default_factory=dict)
     errors: dict[str, str] = field(default_factory=dict)
     meta: dict[str, Any] = field(default_factory=dict)
+    #: chunk- vs parent-level hit rates per query, when the run's results carried parent ids
+    parent_levels: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
 
 
 def _metric_names(config: MeasurementConfig | None, side: RunData) -> list[str]:
@@ -69,23 +71,25 @@ def load_run_data(path: str | Path, qrels: str | Path | None = None,
         except json.JSONDecodeError as exc:
             raise InputError(name, f"line {exc.lineno}", f"not valid JSON ({exc.msg})") from None
         if isinstance(data, dict) and "comparison" in data and isinstance(data.get("per_query"), dict):
-            metrics, rankings, tags, errors = {}, {}, {}, {}
+            metrics, rankings, tags, errors, parents = {}, {}, {}, {}, {}
             for qid, entry in data["per_query"].items():
                 if entry.get("status") == "scored" and entry.get("metrics"):
                     metrics[qid] = entry["metrics"]
+                    if isinstance(entry.get("parent_level"), dict):
+                        parents[qid] = entry["parent_level"]
                 elif entry.get("status") == "error":
                     errors[qid] = entry.get("error") or "error"
                 rankings[qid] = list(entry.get("ranking") or [])
                 tags[qid] = list(entry.get("tags") or [])
-            return RunData(name, metrics, rankings, tags, errors, data.get("_meta", {}))
+            return RunData(name, metrics, rankings, tags, errors, data.get("_meta", {}), parents)
         baseline = load_baseline(path)
         return RunData(name, {q: baseline.metrics_of(q) for q in baseline.per_query}, meta=baseline.meta)
     if qrels is None:
         raise InputError(name, None, "a TREC run needs --qrels to be scored")
     from ._trec import read_run
 
-    result = evaluate(read_run(path), load_qrels(qrels), config or MeasurementConfig())
     run = read_run(path)
+    result = evaluate(run, load_qrels(qrels), config or MeasurementConfig())
     return RunData(name, result.per_query, {q: run.get(q, []) for q in result.per_query},
                    meta={"measurement": result.config.to_dict()})
 
@@ -107,7 +111,8 @@ def compare(a: RunData, b: RunData, thresholds: Thresholds, metrics: Sequence[st
             records[qid] = QueryRecord(qid, "error", error=b.errors[qid])
         elif qid in b.metrics:
             m = {k: v for k, v in b.metrics[qid].items() if k in metrics}
-            records[qid] = QueryRecord(qid, "scored", m, b.rankings.get(qid, []), [], len(b.rankings.get(qid, [])))
+            records[qid] = QueryRecord(qid, "scored", m, b.rankings.get(qid, []), [], len(b.rankings.get(qid, [])),
+                                       parent_level=b.parent_levels.get(qid))
     baseline = Baseline(a.meta, {}, {q: {k: v for k, v in m.items() if k in metrics} for q, m in a.metrics.items()},
                         a.source)
     verdict = build_verdict(records, run_golden, baseline, thresholds, metrics)

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 from ._baseline import Baseline, Thresholds
 from ._evaluate import mean_metrics
 from ._golden import GoldenSet
+from ._parents import ParentLevel, summarize_parents
 
 if TYPE_CHECKING:  # numpy (behind _stats) loads only when a comparison is made
     from ._stats import DeltaStats
@@ -56,6 +57,8 @@ class QueryRecord:
     n_docs: int = 0
     error: str | None = None
     truncated_from: int | None = None
+    #: chunk- and parent-level hit rates when the results carried parent ids (see _parents)
+    parent_level: dict[str, dict[str, float]] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -180,6 +183,7 @@ class Verdict:
     has_baseline: bool
     fail_on_regression: bool
     strata_stats: dict[str, dict[str, DeltaStats]] = field(default_factory=dict)
+    parent_level: ParentLevel | None = None
 
     @property
     def failed_gates(self) -> list[Gate]:
@@ -212,6 +216,7 @@ class Verdict:
             "errored": self.errored,
             "unscorable": self.unscorable,
             "short": self.short,
+            "parent_level": self.parent_level.to_dict() if self.parent_level else None,
             "passed": self.passed,
         }
 
@@ -307,6 +312,7 @@ def build_verdict(
         regressions=regressions, gates=gates, n_common=len(common), new=new, removed=removed,
         errored=errored, unscorable=unscorable, short=short, has_baseline=baseline is not None,
         fail_on_regression=thresholds.fail_on_regression, strata_stats=strata_stats,
+        parent_level=summarize_parents([(q, lv) for q in counted if (lv := records[q].parent_level) is not None]),
     )
 
 

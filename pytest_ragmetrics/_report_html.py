@@ -179,6 +179,22 @@ def render_html(artifact: Mapping[str, Any], metric: str | None = None, title: s
     worst = (_table(["#", "query", "question", "fell", "gold", "returned instead"], worst_rows)
              if worst_rows else "<p>No query regressed.</p>")
 
+    parents = ""
+    parent_level = comparison.get("parent_level")
+    if parent_level:
+        parent_rows = []
+        for m, row in parent_level.get("metrics", {}).items():
+            missed = row.get("chunk_hit_parent_missed", [])
+            parent_rows.append([
+                f"<td>{escape(m)}</td>", f'<td class="num">{_num(row.get("chunk"))}</td>',
+                f'<td class="num">{_num(row.get("parent"))}</td>', f'<td class="num">{len(missed)}</td>',
+                f"<td>{escape(', '.join(missed[:10]) + (' …' if len(missed) > 10 else ''))}</td>",
+            ])
+        parents = (f"<h2>Parent-chunk hit rate</h2><p class=note>{int(parent_level.get('n', 0))} scored queries "
+                   "returned parent ids; the parent is what the generator receives.</p>"
+                   + _table(["metric", "chunk level", "parent level", "chunk hit, parent missed", "queries"],
+                            parent_rows))
+
     golden = meta.get("golden", {})
     head = (f"golden set <code>{escape(str(golden.get('source', '?')))}</code> ({int(golden.get('n_queries', 0))} queries, "
             f"subset {escape(str(meta.get('subset', 'full')))}) · metrics {escape(' '.join(metrics))} · "
@@ -194,7 +210,7 @@ def render_html(artifact: Mapping[str, Any], metric: str | None = None, title: s
         f"<h2>Per-query change in {escape(metric)}</h2>{_delta_chart(deltas, metric)}"
         f"<p class=note>{len(deltas)} queries, sorted by change; hover a bar for its query.</p>"
         f"<h2>Per tag</h2><p class=note>{escape(metric)}: grey bar baseline, blue bar now.</p>"
-        f"{_strata_chart(strata, metric)}{strata_table}"
+        f"{_strata_chart(strata, metric)}{strata_table}{parents}"
         f"<h2>Worst regressed queries</h2>{worst}"
         "</body></html>\n"
     )

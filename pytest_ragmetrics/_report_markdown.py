@@ -7,7 +7,7 @@ the worst-N list becomes a table whose cells are escaped by ``markdown_table``.
 from __future__ import annotations
 
 from ._gate import Verdict
-from ._report_text import aggregate_table, strata_table
+from ._report_text import aggregate_table, parent_table, strata_table
 from ._tables import markdown_table
 
 __all__ = ["verdict_markdown"]
@@ -29,6 +29,10 @@ def verdict_markdown(v: Verdict, worst_n: int, title: str = "Retrieval gate") ->
     strata = strata_table(v)
     if strata:
         parts.append("<details><summary>Per tag</summary>\n\n" + strata + "\n\n</details>")
+    parents = parent_table(v)
+    if parents:
+        intro, _, table = parents.partition("\n")
+        parts.append(intro + "\n\n" + table)
     if v.has_baseline:
         rows = []
         for i, r in enumerate(v.regressions[:worst_n], start=1):

@@ -11,7 +11,7 @@ from typing import Any, Sequence
 from ._gate import Drop, Regression, Verdict
 from ._tables import markdown_table, sample_size_note
 
-__all__ = ["aggregate_table", "strata_table", "regressions_text", "drops_text", "verdict_text"]
+__all__ = ["aggregate_table", "strata_table", "parent_table", "regressions_text", "drops_text", "verdict_text"]
 
 
 def _delta(value: float | None, n: int) -> str:
@@ -85,6 +85,22 @@ def strata_table(v: Verdict) -> str:
     return markdown_table(headers, rows)
 
 
+def parent_table(v: Verdict) -> str:
+    """Chunk-level vs parent-level hit rate, when the results carried parent ids ("" otherwise)."""
+    pl = v.parent_level
+    if pl is None:
+        return ""
+    rows = []
+    for m in pl.metrics:
+        missed = pl.chunk_only.get(m, [])
+        rows.append([m, pl.chunk[m], pl.parent[m], f"{pl.parent[m] - pl.chunk[m]:+.4f}", len(missed),
+                     ", ".join(missed[:5]) + (" …" if len(missed) > 5 else "") or "—"])
+    table = markdown_table(["metric", "chunk level", "parent level", "parent − chunk",
+                            "chunk hit, parent missed", "e.g."], rows)
+    return (f"Parent-chunk hit rate ({pl.n} scored queries returned parent ids; the parent is what the "
+            f"generator receives):\n" + table)
+
+
 def drops_text(drops: Sequence[Drop], indent: str = "") -> str:
     """One line per fallen metric, the ones beyond tolerance first."""
     width = max((len(d.metric) for d in drops), default=0)
@@ -143,6 +159,9 @@ def verdict_text(v: Verdict, worst_n: int) -> str:
     strata = strata_table(v)
     if strata:
         parts.append("Per tag:\n" + strata)
+    parents = parent_table(v)
+    if parents:
+        parts.append(parents)
     notes = []
     if v.unscorable:
         notes.append(f"{len(v.unscorable)} queries have no relevant document and were not scored: "

@@ -1,9 +1,10 @@
 """What a retriever returns, made into plain data the rest of the package can trust.
 
 Retrievers return ranked results, best first, each a ``str`` id, an ``(id, score)``
-pair, or an object with an ``id`` attribute (and optionally ``score`` and an
-explanation: ``explain_text()``, or ``explain`` as text or a mapping). The order
-is the ranking; nothing here re-sorts it.
+pair, or an object with an ``id`` attribute (and optionally ``score``, an
+explanation: ``explain_text()`` or ``explain`` as text or a mapping, and a
+``parent_id``: the larger chunk the application hands to its generator, see
+``_parents``). The order is the ranking; nothing here re-sorts it.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ class Returned:
     ids: list[str]
     scores: list[float | None] = field(default_factory=list)
     explains: list[str | None] = field(default_factory=list)
+    parents: list[str | None] = field(default_factory=list)
     truncated_from: int | None = None  # how many came back when more than k did
 
 
@@ -71,13 +73,14 @@ def normalize_results(results: Any, k: int, query_id: str = "?") -> Returned:
         raise RetrieverError(
             f"query {query_id!r}: the retriever returned {type(results).__name__}, which is not iterable"
         ) from None
-    out = Returned([], [], [])
+    out = Returned([], [], [], [])
     if len(items) > k:
         out.truncated_from = len(items)
         items = items[:k]
     for rank, item in enumerate(items, start=1):
         score: Any = None
         explain: str | None = None
+        parent: Any = None
         if isinstance(item, str):
             rid: Any = item
         elif isinstance(item, tuple) and len(item) == 2:
@@ -86,6 +89,7 @@ def normalize_results(results: Any, k: int, query_id: str = "?") -> Returned:
             rid = item.id
             score = getattr(item, "score", None)
             explain = _explain_text(item)
+            parent = getattr(item, "parent_id", None)
         else:
             raise RetrieverError(
                 f"query {query_id!r}, result {rank}: {type(item).__name__} {brief_repr(item)} is not an id, "
@@ -95,9 +99,15 @@ def normalize_results(results: Any, k: int, query_id: str = "?") -> Returned:
             raise RetrieverError(
                 f"query {query_id!r}, result {rank}: id {brief_repr(rid)} is a {type(rid).__name__}, expected str"
             )
+        if parent is not None and not isinstance(parent, str):
+            raise RetrieverError(
+                f"query {query_id!r}, result {rank}: parent_id {brief_repr(parent)} is a "
+                f"{type(parent).__name__}, expected str or None"
+            )
         out.ids.append(rid)
         out.scores.append(_score(score))
         out.explains.append(explain)
+        out.parents.append(parent)
     return out
 
 

@@ -35,6 +35,7 @@ from ._gate import QueryRecord, Verdict, build_verdict, gate_names, query_drops,
 from ._golden import GoldenSet, Query, brief_repr, load_golden
 from ._measures import MeasurementConfig, parse_measures
 from ._metrics import ideal_grades
+from ._parents import score_parents
 from ._results import normalize_results
 from ._subset import select_smoke
 
@@ -344,6 +345,9 @@ class RagSession:
                                truncated_from=returned.truncated_from), []
         record = QueryRecord(query.qid, "scored", metrics, docs, explains, len(docs),
                              truncated_from=returned.truncated_from)
+        if any(p is not None for p in returned.parents):
+            record.parent_level = score_parents(returned.ids, returned.parents, query.judgments,
+                                                self.config, self.options.k)
         drops = query_drops(metrics, self.baseline.metrics_of(query.qid), self.thresholds) \
             if self.baseline is not None and query.qid in self.baseline.per_query and not self.options.update_baseline \
             else []
@@ -435,6 +439,8 @@ class RagSession:
                 continue
             per_query[q.qid] = {"status": r.status, "metrics": r.metrics, "ranking": r.ranking,
                                 "tags": list(q.tags), "error": r.error, "n_docs": r.n_docs}
+            if r.parent_level is not None:
+                per_query[q.qid]["parent_level"] = r.parent_level
             if self.baseline is not None and q.qid in self.baseline.per_query and not self.options.update_baseline:
                 per_query[q.qid]["baseline"] = self.baseline.metrics_of(q.qid)
         meta = self.meta()

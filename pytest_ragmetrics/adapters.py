@@ -14,7 +14,11 @@ a dependency. LangChain's ``retriever.invoke(query)`` returns ``Document`` objec
 LlamaIndex's ``retriever.retrieve(query)`` returns ``NodeWithScore`` objects. Each
 result becomes a :class:`Hit` (``id``, ``score`` and, for a LlamaIndex node
 mapped to its document, the node id as ``explain``), which the plugin's
-normaliser accepts as it accepts any object with an ``.id``.
+normaliser accepts as it accepts any object with an ``.id``. With ``parent_key``
+(a metadata key or a callable) each hit also carries the id of the parent chunk
+the application hands to its generator, and the plugin reports chunk-level and
+parent-level hit rate side by side (small-to-big retrieval, ``MultiVectorRetriever``
+with ``id_key="doc_id"``, LlamaIndex's hierarchical nodes).
 
 Two things decide whether the numbers mean anything, and neither adapter can fix
 them for you:
@@ -63,11 +67,13 @@ class AdapterWarning(UserWarning):
 @dataclass(frozen=True)
 class Hit:
     """One adapted result: the id the golden set is judged by, the retriever's score,
-    and a note shown in reports next to what came back (the node behind a document id)."""
+    a note shown in reports next to what came back (the node behind a document id),
+    and the parent chunk's id when the adapter was given a ``parent_key``."""
 
     id: str
     score: float | None = None
     explain: str | None = None
+    parent_id: str | None = None
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -136,14 +142,27 @@ class _Adapter:
     library = ""
     _depth_hint = ""
 
-    def __init__(self, retriever: Any, id_key: IdKey | None) -> None:
+    def __init__(self, retriever: Any, id_key: IdKey | None, parent_key: IdKey | None = None) -> None:
+        if parent_key is not None and not (callable(parent_key) or (isinstance(parent_key, str) and parent_key)):
+            raise TypeError(f"parent_key must be None, a metadata key or a callable, got {parent_key!r}")
         self.retriever = retriever
         self.id_key = id_key
+        self.parent_key = parent_key
         self._warned_depth = False
         self._warned_uuid = False
 
     def configured_depth(self) -> tuple[str, int] | None:  # pragma: no cover - overridden
         return None
+
+    def _parent_of(self, obj: Any) -> str | None:
+        """The parent chunk's id, or None: a result without one stands for itself."""
+        key = self.parent_key
+        if key is None:
+            return None
+        if callable(key):
+            return _as_id(key(obj))
+        metadata = getattr(obj, "metadata", None)
+        return _as_id(metadata.get(key)) if isinstance(metadata, Mapping) else None
 
     def _warn_depth(self, k: int) -> None:
         if self._warned_depth:
@@ -181,6 +200,7 @@ class _Adapter:
             "adapter": f"pytest_ragmetrics.adapters.{type(self).__name__}",
             "retriever": _name(self.retriever),
             "id_key": None if self.id_key is None else _key_label(self.id_key),
+            **({} if self.parent_key is None else {"parent_key": _key_label(self.parent_key)}),
             "configured_depth": None if depth is None else depth[1],
         }
 
@@ -198,14 +218,15 @@ class LangChainRetriever(_Adapter):
     _depth_hint = ("Configure it to return at least k, e.g. vectorstore.as_retriever(search_kwargs={'k': K}), "
                    "or pass pass_k=True if it takes k at call time.")
 
-    def __init__(self, retriever: Any, id_key: IdKey = "id", *, pass_k: bool = False) -> None:
+    def __init__(self, retriever: Any, id_key: IdKey = "id", *, pass_k: bool = False,
+                 parent_key: IdKey | None = None) -> None:
         if not callable(getattr(retriever, "invoke", None)):
             raise TypeError(
                 f"from_langchain() needs a LangChain retriever with .invoke(query); got {type(retriever).__name__}"
             )
         if not (callable(id_key) or (isinstance(id_key, str) and id_key)):
             raise TypeError(f"id_key must be a metadata key or a callable, got {id_key!r}")
-        super().__init__(retriever, id_key)
+        super().__init__(retriever, id_key, parent_key)
         self.pass_k = pass_k
 
     def _keys(self) -> list[IdKey]:
@@ -278,7 +299,7 @@ class LangChainRetriever(_Adapter):
             score = _number(metadata.get("score"))
             if score is None:
                 score = _number(metadata.get("relevance_score"))
-            hits.append(Hit(rid, score))
+            hits.append(Hit(rid, score, parent_id=self._parent_of(doc)))
         self._warn_uuids(hits, query)
         return hits
 
@@ -292,7 +313,8 @@ class LangChainRetriever(_Adapter):
         return out
 
 
-def from_langchain(retriever: Any, *, id_key: IdKey = "id", pass_k: bool = False) -> LangChainRetriever:
+def from_langchain(retriever: Any, *, id_key: IdKey = "id", pass_k: bool = False,
+                   parent_key: IdKey | None = None) -> LangChainRetriever:
     """Wrap a LangChain retriever (anything with ``invoke(query) -> list[Document]``).
 
     A document's id is the first of: ``doc.id`` or ``metadata['id']`` (the default
@@ -307,8 +329,12 @@ def from_langchain(retriever: Any, *, id_key: IdKey = "id", pass_k: bool = False
     ``k`` documents (or take ``k`` at call time: ``pass_k=True`` calls
     ``invoke(query, k=k)``, which ``VectorStoreRetriever`` honours and other
     ``BaseRetriever`` subclasses without extra arguments ignore).
+
+    ``parent_key`` (a metadata key such as ``"doc_id"``, or a callable) names the
+    parent chunk each child belongs to; the plugin then reports parent-level hit
+    rate next to chunk-level hit rate. A document without it stands for itself.
     """
-    return LangChainRetriever(retriever, id_key, pass_k=pass_k)
+    return LangChainRetriever(retriever, id_key, pass_k=pass_k, parent_key=parent_key)
 
 
 # -------------------------------------------------------------------------- LlamaIndex
@@ -320,14 +346,14 @@ class LlamaIndexRetriever(_Adapter):
     library = "LlamaIndex"
     _depth_hint = "Configure it to return at least k, e.g. index.as_retriever(similarity_top_k=K)."
 
-    def __init__(self, retriever: Any, id_key: IdKey | None = None) -> None:
+    def __init__(self, retriever: Any, id_key: IdKey | None = None, parent_key: IdKey | None = None) -> None:
         if not callable(getattr(retriever, "retrieve", None)):
             raise TypeError(
                 f"from_llamaindex() needs a LlamaIndex retriever with .retrieve(query); got {type(retriever).__name__}"
             )
         if id_key is not None and not (callable(id_key) or (isinstance(id_key, str) and id_key)):
             raise TypeError(f"id_key must be None, a metadata key or a callable, got {id_key!r}")
-        super().__init__(retriever, id_key)
+        super().__init__(retriever, id_key, parent_key)
 
     def _id_of(self, node: Any, query: str, position: int) -> tuple[str, str]:
         key = self.id_key
@@ -378,12 +404,13 @@ class LlamaIndexRetriever(_Adapter):
             rid, source = self._id_of(node, query, position)
             node_id = _as_id(getattr(node, "node_id", None))
             explain = f"node {node_id}" if source == "ref_doc_id" and node_id and node_id != rid else None
-            hits.append(Hit(rid, _number(getattr(item, "score", None)), explain))
+            hits.append(Hit(rid, _number(getattr(item, "score", None)), explain, self._parent_of(node)))
         self._warn_uuids(hits, query)
         return hits
 
 
-def from_llamaindex(retriever: Any, *, id_key: IdKey | None = None) -> LlamaIndexRetriever:
+def from_llamaindex(retriever: Any, *, id_key: IdKey | None = None,
+                    parent_key: IdKey | None = None) -> LlamaIndexRetriever:
     """Wrap a LlamaIndex retriever (anything with ``retrieve(query) -> list[NodeWithScore]``).
 
     With ``id_key=None`` a node's id is its source document's id
@@ -392,5 +419,10 @@ def from_llamaindex(retriever: Any, *, id_key: IdKey | None = None) -> LlamaInde
     required (a node without it raises, naming query and position); a callable
     receives the node. Scores are kept; the order is the retriever's. The list is
     cut at ``k``: set ``similarity_top_k`` to at least ``k``.
+
+    ``parent_key`` (a metadata key, or a callable such as
+    ``lambda node: node.parent_node.node_id`` for hierarchical nodes) names each
+    node's parent chunk; the plugin then reports parent-level hit rate next to
+    chunk-level hit rate. A node without it stands for itself.
     """
-    return LlamaIndexRetriever(retriever, id_key)
+    return LlamaIndexRetriever(retriever, id_key, parent_key)

@@ -291,3 +291,52 @@ def test_real_llamaindex_vector_index_depth_warning() -> None:
     assert hits[0].id == "chain" and len(hits) == 4
     assert all(a.score >= b.score for a, b in zip(hits, hits[1:]))  # the index's own order, kept
     assert adapter.describe()["configured_depth"] == 4
+
+
+# ------------------------------------------------------------------- parent chunks
+
+
+def test_real_langchain_parent_key_reads_the_parent_from_metadata() -> None:
+    from langchain_core.documents import Document
+    from langchain_core.retrievers import BaseRetriever
+
+    class Children(BaseRetriever):
+        docs: list[Document]
+
+        def _get_relevant_documents(self, query: str, *, run_manager: Any) -> list[Document]:
+            return self.docs
+
+    # MultiVectorRetriever-style children: metadata["doc_id"] names the stored parent
+    children = [Document(page_content="c", id="stem/c2", metadata={"doc_id": "stem"}),
+                Document(page_content="c", id="pads/c1", metadata={"doc_id": "rotor"}),
+                Document(page_content="c", id="misc/c3", metadata={})]
+    adapter = from_langchain(Children(docs=children), parent_key="doc_id")
+    hits = adapter.search("q", 3)
+    assert [(h.id, h.parent_id) for h in hits] == [("stem/c2", "stem"), ("pads/c1", "rotor"), ("misc/c3", None)]
+    assert adapter.describe()["parent_key"] == "doc_id"
+    assert normalize_results(hits, 3, "q").parents == ["stem", "rotor", None]
+    # without parent_key nothing changes
+    assert [h.parent_id for h in from_langchain(Children(docs=children)).search("q", 3)] == [None, None, None]
+
+
+def test_real_llamaindex_parent_key_callable_reads_hierarchical_parents() -> None:
+    from llama_index.core.retrievers import BaseRetriever
+    from llama_index.core.schema import NodeRelationship, NodeWithScore, QueryBundle, RelatedNodeInfo, TextNode
+
+    child = TextNode(id_="brakes#1-c2", text="bleed", relationships={
+        NodeRelationship.SOURCE: RelatedNodeInfo(node_id="brakes"),
+        NodeRelationship.PARENT: RelatedNodeInfo(node_id="brakes#1")})
+    orphan = TextNode(id_="chain#1", text="wear", relationships={NodeRelationship.SOURCE: RelatedNodeInfo(node_id="chain")})
+
+    class Fixed(BaseRetriever):
+        def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+            return [NodeWithScore(node=child, score=0.9), NodeWithScore(node=orphan, score=0.5)]
+
+    adapter = from_llamaindex(Fixed(), id_key=lambda n: n.node_id,
+                              parent_key=lambda n: n.parent_node.node_id if n.parent_node else None)
+    assert [(h.id, h.parent_id) for h in adapter.search("q", 2)] == [("brakes#1-c2", "brakes#1"), ("chain#1", None)]
+
+
+def test_parent_key_must_be_a_key_or_callable() -> None:
+    with pytest.raises(TypeError, match="parent_key must be None, a metadata key or a callable"):
+        from_langchain(FakeLC([]), parent_key=3)  # type: ignore[arg-type]
