@@ -9,6 +9,10 @@ an error, because it would be counted twice.
 
 from __future__ import annotations
 
+import gc
+from itertools import islice
+from math import isnan
+from operator import gt
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence, TextIO
 
@@ -21,10 +25,58 @@ __all__ = ["read_run", "write_run", "write_qrels"]
 def read_run(path: str | Path) -> dict[str, list[str]]:
     """Read a TREC run file into ``{qid: [doc, ...]}`` ranked as trec_eval ranks them."""
     path = Path(path)
-    name = str(path)
+    text = read_text(path)
+    collecting = gc.isenabled()
+    gc.disable()  # a million acyclic lists and floats would set off many useless collections
+    try:
+        run = _read_run_fast(text)
+    finally:
+        if collecting:
+            gc.enable()
+    if run is None:  # something is off: the checking reader names the line and the problem
+        run = _read_run_checked(text, str(path))
+    if not run:
+        raise InputError(str(path), None, "the run file is empty")
+    return run
+
+
+def _read_run_fast(text: str) -> dict[str, list[str]] | None:
+    """The common case at C speed where possible: every line has 6 columns, scores
+    are numbers, no document repeats within a query. Returns ``None`` at the first
+    doubt (a blank or malformed line, a bad score, NaN, a repeat) so that
+    :func:`_read_run_checked` can report it exactly; the result is the same."""
+    grouped: dict[str, tuple[list[float], list[str]]] = {}
+    current = None
+    add_score = add_doc = None
+    try:
+        for qid, _, doc, _, raw_score, _ in map(str.split, text.splitlines()):
+            if qid != current:
+                entry = grouped.get(qid)
+                if entry is None:
+                    entry = grouped[qid] = ([], [])
+                add_score, add_doc = entry[0].append, entry[1].append
+                current = qid
+            add_score(float(raw_score))  # type: ignore[misc]
+            add_doc(doc)  # type: ignore[misc]
+    except ValueError:  # wrong column count (unpacking) or a score that is not a number
+        return None
+    run: dict[str, list[str]] = {}
+    for qid, (scores, docs) in grouped.items():
+        if any(map(isnan, scores)) or len(set(docs)) != len(docs):
+            return None
+        if all(map(gt, scores, islice(scores, 1, None))):
+            run[qid] = docs  # strictly decreasing scores: file order is trec_eval's order
+        else:
+            pairs = sorted(zip(scores, docs), reverse=True)  # score desc, then doc id desc
+            run[qid] = [doc for _, doc in pairs]
+    return run
+
+
+def _read_run_checked(text: str, name: str) -> dict[str, list[str]]:
+    """Line-by-line reader that validates everything and names the offending line."""
     scored: dict[str, list[tuple[float, str]]] = {}
     seen: dict[tuple[str, str], int] = {}
-    for number, line in enumerate(read_text(path).splitlines(), start=1):
+    for number, line in enumerate(text.splitlines(), start=1):
         parts = line.split()
         if not parts:
             continue
@@ -42,8 +94,6 @@ def read_run(path: str | Path) -> dict[str, list[str]]:
             raise InputError(name, f"line {number}", f"document {brief_repr(doc)} appears twice for query {brief_repr(qid)} (first on line {seen[key]})")
         seen[key] = number
         scored.setdefault(qid, []).append((value, doc))
-    if not scored:
-        raise InputError(name, None, "the run file is empty")
     run: dict[str, list[str]] = {}
     for qid, pairs in scored.items():
         pairs.sort(reverse=True)  # score desc, then doc id desc: trec_eval's order

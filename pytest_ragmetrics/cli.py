@@ -12,6 +12,7 @@ Exit codes: 0 done, 2 bad input or usage (the message names file, line and probl
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import sys
@@ -154,9 +155,17 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         gain=args.gain,
         id_separator=args.id_separator or None,
     )
-    qrels = load_qrels(args.qrels)
-    run = read_run(args.run)
-    result = evaluate(run, qrels, config, missing="skip" if args.skip_missing else "zero")
+    # Reading and scoring build millions of acyclic containers; the collector would walk them
+    # again and again for nothing (a fifth of the time or more on 1M run lines).
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        qrels = load_qrels(args.qrels)
+        run = read_run(args.run)
+        result = evaluate(run, qrels, config, missing="skip" if args.skip_missing else "zero")
+    finally:
+        if collecting:
+            gc.enable()
     if args.format == "json":
         payload: dict[str, object] = {"aggregate": result.aggregate, "per_query": result.per_query}
         payload["n"] = result.n
