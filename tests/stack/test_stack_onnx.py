@@ -1,0 +1,199 @@
+"""The ONNX encoder backends: same vectors as torch (fp32) or close to them (int8), exported once."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pytest_ragmetrics.stack import Document, Embedder, Retriever, model_fingerprint
+from pytest_ragmetrics.stack import _onnx
+from pytest_ragmetrics.stack.embed import DEFAULT_MODEL_NAME, default_model_path
+
+N_TEXTS = 50
+
+
+@pytest.fixture(scope="session")
+def scifact_docs(collections_dir: Path) -> list[Document]:
+    """The first 60 SciFact documents (real scientific prose, with numbers and symbols)."""
+    docs = []
+    with open(collections_dir / "scifact" / "corpus.jsonl", encoding="utf-8") as fh:
+        for line in fh:
+            rec = json.loads(line)
+            docs.append(Document(rec["doc_id"], rec.get("title", ""), rec["text"]))
+            if len(docs) == 60:
+                break
+    return docs
+
+
+@pytest.fixture(scope="session")
+def scifact_texts(scifact_docs: list[Document]) -> list[str]:
+    """50 texts of mixed length: 300-character windows, whole abstracts (cut at 256 tokens), titles."""
+    texts = [f"{d.title} {d.text}"[:300] for d in scifact_docs[:30]]
+    texts += [f"{d.title} {d.text}" for d in scifact_docs[30:40]]
+    texts += [d.title for d in scifact_docs[40:50]]
+    assert len(texts) == N_TEXTS
+    return texts
+
+
+@pytest.fixture(scope="session")
+def onnx_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One export folder for the session (exporting costs seconds)."""
+    return tmp_path_factory.mktemp("onnx-export")
+
+
+@pytest.fixture(scope="session")
+def torch_vectors(scifact_texts: list[str]) -> np.ndarray:
+    return Embedder(cache_path=None).embed(scifact_texts)
+
+
+@pytest.fixture(scope="session")
+def onnx_vectors(scifact_texts: list[str], onnx_dir: Path) -> np.ndarray:
+    return Embedder(cache_path=None, backend="onnx", onnx_dir=onnx_dir).embed(scifact_texts)
+
+
+@pytest.mark.slow
+def test_onnx_fp32_reproduces_torch(torch_vectors: np.ndarray, onnx_vectors: np.ndarray) -> None:
+    assert onnx_vectors.shape == torch_vectors.shape == (N_TEXTS, 384)
+    assert onnx_vectors.dtype == np.float32
+    assert np.allclose(np.linalg.norm(onnx_vectors, axis=1), 1.0, atol=1e-5)
+    assert float(np.abs(onnx_vectors - torch_vectors).max()) < 1e-4
+
+
+@pytest.mark.slow
+def test_onnx_int8_stays_close_to_fp32(
+    scifact_texts: list[str], onnx_vectors: np.ndarray, onnx_dir: Path
+) -> None:
+    int8 = Embedder(cache_path=None, backend="onnx-int8", onnx_dir=onnx_dir).embed(scifact_texts)
+    assert int8.shape == onnx_vectors.shape
+    assert np.allclose(np.linalg.norm(int8, axis=1), 1.0, atol=1e-5)
+    cosine = (int8 * onnx_vectors).sum(axis=1)
+    assert float(cosine.min()) >= 0.97
+    assert not np.array_equal(int8, onnx_vectors)  # it really is another network
+
+
+@pytest.mark.slow
+def test_export_is_cached_and_written_whole(
+    scifact_texts: list[str], onnx_vectors: np.ndarray, onnx_dir: Path
+) -> None:
+    # onnx_vectors exported the fp32 model into onnx_dir; a new Embedder (a new process, say) reuses it
+    files = sorted(onnx_dir.rglob("*.onnx"))
+    assert files, "the session's export left no .onnx file"
+    before = {f: f.stat().st_mtime_ns for f in files}
+    count = _onnx.export_count
+    again = Embedder(cache_path=None, backend="onnx", onnx_dir=onnx_dir)
+    assert np.array_equal(again.embed(scifact_texts[:5]), onnx_vectors[:5])
+    assert _onnx.export_count == count
+    assert {f: f.stat().st_mtime_ns for f in files} == before
+    # the export lives under the model's fingerprint; no temporary file is left behind
+    fingerprint = model_fingerprint(default_model_path())
+    assert all(f.parent.name == fingerprint[:16] for f in files)
+    assert not [p for p in onnx_dir.rglob("*") if p.name.endswith(".tmp")]
+
+
+def test_identity_names_the_backend() -> None:
+    torch_emb = Embedder(cache_path=None)
+    fingerprint = model_fingerprint(default_model_path())
+    # torch keeps the identity it always had, so existing caches stay valid
+    legacy = hashlib.sha256(f"{DEFAULT_MODEL_NAME}\0{fingerprint}".encode()).hexdigest()
+    assert torch_emb.identity == legacy and torch_emb.backend == "torch"
+    onnx = Embedder(cache_path=None, backend="onnx")
+    int8 = Embedder(cache_path=None, backend="onnx-int8")
+    assert len({torch_emb.identity, onnx.identity, int8.identity}) == 3
+    assert torch_emb.key("a text") != int8.key("a text")
+    with pytest.raises(ValueError, match="unknown encoder backend 'onnx-fp16'"):
+        Embedder(cache_path=None, backend="onnx-fp16")
+
+
+def test_missing_onnxruntime_names_the_fix(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)  # import onnxruntime now raises ImportError
+    with pytest.raises(ImportError, match=r"onnxruntime.*pip install"):
+        Embedder(cache_path=None, backend="onnx-int8")
+    with pytest.raises(ImportError, match="pip install"):
+        _onnx.OnnxEncoder(default_model_path(), Path("unused.onnx"))
+    Embedder(cache_path=None)  # torch does not need it
+
+
+def test_unsupported_pooling_is_refused_by_name(tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text("{}")
+    (tmp_path / "1_Pooling").mkdir()
+    (tmp_path / "1_Pooling" / "config.json").write_text(
+        json.dumps({"pooling_mode_mean_tokens": False, "pooling_mode_max_tokens": True})
+    )
+    with pytest.raises(ValueError, match=r"1_Pooling.*max_tokens.*backend='torch'"):
+        _onnx.model_layout(tmp_path)
+    (tmp_path / "modules.json").write_text(
+        json.dumps([{"idx": 2, "name": "2", "path": "2_Dense", "type": "sentence_transformers.models.Dense"}])
+    )
+    with pytest.raises(ValueError, match=r"modules.json.*Dense"):
+        _onnx.model_layout(tmp_path)
+    assert _onnx.model_layout(default_model_path()) == ("mean", 256, False)
+
+
+def test_retriever_plumbs_the_backend(tmp_path: Path) -> None:
+    docs = [Document("a", "Brakes", "Brake pads wear out."), Document("b", "Oil", "Change the oil.")]
+    r = Retriever(docs, data_dir=tmp_path, embed_backend="onnx-int8")
+    assert r.embedder.backend == "onnx-int8" and r.describe()["embed_backend"] == "onnx-int8"
+    torch_r = Retriever(docs, data_dir=tmp_path)
+    assert torch_r.describe()["embed_backend"] == "torch"
+    assert r.collection_name != torch_r.collection_name  # other vectors, other collection
+    env = Retriever.from_env(docs, {"RAGMETRICS_EMBED_BACKEND": "onnx"}, data_dir=tmp_path)
+    assert env.embedder.backend == "onnx"
+    with pytest.raises(ValueError, match="RAGMETRICS_EMBED_BACKEND='onnx8'"):
+        Retriever.from_env(docs, {"RAGMETRICS_EMBED_BACKEND": "onnx8"})
+    with pytest.raises(ValueError, match="unknown embed_backend"):
+        Retriever(docs, embed_backend="gpu")
+    with pytest.raises(ValueError, match="contradicts"):
+        Retriever(docs, embedder=r.embedder, embed_backend="torch")
+
+
+@pytest.mark.slow
+def test_int8_retriever_builds_and_retrieves(
+    scifact_docs: list[Document], onnx_dir: Path, tmp_path: Path
+) -> None:
+    emb = Embedder(cache_path=tmp_path / "cache.sqlite3", backend="onnx-int8", onnx_dir=onnx_dir)
+    r = Retriever(
+        scifact_docs, data_dir=tmp_path / "idx", embedder=emb, top_k=5, fetch_k=10, unique_docs=True
+    )
+    stats = r.build()
+    assert stats["encoded"] == len(r.chunks) and stats["vector_index_rebuilt"]
+    target = scifact_docs[7]
+    for mode in ("vector", "hybrid"):
+        hits = r.search(target.title, mode=mode)
+        assert len(hits) == 5 and len({h.doc_id for h in hits}) == 5
+        assert hits[0].doc_id == target.doc_id, (mode, [h.explain_text() for h in hits])
+    # a second retriever over the same cache and index encodes nothing and reuses the collection
+    again = Retriever(
+        scifact_docs,
+        data_dir=tmp_path / "idx",
+        embedder=Embedder(cache_path=tmp_path / "cache.sqlite3", backend="onnx-int8", onnx_dir=onnx_dir),
+    )
+    stats = again.build()
+    assert stats["encoded"] == 0 and not stats["vector_index_rebuilt"]
+
+
+def test_ablate_takes_the_backend() -> None:
+    from pytest_ragmetrics._ablate import Chunking, stack_factory
+    from pytest_ragmetrics.cli import build_parser
+
+    args = build_parser().parse_args(
+        ["ablate", "--corpus", "c", "--golden", "g", "--embed-backend", "onnx-int8"]
+    )
+    assert args.embed_backend == "onnx-int8"
+    default = build_parser().parse_args(["ablate", "--corpus", "c", "--golden", "g"])
+    assert default.embed_backend == "torch"
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["ablate", "--corpus", "c", "--golden", "g", "--embed-backend", "gpu"])
+    # BM25 only: the factory's shared embedder carries the backend without loading a model
+    factory = stack_factory(
+        Path(__file__).parent / "data" / "car_corpus.jsonl",
+        default_chunking=Chunking(120, 20),
+        embed_backend="onnx-int8",
+        vectors=False,
+    )
+    r = factory(None)
+    assert r.embedder.backend == "onnx-int8" and r.describe()["embed_backend"] == "onnx-int8"
