@@ -89,7 +89,7 @@ def per_query_cost(rag_dir: Path, n: int) -> float:
            "rag_thresholds": "baselines/thresholds.json", "rag_metrics": "", "rag_k": "",
            "rag_relevance_level": "1", "rag_gain": "exponential", "rag_id_separator": "#",
            "rag_subset": "full", "rag_smoke": "tag:smoke"}
-    options = build_options(lambda flag, key: None if flag else ini[key], lambda v, cli: rag_dir / v)
+    options = build_options(lambda flag, key: None if flag else ini.get(key, ""), lambda v, cli: rag_dir / v)
     rag = RagSession(options, False, rag_dir)
     table = json.loads((rag_dir / "rankings.json").read_text())
 

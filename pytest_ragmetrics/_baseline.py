@@ -34,6 +34,7 @@ __all__ = [
     "round_metric",
     "dumps_stable",
     "atomic_write_text",
+    "atomic_write_json",
 ]
 
 #: Digits kept in files; comparisons allow this much slack (see ``gate.EPS``).
@@ -44,9 +45,13 @@ def round_metric(value: float) -> float:
     return round(float(value), DIGITS)
 
 
+_STABLE: dict[str, Any] = {"indent": 2, "sort_keys": True, "ensure_ascii": False, "allow_nan": False}
+_WRITE_BLOCK = 1 << 16  # characters per write of atomic_write_json
+
+
 def dumps_stable(data: Any) -> str:
     """JSON with sorted keys and two-space indent, ending in a newline."""
-    return json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False) + "\n"
+    return json.dumps(data, **_STABLE) + "\n"
 
 
 @dataclass
@@ -129,7 +134,7 @@ def write_baseline(path: str | Path, baseline: Baseline) -> None:
     """
     path = Path(path)
     try:
-        atomic_write_text(path, dumps_stable(baseline.to_dict()))
+        atomic_write_json(path, baseline.to_dict())
     except OSError as exc:
         raise BaselineError(f"cannot write the baseline {path}: {write_problem(path, exc)}; "
                             "the previous file, if any, is untouched") from None
@@ -154,11 +159,39 @@ def atomic_write_text(path: Path, text: str) -> None:
     never a mix. A kill between creating and renaming the temp file can leave a
     hidden ``.<name>.*.tmp`` behind; the target itself is never partial.
     """
+    _atomic_write(path, lambda fh: fh.write(text))
+
+
+def atomic_write_json(path: Path, data: Any) -> None:
+    """Write ``dumps_stable(data)`` atomically, encoding into the temp file 64 KB at a time.
+
+    The same bytes as ``atomic_write_text(path, dumps_stable(data))``, without
+    holding the whole text: with ``indent`` json builds a list of small chunks
+    before joining them, about 3 KB a query at the peak of a 100,000-query run
+    artifact (benchmarks/bench_scale_100k.py).
+    """
+    def write(fh: Any) -> None:
+        parts: list[str] = []
+        size = 0
+        for chunk in json.JSONEncoder(**_STABLE).iterencode(data):
+            parts.append(chunk)
+            size += len(chunk)
+            if size >= _WRITE_BLOCK:
+                fh.write("".join(parts))
+                parts, size = [], 0
+        parts.append("\n")
+        fh.write("".join(parts))
+
+    _atomic_write(path, write)
+
+
+def _atomic_write(path: Path, write: Any) -> None:
+    """Run ``write(fh)`` on a temp file in ``path``'s folder, fsync it, rename it over ``path``."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
+            write(fh)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)

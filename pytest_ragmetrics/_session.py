@@ -20,8 +20,8 @@ from typing import Any, Callable, Sequence
 from ._baseline import (
     Baseline,
     Thresholds,
+    atomic_write_json,
     atomic_write_text,
-    dumps_stable,
     fingerprint_mismatch,
     git_commit,
     load_baseline,
@@ -456,7 +456,7 @@ class RagSession:
     def write_artifact(self, path: Path) -> None:
         """Write the run artifact atomically; an unwritable path is a :class:`RagMetricsError`."""
         try:
-            atomic_write_text(path, dumps_stable(self.artifact()))
+            atomic_write_json(path, self.artifact())
         except OSError as exc:
             raise RagMetricsError(f"cannot write the run report {path}: {write_problem(path, exc)}") from None
 
