@@ -73,6 +73,18 @@ def load(collection: Path, limit_docs: int | None, limit_queries: int | None) ->
     return docs, queries, qrels
 
 
+
+def score_rankings(
+    rankings: dict[str, list[str]], qrels: dict[str, dict[str, int]]
+) -> tuple[dict[str, dict[str, float]], dict[str, float]]:
+    """nDCG@10 and recall@100 per query and on average, through the package's own ``evaluate``
+    (both sides of the comparison are scored by this one function)."""
+    from pytest_ragmetrics import MeasurementConfig, evaluate
+
+    result = evaluate(rankings, {q: qrels[q] for q in rankings}, MeasurementConfig(("ndcg@10", "recall@100")),
+                      missing="skip")
+    return result.per_query, result.aggregate
+
 def chunk(docs: list[dict[str, str]]) -> tuple[list[str], list[str], list[str]]:
     """(chunk ids, chunk texts, doc id of each chunk): fixed windows by slicing."""
     ids, texts, doc_of = [], [], []
@@ -100,8 +112,6 @@ def run(collection: Path, limit_docs: int | None, limit_queries: int | None) -> 
     from rank_bm25 import BM25Okapi
     from sentence_transformers import SentenceTransformer
 
-    from pytest_ragmetrics._measures import parse_measures
-    from pytest_ragmetrics._metrics import judge, score
     from pytest_ragmetrics.stack.embed import default_model_path
 
     t_start = time.perf_counter()
@@ -152,13 +162,7 @@ def run(collection: Path, limit_docs: int | None, limit_queries: int | None) -> 
             phases[name] += dt
     query_seconds = time.perf_counter() - t_q
 
-    measures = parse_measures(["ndcg@10", "recall@100"])
-    per_query = {}
-    for qid, ranking in rankings.items():
-        values = score(judge(ranking, qrels[qid]), measures)
-        if values is not None:
-            per_query[qid] = values
-    mean = {m: sum(v[m] for v in per_query.values()) / len(per_query) for m in ("ndcg@10", "recall@100")}
+    per_query, mean = score_rankings(rankings, qrels)
     return {
         "side": "naive",
         "documents": len(docs),

@@ -53,10 +53,8 @@ BACKEND_OF = {"int8-cold": "onnx-int8", "int8-warm": "onnx-int8", "torch-cold": 
 def stack_child(args: argparse.Namespace) -> int:
     """Build the stack (cold or warm, as the home dictates), answer every query in one batch, score."""
     t_start = time.perf_counter()
-    from naive_scifact import load  # the same query and qrels reading as the naive side
+    from naive_scifact import load, score_rankings  # the same reading and scoring as the naive side
 
-    from pytest_ragmetrics._measures import parse_measures
-    from pytest_ragmetrics._metrics import judge, score
     from pytest_ragmetrics.stack import Document, Retriever
 
     docs, queries, qrels = load(args.collection, args.limit_docs, args.limit_queries)
@@ -113,16 +111,8 @@ def stack_child(args: argparse.Namespace) -> int:
     shallow = r.search_batch([queries[q] for q in qids], top_k=FETCH_K, fetch_k=FETCH_K, unique_docs=False)
     shallow_seconds = time.perf_counter() - t0 + phases["embed_queries"]
 
-    measures = parse_measures(["ndcg@10", "recall@100"])
-
     def scored(rankings: dict[str, list[str]]) -> tuple[dict[str, dict[str, float]], dict[str, float]]:
-        per_query = {}
-        for qid, ranking in rankings.items():
-            values = score(judge(ranking, qrels[qid]), measures)
-            if values is not None:
-                per_query[qid] = values
-        mean = {m: sum(v[m] for v in per_query.values()) / len(per_query) for m in ("ndcg@10", "recall@100")}
-        return per_query, mean
+        return score_rankings(rankings, qrels)
 
     rankings = {q: list(dict.fromkeys(h.doc_id for h in hits)) for q, hits in zip(qids, results)}
     per_query, mean = scored(rankings)
