@@ -32,3 +32,18 @@ def collections_dir() -> Path:
 def _no_step_summary(monkeypatch: pytest.MonkeyPatch) -> None:
     """Sessions run by the tests must not append to a real CI job summary."""
     monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> object:
+    """Under ``RAGMETRICS_REQUIRE_ALL=1`` (set by ``.ci/run``) a skip is a failure.
+
+    The skips above exist for a developer's machine that lacks Chromium, the
+    chroma CLI, network namespaces or the shared collections; CI has all of
+    them, so a skip there means a test silently stopped running.
+    """
+    outcome = yield
+    report = outcome.get_result()
+    if report.skipped and os.environ.get("RAGMETRICS_REQUIRE_ALL") == "1" and not hasattr(report, "wasxfail"):
+        report.outcome = "failed"
+        report.longrepr = f"skipped, but RAGMETRICS_REQUIRE_ALL=1 (CI has everything): {report.longrepr}"
