@@ -99,13 +99,12 @@ def main() -> None:
     exact = [set(ids[j] for j in np.argsort(-row, kind="stable")[:10]) for row in sims]
     print(f"recall@10 vs exact: {len(queries)} queries over {len(ids)} vectors")
 
-    meta = [{"doc_id": c.doc_id} for c in r.chunks]
     tmp = Path(tempfile.mkdtemp(prefix="hnsw-"))
     try:
         for i, hnsw in enumerate(SETTINGS):
             index = VectorIndex(f"bench-{i}", {"b": i}, data_dir=tmp / str(i), hnsw=hnsw)
             t0 = time.perf_counter()
-            index.sync(ids, texts, meta, "x", r.embedder.embed)
+            index.sync(ids, texts, "x", r.embedder.embed)
             build = time.perf_counter() - t0
             t0 = time.perf_counter()
             got = index.query(qvecs, 10)

@@ -272,8 +272,7 @@ def embed(texts):
 
 
 index = VectorIndex("trust", {"model": "random-16"}, data_dir=data_dir, batch_size=500)
-rebuilt = index.sync([f"c{i}" for i in range(n)], [f"text {i}" for i in range(n)],
-                     [{"doc_id": f"d{i}"} for i in range(n)], "corpus-1", embed)
+rebuilt = index.sync([f"c{i}" for i in range(n)], [f"text {i}" for i in range(n)], "corpus-1", embed)
 found = index.query(vecs[:20], 5)
 json.dump({"rebuilt": rebuilt, "count": index.count(), "found": [[c for c, _ in hits] for hits in found]},
           open(out, "w"))
