@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-__all__ = ["HOME_ENV", "cache_path", "index_dir", "ragmetrics_home", "settings_key"]
+__all__ = ["HOME_ENV", "bm25_dir", "cache_path", "index_dir", "ragmetrics_home", "settings_key"]
 
 #: Overrides the state folder (tests point it at a temporary directory).
 HOME_ENV = "RAGMETRICS_HOME"
@@ -73,3 +73,10 @@ def cache_path(home: Path | None = None) -> Path:
     _ensure_home(home)
     (home / "cache").mkdir(exist_ok=True)
     return home / "cache" / "embeddings.sqlite3"
+
+
+def bm25_dir(home: Path | None = None) -> Path:
+    """Stored BM25 indexes, shared by every setting with the same chunks: ``<home>/bm25``."""
+    home = home or ragmetrics_home()
+    _ensure_home(home)
+    return home / "bm25"

@@ -17,13 +17,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .bm25 import BACKENDS, DEFAULT_BACKEND, BM25Index, Language, make_tokenizer
+from .bm25 import BACKENDS, DEFAULT_BACKEND, BM25Index, Language, make_tokenizer, stored_bm25
 from .chunking import Chunk, chunk_documents
 from .corpus import Document, load_corpus
 from .embed import ENCODER_BACKENDS, Embedder
 from .fusion import reciprocal_rank_fusion
 from .index import DEFAULT_HNSW, HnswSettings, VectorIndex
-from .paths import cache_path, index_dir, settings_key
+from .paths import bm25_dir, cache_path, index_dir, settings_key
 from .rerank import Reranker
 
 __all__ = ["ENV_VARS", "MODES", "Hit", "Retriever"]
@@ -229,6 +229,12 @@ class Retriever:
         }
 
     def _ensure_bm25(self) -> BM25Index:
+        if self._bm25 is None and self.bm25_backend == "bm25s":
+            # stored under the chunks' hash: every later process (each xdist worker) maps it
+            self._bm25 = stored_bm25(
+                bm25_dir(), self.corpus_sha, [c.text for c in self.chunks], self.tokenizer,
+                k1=self.bm25_k1, b=self.bm25_b,
+            )
         if self._bm25 is None:
             self._bm25 = BM25Index(
                 [c.text for c in self.chunks],

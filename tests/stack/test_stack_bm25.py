@@ -136,3 +136,86 @@ def test_cmrc2018_slice_with_jieba(collections_dir: Path, backend: str) -> None:
     top1 = sum(bool(r) and r[0][0] == gold[q] for q, r in zip(qids, results)) / len(qids)
     assert hit_rate >= 0.95, hit_rate
     assert top1 >= 0.85, top1
+
+
+# -- the stored bm25s index ------------------------------------------------------------
+
+
+QUERIES = ["brake pads squeal", "battery dead in the cold", "change the oil filter", "tyre pressure"]
+
+
+def _calls(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Count BM25Index builds (loading a stored index does not build)."""
+    built: list[int] = []
+    real = BM25Index.__init__
+
+    def counting(self: BM25Index, *args: object, **kwargs: object) -> None:
+        built.append(1)
+        real(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(BM25Index, "__init__", counting)
+    return built
+
+
+def test_stored_index_is_mapped_and_ranks_alike(
+    texts: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pytest_ragmetrics.stack.bm25 import stored_bm25
+
+    built = _calls(monkeypatch)
+    tok = english_tokenizer()
+    first = stored_bm25(tmp_path, "a" * 64, texts, tok)
+    assert len(built) == 1
+    (folder,) = [p for p in tmp_path.iterdir()]
+    assert folder.name.startswith("bm25s-v1-" + "a" * 32 + "-en-stopwords-") and (folder / "meta.json").is_file()
+    again = stored_bm25(tmp_path, "a" * 64, texts, tok)
+    assert len(built) == 1  # loaded, not built
+    assert type(again._impl.scores["data"]).__name__ == "memmap"
+    memory = BM25Index(texts, tok)
+    for q in QUERIES:
+        assert again.search(q, 10) == first.search(q, 10) == memory.search(q, 10)
+        assert again.scores(q).tolist() == memory.scores(q).tolist()
+    # other texts, tokenizer or parameters are other indexes
+    stored_bm25(tmp_path, "b" * 64, texts[:-1], tok)
+    stored_bm25(tmp_path, "a" * 64, texts, english_tokenizer(stopwords=False))
+    stored_bm25(tmp_path, "a" * 64, texts, tok, k1=1.2)
+    assert len(built) == 5 and len(list(tmp_path.iterdir())) == 4  # 5: the in-memory reference too
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary folder left
+
+
+def test_unnamed_tokenizer_and_damaged_store(
+    texts: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pytest_ragmetrics.stack.bm25 import stored_bm25
+
+    def custom(text: str) -> list[str]:
+        return text.lower().split()
+
+    stored_bm25(tmp_path / "custom", "a" * 64, texts, custom)
+    assert not (tmp_path / "custom").exists()  # what a custom callable does cannot be named
+    tok = english_tokenizer()
+    stored_bm25(tmp_path, "a" * 64, texts, tok)
+    (folder,) = list(tmp_path.iterdir())
+    (folder / "meta.json").write_text('{"size": 3}')  # says it holds other texts
+    built = _calls(monkeypatch)
+    index = stored_bm25(tmp_path, "a" * 64, texts, tok)
+    assert len(built) == 1 and len(index) == len(texts)
+    assert json.loads((folder / "meta.json").read_text()) == {"size": len(texts)}  # stored anew
+
+
+def test_retriever_stores_bm25_once_per_chunking(
+    car_docs: list[Document], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pytest_ragmetrics.stack import Retriever
+
+    monkeypatch.setenv("RAGMETRICS_HOME", str(tmp_path / "home"))
+    first = Retriever(car_docs, mode="bm25", chunk_size=120, overlap=20)
+    expected = [[h.id for h in hits] for hits in first.search_batch(QUERIES)]
+    built = _calls(monkeypatch)
+    second = Retriever(car_docs, mode="bm25", chunk_size=120, overlap=20)
+    assert [[h.id for h in hits] for hits in second.search_batch(QUERIES)] == expected
+    assert built == []
+    Retriever(car_docs, mode="bm25", chunk_size=200, overlap=20).search("brake", 3)
+    Retriever(car_docs, mode="bm25", chunk_size=120, overlap=20, bm25_backend="rank_bm25").search("brake", 3)
+    assert len(built) == 2
+    assert len(list((tmp_path / "home" / "bm25").iterdir())) == 2  # rank_bm25 is not stored
