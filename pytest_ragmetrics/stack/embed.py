@@ -114,6 +114,27 @@ def _readable_name(model: str) -> str:
     return Path(model).name or model
 
 
+#: torch-bf16 pads every batch to a multiple of this many tokens (see _pad_lengths).
+BF16_PAD_MULTIPLE = 16
+
+
+def _pad_lengths(model: Any, multiple: int) -> None:
+    """Pad each batch's token length up to a multiple of ``multiple`` (sentence-transformers >= 6).
+
+    In bf16, torch runs linear layers through oneDNN, which compiles and caches a
+    kernel, with its own packed copy of the weights, for every input shape. Batches
+    padded to their longest text have dozens of lengths; on 10k SciFact chunks the
+    process grew to 1,460 MB, against 760 MB with lengths in steps of 16, which
+    also encoded faster (204-216 against 182-193 texts/s). The attention mask
+    hides the padding, so the vectors do not change beyond bf16 rounding.
+    Older sentence-transformers have no ``processing_kwargs``; they run unpadded.
+    """
+    first = model[0]
+    kwargs = getattr(first, "processing_kwargs", None)
+    if isinstance(kwargs, dict):
+        first.processing_kwargs = {**kwargs, "text": {**kwargs.get("text", {}), "pad_to_multiple_of": multiple}}
+
+
 class Embedder:
     """Normalised sentence-transformers embeddings, cached by model identity and text.
 
@@ -197,6 +218,7 @@ class Embedder:
                             stacklevel=2,
                         )
                     model = model.to(torch.bfloat16)
+                    _pad_lengths(model, BF16_PAD_MULTIPLE)
                 self._model = model
             else:
                 from . import _onnx

@@ -13,7 +13,12 @@ import pytest
 
 from pytest_ragmetrics.stack import Document, Embedder, Retriever, model_fingerprint
 from pytest_ragmetrics.stack import _onnx, embed
-from pytest_ragmetrics.stack.embed import DEFAULT_BATCH_SIZE, DEFAULT_MODEL_NAME, default_model_path
+from pytest_ragmetrics.stack.embed import (
+    BF16_PAD_MULTIPLE,
+    DEFAULT_BATCH_SIZE,
+    DEFAULT_MODEL_NAME,
+    default_model_path,
+)
 
 N_TEXTS = 50
 
@@ -89,6 +94,9 @@ def test_bf16_stays_within_float32_rounding(scifact_texts: list[str], torch_vect
     assert not np.array_equal(bf16, torch_vectors)  # the weights really run in bfloat16
     assert emb.encoded == N_TEXTS and emb.batch_size == DEFAULT_BATCH_SIZE["torch-bf16"]
     assert str(next(emb.model.parameters()).dtype) == "torch.bfloat16"
+    # batches are padded to steps of 16 tokens, so oneDNN compiles few shapes
+    lengths = {emb.model.preprocess(["brakes", t])["input_ids"].shape[1] for t in scifact_texts}
+    assert lengths and all(n % BF16_PAD_MULTIPLE == 0 for n in lengths)
 
 
 def test_bf16_warns_where_the_cpu_emulates_it(monkeypatch: pytest.MonkeyPatch) -> None:
