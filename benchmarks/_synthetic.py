@@ -9,7 +9,11 @@ judgments overlap the rankings as on a real set (some hits, some misses, graded)
 from __future__ import annotations
 
 import json
+import os
 import random
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 __all__ = ["RETRIEVER_CONFTEST", "PLAIN_TEST", "RSS_HOOK", "ranking", "write_golden", "write_plain"]
@@ -111,3 +115,15 @@ def write_plain(folder: Path, n: int) -> None:
     (folder / "test_plain.py").write_text(PLAIN_TEST.format(n=n))
     (folder / "conftest.py").write_text(RSS_HOOK)
     (folder / "pytest.ini").write_text("[pytest]\n")
+
+
+def timed_pytest(cwd: Path, *args: str, env_extra: dict[str, str] | None = None) -> float:
+    """Wall seconds of one quiet ``pytest`` subprocess in ``cwd``; any failure stops the benchmark."""
+    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", **(env_extra or {}))
+    start = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args],
+                          cwd=cwd, env=env, capture_output=True, text=True)
+    elapsed = time.perf_counter() - start
+    if proc.returncode != 0:
+        sys.exit(f"run in {cwd} {args} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-2000:]}")
+    return elapsed

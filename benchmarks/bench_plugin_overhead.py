@@ -12,14 +12,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _synthetic import timed_pytest  # noqa: E402
 
 CONFTEST = '''
 import json, pathlib, pytest
@@ -70,14 +71,7 @@ def make_projects(root: Path, n: int, seed: int = 0) -> tuple[Path, Path]:
 
 
 def run(cwd: Path, *args: str) -> float:
-    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
-    start = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args],
-                          cwd=cwd, env=env, capture_output=True, text=True)
-    elapsed = time.perf_counter() - start
-    if proc.returncode != 0:
-        sys.exit(f"run in {cwd} {args} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-2000:]}")
-    return elapsed
+    return timed_pytest(cwd, *args)
 
 
 def per_query_cost(rag_dir: Path, n: int) -> float:

@@ -20,16 +20,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from _synthetic import RETRIEVER_CONFTEST, write_golden, write_plain  # noqa: E402
+from _synthetic import RETRIEVER_CONFTEST, timed_pytest, write_golden, write_plain  # noqa: E402
 
 SIDES = ("plain", "plain-n2", "rag", "rag-n2")
 
@@ -42,15 +40,8 @@ def make_rag(folder: Path, n: int) -> None:
 
 
 def run(cwd: Path, tag: str, rss_dir: Path, *args: str, env_extra: dict[str, str] | None = None) -> float:
-    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", BENCH_DIR=str(HERE), BENCH_RUN=tag,
-               BENCH_RSS_DIR=str(rss_dir), **(env_extra or {}))
-    start = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args],
-                          cwd=cwd, env=env, capture_output=True, text=True)
-    elapsed = time.perf_counter() - start
-    if proc.returncode != 0:
-        sys.exit(f"run {tag} in {cwd} {args} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-2000:]}")
-    return elapsed
+    env = {"BENCH_DIR": str(HERE), "BENCH_RUN": tag, "BENCH_RSS_DIR": str(rss_dir), **(env_extra or {})}
+    return timed_pytest(cwd, *args, env_extra=env)
 
 
 def rss_of(rss_dir: Path, tag: str) -> dict[str, float]:
