@@ -18,7 +18,7 @@ import re
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Collection, Mapping
 
 from ._errors import BaselineError, ThresholdsError
 from ._golden import brief_repr
@@ -31,6 +31,7 @@ __all__ = [
     "write_baseline",
     "load_thresholds",
     "fingerprint_mismatch",
+    "measurement_mismatch",
     "round_metric",
     "dumps_stable",
     "atomic_write_text",
@@ -210,16 +211,33 @@ def fingerprint_mismatch(baseline_meta: Mapping[str, Any], config: MeasurementCo
     Golden-set changes are judged per query by the gate (changed judgments are
     refused; added and removed queries are reported), not here.
     """
-    recorded = baseline_meta.get("measurement")
-    if not isinstance(recorded, Mapping):
-        return ["measurement (the baseline records no measurement config)"]
-    now = config.to_dict()
+    return measurement_mismatch(baseline_meta, {"measurement": config.to_dict(), "k": k}, ("the baseline", "now"))
+
+
+def measurement_mismatch(
+    before: Mapping[str, Any],
+    after: Mapping[str, Any],
+    names: tuple[str, str] = ("A", "B"),
+    ignore: Collection[str] = (),
+) -> list[str]:
+    """Fields of two fingerprints (``_meta`` dicts) whose measurement config or ``k`` differ.
+
+    One rule for the plugin (baseline against this run) and ``ragmetrics compare``
+    (A against B): numbers measured differently must not be compared silently.
+    ``names`` label the two sides in the messages; keys in ``ignore`` are not compared.
+    """
+    for side, meta in zip(names, (before, after)):
+        if not isinstance(meta.get("measurement"), Mapping):
+            return [f"measurement ({side} records no measurement config)"]
+    recorded, now = before["measurement"], after["measurement"]
+    before_name, after_name = (n.removeprefix("the ") for n in names)
     diffs = []
     for key in sorted(set(now) | set(recorded)):
-        if recorded.get(key) != now.get(key):
-            diffs.append(f"{key}: baseline {brief_repr(recorded.get(key))}, now {now.get(key)!r}")
-    if k is not None and baseline_meta.get("k") not in (None, k):
-        diffs.append(f"k (results asked per query): baseline {brief_repr(baseline_meta.get('k'))}, now {k!r}")
+        if key not in ignore and recorded.get(key) != now.get(key):
+            diffs.append(f"{key}: {before_name} {brief_repr(recorded.get(key))}, {after_name} {brief_repr(now.get(key))}")
+    k_before, k_after = before.get("k"), after.get("k")
+    if k_before is not None and k_after is not None and k_before != k_after:
+        diffs.append(f"k (results asked per query): {before_name} {brief_repr(k_before)}, {after_name} {brief_repr(k_after)}")
     return diffs
 
 

@@ -4,6 +4,13 @@ A and B are run artifacts (``--rag-report``), a baseline.json, or TREC run files
 (scored against ``--qrels``). The comparison is the plugin's: the same
 :func:`~pytest_ragmetrics._gate.build_verdict`, thresholds and report text, plus
 per-query wins, ties and losses, so a nightly job can gate without pytest.
+
+What the plugin refuses, compare refuses: sides measured under a different
+measurement config (gain, relevance level, id rule, k) or with changed judgments
+are not compared unless ``--accept-mismatch`` is given. A query of A that B has no
+result for is a regression (every metric 0, as for an errored query); a query only
+in B is new. TREC runs are document-level: their ids are used as given unless
+``--id-separator`` asks for mapping, as in ``ragmetrics evaluate``.
 """
 
 from __future__ import annotations
@@ -13,18 +20,20 @@ import json
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
-from ._baseline import Baseline, Thresholds, dumps_stable, load_baseline, load_thresholds
+from ._baseline import (Baseline, Thresholds, dumps_stable, load_baseline, load_thresholds,
+                        measurement_mismatch)
 from ._errors import InputError, RagMetricsError
-from ._evaluate import evaluate
+from ._evaluate import evaluate, id_rule
 from ._gate import EPS, QueryRecord, Verdict, build_verdict
 from ._golden import GoldenSet, Query, load_golden, load_qrels
-from ._measures import MeasurementConfig
+from ._measures import GAINS, MeasurementConfig
+from ._metrics import document_ranking
 from ._report_text import verdict_text
 from ._tables import markdown_table
 
-__all__ = ["RunData", "load_run_data", "compare", "add_arguments", "run", "main"]
+__all__ = ["RunData", "load_run_data", "compare", "missing_from", "mismatch", "add_arguments", "run", "main"]
 
 
 @dataclass
@@ -39,6 +48,14 @@ class RunData:
     meta: dict[str, Any] = field(default_factory=dict)
     #: chunk- vs parent-level hit rates per query, when the run's results carried parent ids
     parent_levels: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
+    #: queries the side ran but could not score (no relevant document)
+    unscorable: list[str] = field(default_factory=list)
+    #: per query, the digest of the text and judgments it was measured with, where recorded
+    judgments: dict[str, str] = field(default_factory=dict)
+
+    def has(self, qid: str) -> bool:
+        """Whether this side has any result for ``qid`` (scored, errored or unscorable)."""
+        return qid in self.metrics or qid in self.errors or qid in self.unscorable
 
 
 def _metric_names(config: MeasurementConfig | None, side: RunData) -> list[str]:
@@ -57,9 +74,14 @@ def _metric_names(config: MeasurementConfig | None, side: RunData) -> list[str]:
     return list(names)
 
 
-def load_run_data(path: str | Path, qrels: str | Path | None = None,
+def load_run_data(path: str | Path, qrels: str | Path | Mapping[str, Mapping[str, int]] | None = None,
                   config: MeasurementConfig | None = None) -> RunData:
-    """Read an artifact, a baseline or (with qrels) a TREC run into :class:`RunData`."""
+    """Read an artifact, a baseline or (with qrels) a TREC run into :class:`RunData`.
+
+    A TREC run is scored with ``config`` (default: :class:`MeasurementConfig` with ids
+    as given, since run files are document-level); judged queries absent from the run
+    are left out, so that :func:`compare` can name them as missing.
+    """
     path = Path(path)
     name = str(path)
     if not path.is_file():
@@ -71,33 +93,99 @@ def load_run_data(path: str | Path, qrels: str | Path | None = None,
         except json.JSONDecodeError as exc:
             raise InputError(name, f"line {exc.lineno}", f"not valid JSON ({exc.msg})") from None
         if isinstance(data, dict) and "comparison" in data and isinstance(data.get("per_query"), dict):
-            metrics, rankings, tags, errors, parents = {}, {}, {}, {}, {}
+            side = RunData(name, {}, meta=data.get("_meta", {}))
             for qid, entry in data["per_query"].items():
                 if entry.get("status") == "scored" and entry.get("metrics"):
-                    metrics[qid] = entry["metrics"]
+                    side.metrics[qid] = entry["metrics"]
                     if isinstance(entry.get("parent_level"), dict):
-                        parents[qid] = entry["parent_level"]
+                        side.parent_levels[qid] = entry["parent_level"]
                 elif entry.get("status") == "error":
-                    errors[qid] = entry.get("error") or "error"
-                rankings[qid] = list(entry.get("ranking") or [])
-                tags[qid] = list(entry.get("tags") or [])
-            return RunData(name, metrics, rankings, tags, errors, data.get("_meta", {}), parents)
+                    side.errors[qid] = entry.get("error") or "error"
+                elif entry.get("status") == "unscorable":
+                    side.unscorable.append(qid)
+                side.rankings[qid] = list(entry.get("ranking") or [])
+                side.tags[qid] = list(entry.get("tags") or [])
+                if isinstance(entry.get("_judgments"), str):
+                    side.judgments[qid] = entry["_judgments"]
+            return side
         baseline = load_baseline(path)
-        return RunData(name, {q: baseline.metrics_of(q) for q in baseline.per_query}, meta=baseline.meta)
+        return RunData(name, {q: baseline.metrics_of(q) for q in baseline.per_query}, meta=baseline.meta,
+                       judgments={q: e["_judgments"] for q, e in baseline.per_query.items()
+                                  if isinstance(e.get("_judgments"), str)})
     if qrels is None:
         raise InputError(name, None, "a TREC run needs --qrels to be scored")
     from ._trec import read_run
 
     run = read_run(path)
-    result = evaluate(run, load_qrels(qrels), config or MeasurementConfig())
-    return RunData(name, result.per_query, {q: run.get(q, []) for q in result.per_query},
-                   meta={"measurement": result.config.to_dict()})
+    judged = load_qrels(qrels) if isinstance(qrels, (str, Path)) else qrels
+    config = config or MeasurementConfig(id_separator=None)
+    result = evaluate(run, judged, config, missing="skip")
+    return RunData(name, result.per_query,
+                   {q: document_ranking(run.get(q, []), config.id_separator) for q in result.per_query},
+                   meta={"measurement": result.config.to_dict()}, unscorable=list(result.unscorable))
+
+
+def mismatch(a: RunData, b: RunData, golden: GoldenSet | None = None) -> list[str]:
+    """What makes A and B incomparable, in words (empty: they were measured alike).
+
+    The plugin's checks against its baseline: the measurement config and ``k``
+    (:func:`~pytest_ragmetrics._baseline.measurement_mismatch`; the metric lists may
+    differ, since only shared metrics are compared), and per query the digest of the
+    text and judgments each side was measured with, also against ``golden`` when given.
+    Sides that record no per-query digests are compared by their golden-set hash.
+    """
+    problems = measurement_mismatch(a.meta, b.meta, ("A", "B"), ignore=("metrics",))
+    changed = [q for q, digest in a.judgments.items() if q in b.judgments and b.judgments[q] != digest]
+    if changed:
+        problems.append(f"judgments or text changed for {len(changed)} queries between A and B: "
+                        f"{', '.join(changed[:10])}{' …' if len(changed) > 10 else ''}")
+    elif not (a.judgments and b.judgments):
+        sha_a, sha_b = (_golden_hash(side.meta) for side in (a, b))
+        if sha_a and sha_b and sha_a != sha_b:
+            problems.append(f"golden set: A was measured on {sha_a[:12]}…, B on {sha_b[:12]}… (sha256), and "
+                            "they record no per-query judgments to tell changed labels from added queries")
+    if golden is not None:
+        for label, side in (("A", a), ("B", b)):
+            differ = [q.qid for q in golden if q.qid in side.judgments and side.judgments[q.qid] != q.judgments_digest()]
+            if differ:
+                problems.append(f"judgments or text of {len(differ)} queries in {golden.source} differ from what "
+                                f"{label} was measured with: {', '.join(differ[:10])}{' …' if len(differ) > 10 else ''}")
+    return problems
+
+
+def _golden_hash(meta: Mapping[str, Any]) -> str | None:
+    golden = meta.get("golden") if isinstance(meta, Mapping) else None
+    sha = golden.get("sha256") if isinstance(golden, Mapping) else None
+    return sha if isinstance(sha, str) else None
+
+
+def missing_from(a: RunData, b: RunData) -> list[str]:
+    """Queries A scored that B has no result for at all: regressions, not silence."""
+    return [qid for qid in a.metrics if not b.has(qid)]
+
+
+def _describe(side: RunData) -> str:
+    """A side's measurement rules (relevance level, gain, id rule) as a header line."""
+    recorded = side.meta.get("measurement") if isinstance(side.meta, Mapping) else None
+    if not isinstance(recorded, Mapping):
+        return "measurement config not recorded"
+    level = recorded.get("relevance_level", "not recorded")
+    gain = recorded.get("gain", "not recorded")
+    ids = id_rule(recorded["id_separator"]) if "id_separator" in recorded else "ids: rule not recorded"
+    return f"relevance level {level}, {gain} gain; {ids}"
 
 
 def compare(a: RunData, b: RunData, thresholds: Thresholds, metrics: Sequence[str],
-            golden: GoldenSet | None = None) -> tuple[Verdict, dict[str, tuple[int, int, int]]]:
-    """Verdict of B against A, and per metric the (wins, ties, losses) of B."""
-    qids = list(dict.fromkeys([*a.metrics, *b.metrics, *b.errors]))
+            golden: GoldenSet | None = None,
+            relevance_level: int = 1) -> tuple[Verdict, dict[str, tuple[int, int, int]]]:
+    """Verdict of B against A, and per metric the (wins, ties, losses) of B.
+
+    A query A scored and B has no result for counts as errored in B (every metric 0),
+    so it is listed among the regressions; ``golden`` supplies question texts and gold
+    documents, ``relevance_level`` which gold documents the report lists.
+    """
+    missing = missing_from(a, b)
+    qids = list(dict.fromkeys([*a.metrics, *b.metrics, *b.errors, *b.unscorable]))
     queries = []
     for qid in qids:
         if golden is not None and qid in golden:
@@ -109,21 +197,25 @@ def compare(a: RunData, b: RunData, thresholds: Thresholds, metrics: Sequence[st
     for qid in qids:
         if qid in b.errors:
             records[qid] = QueryRecord(qid, "error", error=b.errors[qid])
+        elif qid in missing:
+            records[qid] = QueryRecord(qid, "error", error=f"missing from B: {b.source} has no result for this query")
+        elif qid in b.unscorable:
+            records[qid] = QueryRecord(qid, "unscorable")
         elif qid in b.metrics:
             m = {k: v for k, v in b.metrics[qid].items() if k in metrics}
             records[qid] = QueryRecord(qid, "scored", m, b.rankings.get(qid, []), [], len(b.rankings.get(qid, [])),
                                        parent_level=b.parent_levels.get(qid))
     baseline = Baseline(a.meta, {}, {q: {k: v for k, v in m.items() if k in metrics} for q, m in a.metrics.items()},
                         a.source)
-    verdict = build_verdict(records, run_golden, baseline, thresholds, metrics)
+    verdict = build_verdict(records, run_golden, baseline, thresholds, metrics, relevance_level)
     tally: dict[str, tuple[int, int, int]] = {}
     for metric in metrics:
         wins = ties = losses = 0
         for qid in a.metrics:
-            if qid not in b.metrics and qid not in b.errors:
+            if qid in b.unscorable:
                 continue
             before = a.metrics[qid].get(metric)
-            after = 0.0 if qid in b.errors else b.metrics[qid].get(metric)
+            after = b.metrics[qid].get(metric) if qid in b.metrics else 0.0  # errored or missing: 0
             if before is None or after is None:
                 continue
             if after > before + EPS:
@@ -139,39 +231,90 @@ def compare(a: RunData, b: RunData, thresholds: Thresholds, metrics: Sequence[st
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("a", metavar="A", help="reference: run artifact, baseline.json or TREC run")
     parser.add_argument("b", metavar="B", help="candidate: run artifact, baseline.json or TREC run")
-    parser.add_argument("--qrels", help="judgments, needed when A or B is a TREC run")
+    parser.add_argument("--qrels", help="judgments, needed when A or B is a TREC run; also the gold documents "
+                                        "of the report when --golden is not given")
     parser.add_argument("--golden", help="golden set, for question texts, tags and gold documents in the report")
     parser.add_argument("-m", "--metric", action="append", dest="metrics", metavar="NAME@K",
                         help="metrics to compare (default: those both sides have)")
     parser.add_argument("--thresholds", help="thresholds.json with the plugin's keys (default: no recall drop)")
     parser.add_argument("--worst", type=int, help="worst regressed queries to list (default: worst_n)")
     parser.add_argument("--fail-on-regression", action="store_true",
-                        help="exit 1 when a gate fails, with the plugin's rules")
+                        help="exit 1 when B fails against A with the plugin's rules: a gate fails, a query "
+                             "falls beyond its per-query tolerance, errored, or is missing from B")
+    parser.add_argument("--accept-mismatch", action="store_true",
+                        help="compare even when A and B were measured differently (measurement config, k or "
+                             "judgments); the differences are printed with the report")
+    parser.add_argument("--relevance-level", type=int, default=1, metavar="L",
+                        help="TREC runs: grade >= L counts as relevant (default 1)")
+    parser.add_argument("--gain", choices=GAINS, default="exponential",
+                        help="TREC runs: nDCG gain, exponential 2^g-1 (default) or linear g (trec_eval)")
+    parser.add_argument("--id-separator", default="", metavar="SEP",
+                        help="TREC runs: map ranked ids to documents by the prefix before SEP, then drop repeats "
+                             "(default: ids as given, as in `ragmetrics evaluate`; artifacts and baselines "
+                             "keep the rule they were measured with)")
     parser.add_argument("--html", metavar="PATH", help="also write the self-contained HTML report")
     parser.add_argument("--format", choices=("table", "json"), default="table")
 
 
+def failures(verdict: Verdict, missing: Sequence[str]) -> list[str]:
+    """Why B fails against A under the plugin's rules, one reason a line (empty: it passes).
+
+    The plugin fails a run on a failed gate, on a query item that fell beyond its
+    per-query tolerance and on a query that errored; a query of A with no result in B
+    is treated as errored.
+    """
+    reasons = [f"gate {g.name}: {g.message}" for g in verdict.failed_gates]
+    missing_set = set(missing)
+    beyond = [r.qid for r in verdict.regressions if r.error is None and any(d.exceeded for d in r.drops)]
+    errored = [q for q in verdict.errored if q not in missing_set]
+    for count, what, qids in ((len(beyond), "fell beyond their per-query tolerance", beyond),
+                              (len(errored), "errored in B", errored),
+                              (len(missing), "of A are missing from B (no result: every metric 0)", missing)):
+        if count:
+            reasons.append(f"{count} queries {what}: {', '.join(qids[:10])}{' …' if count > 10 else ''}")
+    return reasons
+
+
 def run(args: argparse.Namespace) -> int:
-    config = MeasurementConfig(tuple(args.metrics)) if args.metrics else None
-    a = load_run_data(args.a, args.qrels, config)
-    b = load_run_data(args.b, args.qrels, config)
+    trec_config = MeasurementConfig(tuple(args.metrics) if args.metrics else MeasurementConfig().measures,
+                                    relevance_level=args.relevance_level, gain=args.gain,
+                                    id_separator=args.id_separator or None)
+    config = trec_config if args.metrics else None
+    qrels = load_qrels(args.qrels) if args.qrels else None
+    a = load_run_data(args.a, qrels, trec_config)
+    b = load_run_data(args.b, qrels, trec_config)
+    if args.thresholds and not Path(args.thresholds).exists():
+        raise InputError(args.thresholds, None, "file not found")
+    golden = load_golden(args.golden) if args.golden else None
+    if golden is None and qrels is not None:  # gold documents for the report; TREC has no question texts
+        golden = GoldenSet(args.qrels, tuple(Query(q, "", j) for q, j in qrels.items()))
+    problems = mismatch(a, b, golden if args.golden else None)
+    if problems and not args.accept_mismatch:
+        raise RagMetricsError(
+            f"{args.a} and {args.b} were measured differently, so comparing them would mislead:\n  - "
+            + "\n  - ".join(problems)
+            + "\nMeasure both the same way (for TREC runs: --gain, --relevance-level, --id-separator), "
+            "or pass --accept-mismatch to compare anyway."
+        )
     names_a, names_b = _metric_names(config, a), _metric_names(config, b)
     metrics = [m for m in names_a if m in names_b]
     if not metrics:
         raise RagMetricsError(f"{args.a} and {args.b} share no metric (A: {names_a}, B: {names_b})")
     measurement = MeasurementConfig(tuple(metrics))
     thresholds = load_thresholds(args.thresholds, measurement) if args.thresholds else Thresholds.defaults(measurement)
-    if args.thresholds and not Path(args.thresholds).exists():
-        raise InputError(args.thresholds, None, "file not found")
-    golden = load_golden(args.golden) if args.golden else None
-    verdict, tally = compare(a, b, thresholds, metrics, golden)
+    level = b.meta.get("measurement", {}).get("relevance_level", 1) if isinstance(b.meta, Mapping) else 1
+    verdict, tally = compare(a, b, thresholds, metrics, golden, level if isinstance(level, int) else 1)
+    missing = missing_from(a, b)
+    reasons = failures(verdict, missing)
+    failed = bool(reasons) and thresholds.fail_on_regression
     worst = args.worst if args.worst is not None else thresholds.worst_n
+    measured = {"A": _describe(a), "B": _describe(b)}
     if args.html:
         from ._report_html import render_html
 
         artifact = {"_meta": {**b.meta, "worst_n": worst, "measurement": {"metrics": metrics}},
                     "n": verdict.n, "comparison": verdict.to_dict(),
-                    "per_query": {q: {"status": "error" if q in b.errors else "scored",
+                    "per_query": {q: {"status": "error" if q in b.errors or q in missing else "scored",
                                       "metrics": b.metrics.get(q), "baseline": a.metrics.get(q),
                                       "tags": b.tags.get(q, [])} for q in dict.fromkeys([*a.metrics, *b.metrics])}}
         Path(args.html).write_text(render_html(artifact, title=f"{Path(args.b).name} vs {Path(args.a).name}"),
@@ -179,13 +322,32 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "json":
         payload = verdict.to_dict()
         payload["wins_ties_losses"] = {m: dict(zip(("wins", "ties", "losses"), t)) for m, t in tally.items()}
+        payload["missing"] = missing
+        payload["measured"] = measured
+        payload["mismatch"] = problems
+        payload["failures"] = reasons
+        payload["passed"] = not failed
         sys.stdout.write(dumps_stable(payload))
     else:
-        print(f"{args.b} against {args.a}\n")
+        print(f"{args.b} against {args.a}")
+        if measured["A"] == measured["B"]:
+            print(f"A and B: {measured['A']}")
+        else:
+            print(f"A: {measured['A']}\nB: {measured['B']}")
+        if problems:
+            print("Measured differently (compared anyway, --accept-mismatch):\n  - " + "\n  - ".join(problems))
+        print(f"Queries: {len(a.metrics)} scored in A; {len(missing)} missing from B, "
+              f"{len(verdict.new)} new in B (scored, not compared)"
+              + (f": {', '.join(verdict.new[:10])}{' …' if len(verdict.new) > 10 else ''}" if verdict.new else ""))
+        if reasons:
+            head = "B FAILS against A" if thresholds.fail_on_regression else \
+                "B fails against A (report only: fail_on_regression is false)"
+            print(head + ":\n  - " + "\n  - ".join(reasons))
+        print()
         print(verdict_text(verdict, worst))
         print("\nPer query, B against A:")
         print(markdown_table(["metric", "wins", "ties", "losses"], [[m, *t] for m, t in tally.items()]))
-    return 1 if args.fail_on_regression and not verdict.passed else 0
+    return 1 if args.fail_on_regression and failed else 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -16,7 +16,15 @@ from typing import Iterable, Mapping, Sequence
 from ._measures import MeasurementConfig
 from ._metrics import document_ranking, ideal_grades, judge, score
 
-__all__ = ["Evaluation", "score_query", "evaluate", "mean_metrics"]
+__all__ = ["Evaluation", "score_query", "evaluate", "mean_metrics", "id_rule"]
+
+
+def id_rule(separator: str | None) -> str:
+    """The id rule in words, for every report header: the same run scores differently
+    with and without mapping, so a number must say which rule produced it."""
+    if not separator:
+        return "ids: as given (no mapping)"
+    return f"ids map to documents before {separator!r}, repeats dropped (first kept)"
 
 
 def score_query(
@@ -24,15 +32,17 @@ def score_query(
     judgments: Mapping[str, int],
     config: MeasurementConfig,
     ideal: Sequence[int] | None = None,
+    keep_graded: bool = False,
 ) -> tuple[list[str], dict[str, float] | None]:
     """Map, dedup and score one ranking.
 
     Returns the document ranking that was judged and the metrics, or ``None``
-    for the metrics when the query has no relevant document at the configured level.
+    for the metrics when the query has no relevant document at the configured level
+    (with ``keep_graded``, only when it has no positive grade at all; see :func:`score`).
     """
     docs = document_ranking(ranked_ids, config.id_separator)
     judged = judge(docs, judgments, config.relevance_level, config.depth, ideal)
-    return docs, score(judged, config.measures, config.gain)
+    return docs, score(judged, config.measures, config.gain, keep_graded)
 
 
 def mean_metrics(per_query: Iterable[Mapping[str, float]], metrics: Sequence[str]) -> dict[str, float]:
@@ -48,7 +58,10 @@ class Evaluation:
     """Per-query metrics of a run, and what could not be scored.
 
     - ``per_query``: scored queries only, in qrels order.
-    - ``unscorable``: judged queries with no relevant document (left out of means).
+    - ``unscorable``: judged queries with no positive grade (left out of means).
+    - ``below_level``: scored queries whose positive grades all lie below the
+      relevance level: nDCG from their grades, the level-based metrics 0 (trec_eval's
+      numbers; they count in the means, as in trec_eval).
     - ``missing``: judged queries absent from the run; scored as empty rankings
       (all metrics 0) unless ``evaluate(..., missing="skip")`` left them out.
     - ``short``: queries whose ranking held fewer documents than the deepest
@@ -58,6 +71,7 @@ class Evaluation:
     config: MeasurementConfig
     per_query: dict[str, dict[str, float]] = field(default_factory=dict)
     unscorable: list[str] = field(default_factory=list)
+    below_level: list[str] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
     short: dict[str, int] = field(default_factory=dict)
 
@@ -82,6 +96,12 @@ def evaluate(
     """Score every judged query of ``run`` (ranked ids per query id).
 
     Queries of the run that have no judgments are ignored, as trec_eval does.
+    Relevance levels follow trec_eval: nDCG takes its gain from every positive
+    grade whatever the level, so a query whose grades all lie below the level is
+    still scored (nDCG as trec_eval computes it; recall, precision, hit rate, MRR
+    and MAP 0, as trec_eval reports them with no relevant document) and listed in
+    ``below_level``. A query with no positive grade at all is not scored and is
+    listed in ``unscorable`` (trec_eval would report 0 for every measure).
     ``missing="zero"`` (default) scores judged queries absent from the run as
     empty rankings, so a query the system failed on counts against it;
     ``missing="skip"`` leaves them out, as trec_eval does without ``-c``.
@@ -99,11 +119,14 @@ def evaluate(
             if missing == "skip":
                 continue
             ranked = empty
-        docs, metrics = score_query(ranked, judgments, config, ideal_grades(judgments))
+        ideal = ideal_grades(judgments)
+        docs, metrics = score_query(ranked, judgments, config, ideal, keep_graded=True)
         if metrics is None:
             result.unscorable.append(qid)
             continue
         result.per_query[qid] = metrics
+        if not ideal or ideal[0] < config.relevance_level:
+            result.below_level.append(qid)
         if depth is not None and len(docs) < depth:
             result.short[qid] = len(docs)
     return result

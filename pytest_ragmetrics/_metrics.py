@@ -14,7 +14,10 @@ Policies (the same everywhere in the package, and recorded in fingerprints):
 - Unjudged documents have grade 0. Grades must be >= 0.
 - ``R`` is the number of judged documents with grade >= the relevance level.
   A query with ``R == 0`` has no relevant document: it is not scored at all
-  (:func:`score` returns ``None``) rather than scored 0.
+  (:func:`score` returns ``None``) rather than scored 0. With
+  ``keep_graded=True`` (trec_eval's reading, used by ``evaluate``) a query whose
+  positive grades all lie below the level is still scored: nDCG from its grades,
+  the level-based measures 0, as trec_eval reports them.
 - ``precision@k`` always divides by k, even if fewer than k came back.
 - nDCG's ideal ranking is made from all judged grades, sorted, cut at k.
   Gains: ``exponential`` 2^g - 1 or ``linear`` g; discount 1/log2(rank + 1).
@@ -103,6 +106,8 @@ def _cut(k: int | None) -> float:
 
 
 def _recall(j: Judged, k: int | None, gain: str) -> float:
+    if not j.n_relevant:  # only with keep_graded: trec_eval reports 0
+        return 0.0
     return bisect_right(j.relevant_ranks, _cut(k)) / j.n_relevant
 
 
@@ -122,6 +127,8 @@ def _mrr(j: Judged, k: int | None, gain: str) -> float:
 
 
 def _map(j: Judged, k: int | None, gain: str) -> float:
+    if not j.n_relevant:  # only with keep_graded: trec_eval reports 0
+        return 0.0
     limit = _cut(k)
     total = 0.0
     for found, rank in enumerate(j.relevant_ranks, start=1):
@@ -156,9 +163,16 @@ _KERNELS: dict[str, Callable[[Judged, int | None, str], float]] = {
 }
 
 
-def score(judged: Judged, measures: Iterable[Measure], gain: str = "exponential") -> dict[str, float] | None:
-    """Every measure for one judged ranking, or ``None`` when R == 0 (not scorable)."""
-    if judged.n_relevant == 0:
+def score(
+    judged: Judged, measures: Iterable[Measure], gain: str = "exponential", keep_graded: bool = False
+) -> dict[str, float] | None:
+    """Every measure for one judged ranking, or ``None`` when R == 0 (not scorable).
+
+    ``keep_graded``: score a query with positive grades below the relevance level
+    (R == 0) as trec_eval does instead of returning ``None``; nDCG's gain comes
+    from every positive grade, so it is defined there, and the rest are 0.
+    """
+    if judged.n_relevant == 0 and not (keep_graded and judged.ideal):
         return None
     return {str(m): _KERNELS[m.name](judged, m.cutoff, gain) for m in measures}
 

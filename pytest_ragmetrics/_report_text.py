@@ -122,7 +122,7 @@ def regressions_text(regressions: Sequence[Regression], limit: int, shown_return
     shown = regressions[:limit]
     lines = [f"Worst regressed queries ({len(shown)} of {len(regressions)}, largest drop first):"]
     for i, r in enumerate(shown, start=1):
-        lines.append(f"{i:>3}. {r.qid}  {r.question!r}")
+        lines.append(f"{i:>3}. {r.qid}" + (f"  {r.question!r}" if r.question else ""))  # TREC qrels have no text
         if r.error:
             lines.append(f"       ERROR: {r.error}")
         if r.drops:

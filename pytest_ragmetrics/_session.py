@@ -438,7 +438,8 @@ class RagSession:
             if r is None:
                 continue
             per_query[q.qid] = {"status": r.status, "metrics": r.metrics, "ranking": r.ranking,
-                                "tags": list(q.tags), "error": r.error, "n_docs": r.n_docs}
+                                "tags": list(q.tags), "error": r.error, "n_docs": r.n_docs,
+                                "_judgments": q.judgments_digest()}  # lets `ragmetrics compare` spot changed labels
             if r.parent_level is not None:
                 per_query[q.qid]["parent_level"] = r.parent_level
             if self.baseline is not None and q.qid in self.baseline.per_query and not self.options.update_baseline:

@@ -22,7 +22,7 @@ from typing import Any, Sequence
 
 from ._argtypes import chunk_size_arg
 from ._errors import RagMetricsError
-from ._evaluate import evaluate
+from ._evaluate import evaluate, id_rule
 from ._golden import load_qrels
 from ._measures import GAINS, MeasurementConfig
 from ._tables import markdown_table, sample_size_note
@@ -47,7 +47,8 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--gain", choices=GAINS, default="exponential",
                     help="nDCG gain: exponential 2^g-1 (default) or linear g (trec_eval)")
     ev.add_argument("--id-separator", default="", metavar="SEP",
-                    help="map ranked ids to documents by the prefix before SEP, then dedup (default: off)")
+                    help="map ranked ids to documents by the prefix before SEP, then drop repeats "
+                         "(default: ids as given; TREC runs are document-level)")
     ev.add_argument("--skip-missing", action="store_true",
                     help="leave out judged queries absent from the run (trec_eval without -c); "
                          "by default they score 0")
@@ -178,13 +179,15 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         payload: dict[str, object] = {"aggregate": result.aggregate, "per_query": result.per_query}
         payload["n"] = result.n
         payload["unscorable"] = result.unscorable
+        payload["below_level"] = result.below_level
         payload["missing"] = result.missing
         payload["config"] = config.to_dict()
         json.dump(payload, sys.stdout, indent=2, sort_keys=False)
         sys.stdout.write("\n")
         return 0
     names = config.metric_names
-    out = []
+    out = [f"{args.run} against {args.qrels}: relevance level {config.relevance_level}, {config.gain} gain; "
+           f"{id_rule(config.id_separator)}", ""]
     if args.per_query:
         rows = [[qid] + [m[name] for name in names] for qid, m in result.per_query.items()]
         out.append(markdown_table(["query"] + names, rows))
@@ -193,8 +196,12 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     out.append("")
     out.append(sample_size_note(result.n))
     if result.unscorable:
-        out.append(f"{len(result.unscorable)} judged queries have no relevant document at level "
-                   f"{config.relevance_level} and were not scored, e.g. {result.unscorable[0]!r}.")
+        out.append(f"{len(result.unscorable)} judged queries have no document graded above 0 and were not "
+                   f"scored, e.g. {result.unscorable[0]!r}.")
+    if result.below_level:
+        out.append(f"{len(result.below_level)} queries have no document at level {config.relevance_level}, "
+                   f"only lower grades, e.g. {result.below_level[0]!r}: scored as trec_eval scores them "
+                   f"(nDCG from their grades, the other metrics 0).")
     if result.missing:
         verb = "left out" if args.skip_missing else "scored 0"
         out.append(f"{len(result.missing)} judged queries are absent from the run ({verb}), e.g. {result.missing[0]!r}.")

@@ -54,7 +54,7 @@ def test_table_output_states_n_and_one_over_n(capsys: pytest.CaptureFixture[str]
     # recall@3: q1 2/2, q2 1/1, q3 0 -> 2/3
     assert "| recall@3   | 0.6667 |" in out
     assert "n = 3 queries" in out and "1/n = 0.3333" in out
-    assert "1 judged queries have no relevant document at level 1 and were not scored, e.g. 'qnone'" in out
+    assert "1 judged queries have no document graded above 0 and were not scored, e.g. 'qnone'" in out
     assert "1 judged queries are absent from the run (scored 0), e.g. 'q3'" in out
     assert "2 queries returned fewer than 3 documents" in out  # q2 (1 doc), q3 (0)
 
@@ -64,7 +64,8 @@ def test_table_per_query(capsys: pytest.CaptureFixture[str], files: tuple[Path, 
     code, out, _ = run_cli(capsys, "evaluate", "--qrels", str(qrels), "--run", str(run), "-m", "mrr@10", "--per-query")
     assert code == 0
     lines = out.splitlines()
-    assert lines[0].split("|")[1:3] == [" query ", " mrr@10 "]
+    assert lines[0] == f"{run} against {qrels}: relevance level 1, exponential gain; ids: as given (no mapping)"
+    assert lines[2].split("|")[1:3] == [" query ", " mrr@10 "]
     assert any(line.startswith("| q1 ") and "0.5000" in line for line in lines)  # a at rank 2
     assert any(line.startswith("| q2 ") and "1.0000" in line for line in lines)
     assert not any(line.startswith("| qnone ") for line in lines)
@@ -105,10 +106,13 @@ def test_default_metrics(capsys: pytest.CaptureFixture[str], files: tuple[Path, 
 
 def test_relevance_level(capsys: pytest.CaptureFixture[str], files: tuple[Path, Path]) -> None:
     payload = evaluate_json(capsys, files, "-m", "recall@3", "-m", "mrr@3", "--relevance-level", "2", "--per-query")
-    # at level 2 only q1 (a: 2) has a relevant document; q2, q3 hold grade 1 only
-    assert payload["unscorable"] == ["q2", "q3", "qnone"]
-    assert payload["per_query"] == {"q1": {"recall@3": 1.0, "mrr@3": 0.5}}
-    assert payload["n"] == 1
+    # at level 2 only q1 (a: 2) has a relevant document; q2, q3 hold grade 1 only: scored as
+    # trec_eval scores them (no relevant document, so recall and mrr 0); qnone has no positive grade
+    assert payload["unscorable"] == ["qnone"]
+    assert payload["below_level"] == ["q2", "q3"]
+    assert payload["per_query"] == {"q1": {"recall@3": 1.0, "mrr@3": 0.5}, "q2": {"recall@3": 0.0, "mrr@3": 0.0},
+                                    "q3": {"recall@3": 0.0, "mrr@3": 0.0}}
+    assert payload["n"] == 3
     assert payload["config"]["relevance_level"] == 2  # type: ignore[index]
 
 
@@ -228,3 +232,34 @@ def test_console_script_error_exit_code(tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert f"{bad}, line 1: score 'notanumber' is not a number" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_relevance_level_above_one_scores_what_trec_eval_scores(tmp_path: Path) -> None:
+    """A query graded only below the level keeps its nDCG (gain comes from every positive
+    grade) and gets 0 for the level-based metrics, as trec_eval reports; the output says so."""
+    import pytrec_eval
+
+    qrels, run = tmp_path / "qrels.txt", tmp_path / "run.txt"
+    qrels.write_text("lo 0 a 1\nlo 0 b 1\nhi 0 a 2\nhi 0 b 1\n")
+    run.write_text("lo Q0 a 1 3.0 x\nlo Q0 c 2 2.0 x\nhi Q0 b 1 2.0 x\nhi Q0 a 2 1.0 x\n")
+    names = {"ndcg@10": "ndcg_cut_10", "recall@10": "recall_10", "precision@10": "P_10",
+             "hit_rate@10": "success_10", "mrr@10": "recip_rank", "map@10": "map_cut_10"}
+    argv = [sys.executable, "-m", "pytest_ragmetrics", "evaluate", "--qrels", str(qrels), "--run", str(run),
+            "--relevance-level", "2", "--gain", "linear"]
+    for name in names:
+        argv += ["-m", name]
+    proc = subprocess.run([*argv, "--format", "json"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    payload = json.loads(proc.stdout)
+    with open(qrels) as q, open(run) as r:
+        evaluator = pytrec_eval.RelevanceEvaluator(pytrec_eval.parse_qrel(q), set(names.values()), relevance_level=2)
+        theirs = evaluator.evaluate(pytrec_eval.parse_run(r))
+    assert sorted(payload["per_query"]) == sorted(theirs) == ["hi", "lo"]
+    for qid, row in theirs.items():
+        for ours, trec in names.items():
+            assert abs(payload["per_query"][qid][ours] - row[trec]) <= 1e-9, (qid, ours)
+    assert payload["per_query"]["lo"]["ndcg@10"] > 0 and payload["per_query"]["lo"]["recall@10"] == 0
+    assert payload["below_level"] == ["lo"] and payload["unscorable"] == []
+
+    table = subprocess.run(argv, capture_output=True, text=True, timeout=60).stdout
+    assert "1 queries have no document at level 2, only lower grades, e.g. 'lo': scored as trec_eval" in table

@@ -23,7 +23,7 @@ def test_verb_help_is_wired(verb: str, capsys: pytest.CaptureFixture[str]) -> No
 def test_compare_through_the_cli_gates(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     def artifact(name: str, recall: float) -> Path:
         path = tmp_path / name
-        path.write_text(json.dumps({"_meta": {}, "comparison": {}, "per_query": {
+        path.write_text(json.dumps({"_meta": {"measurement": {"metrics": ["recall@10"]}}, "comparison": {}, "per_query": {
             "q1": {"status": "scored", "metrics": {"recall@10": recall}, "ranking": [], "tags": []},
             "q2": {"status": "scored", "metrics": {"recall@10": 1.0}, "ranking": [], "tags": []}}}))
         return path

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -84,7 +86,7 @@ def test_trec_runs_are_scored_against_qrels(tmp_path: Path, capsys: pytest.Captu
 def test_a_baseline_file_is_a_valid_reference(runs: tuple[Path, Path], tmp_path: Path) -> None:
     _, b = runs
     baseline = tmp_path / "baseline.json"
-    baseline.write_text(json.dumps({"_meta": {}, "aggregate": {},
+    baseline.write_text(json.dumps({"_meta": {"measurement": {"metrics": METRICS}}, "aggregate": {},
                                     "per_query": {q: dict(zip(METRICS, (1.0, 1.0))) for q in TAGS}}))
     assert main([str(baseline), str(b), "--fail-on-regression"]) == 1
 
@@ -96,3 +98,92 @@ def test_bad_input_is_exit_2_with_the_file_named(tmp_path: Path, capsys: pytest.
     run.write_text("q1 Q0 a 1 1.0 x\n")
     assert main([str(run), str(run)]) == 2
     assert "needs --qrels" in capsys.readouterr().err
+
+
+# ------------------------------------------------- through the command, as CI runs it
+
+
+def ragmetrics(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    """``python -m pytest_ragmetrics …`` in a subprocess: the exit code and text a CI job sees."""
+    return subprocess.run([sys.executable, "-m", "pytest_ragmetrics", *map(str, args)],
+                          capture_output=True, text=True, timeout=120)
+
+
+def measured_artifact(path: Path, per_query: dict[str, float], gain: str = "exponential",
+                      digests: dict[str, str] | None = None) -> Path:
+    """An artifact with a full measurement config, as the plugin records it (ndcg@10 only)."""
+    measurement = {"metrics": ["ndcg@10"], "relevance_level": 1, "gain": gain, "id_separator": "#", "dedup": "first"}
+    entries = {qid: {"status": "scored", "metrics": {"ndcg@10": v}, "ranking": ["d1"], "tags": []}
+               for qid, v in per_query.items()}
+    for qid, digest in (digests or {}).items():
+        entries[qid]["_judgments"] = digest
+    path.write_text(json.dumps({"_meta": {"measurement": measurement, "k": 10}, "per_query": entries,
+                                "comparison": {}, "n": len(entries)}))
+    return path
+
+
+def test_queries_of_a_missing_from_b_fail_and_are_listed(tmp_path: Path) -> None:
+    # ndcg@10 has no gate by default, so nothing but the missing queries can fail this comparison
+    a = measured_artifact(tmp_path / "a.json", {"q1": 1.0, "q2": 0.5, "q3": 0.8})
+    b = measured_artifact(tmp_path / "b.json", {"q1": 1.0, "q9": 0.7})
+    proc = ragmetrics("compare", a, b, "--fail-on-regression")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "2 queries of A are missing from B (no result: every metric 0): q2, q3" in proc.stdout
+    assert "1 new in B (scored, not compared): q9" in proc.stdout
+    worst = proc.stdout.split("Worst regressed queries", 1)[1]
+    assert "q2" in worst and "q3" in worst and "missing from B" in worst
+    payload = json.loads(ragmetrics("compare", a, b, "--format", "json").stdout)
+    assert payload["missing"] == ["q2", "q3"] and payload["new"] == ["q9"] and payload["passed"] is False
+    assert ragmetrics("compare", a, a, "--fail-on-regression").returncode == 0
+
+
+def test_a_measurement_or_judgment_mismatch_is_refused_unless_accepted(tmp_path: Path) -> None:
+    a = measured_artifact(tmp_path / "a.json", {"q1": 1.0, "q2": 0.5})
+    linear = measured_artifact(tmp_path / "linear.json", {"q1": 1.0, "q2": 0.5}, gain="linear")
+    proc = ragmetrics("compare", a, linear, "--fail-on-regression")
+    assert proc.returncode == 2
+    assert "measured differently" in proc.stderr and "gain: A 'exponential', B 'linear'" in proc.stderr
+    assert "--accept-mismatch" in proc.stderr and "Traceback" not in proc.stderr
+    accepted = ragmetrics("compare", a, linear, "--accept-mismatch")
+    assert accepted.returncode == 0 and "gain: A 'exponential', B 'linear'" in accepted.stdout
+
+    relabelled = measured_artifact(tmp_path / "a1.json", {"q1": 1.0, "q2": 0.5}, digests={"q1": "aaaa", "q2": "bbbb"})
+    changed = measured_artifact(tmp_path / "b1.json", {"q1": 1.0, "q2": 0.5}, digests={"q1": "aaaa", "q2": "cccc"})
+    proc = ragmetrics("compare", relabelled, changed)
+    assert proc.returncode == 2
+    assert "judgments or text changed for 1 queries between A and B: q2" in proc.stderr
+
+
+def test_trec_runs_map_no_ids_unless_asked_in_evaluate_and_compare(tmp_path: Path) -> None:
+    qrels = tmp_path / "qrels.txt"
+    qrels.write_text("q1 0 d1 1\n")
+    run = tmp_path / "chunks.run"
+    run.write_text("q1 Q0 d1#0 1 3.0 x\nq1 Q0 d2 2 2.0 x\n")  # d1#0 is not the judged document d1
+
+    def both_verbs(*extra: str) -> tuple[float, float]:
+        """mrr@10 of the run by evaluate and by compare, with the same options."""
+        evaluated = ragmetrics("evaluate", "--qrels", qrels, "--run", run, "-m", "mrr@10", *extra)
+        compared = ragmetrics("compare", run, run, "--qrels", qrels, "-m", "mrr@10", "--format", "json", *extra)
+        assert evaluated.returncode == 0 and compared.returncode == 0, evaluated.stderr + compared.stderr
+        mean = next(line for line in evaluated.stdout.splitlines() if line.startswith("| mrr@10"))
+        return float(mean.split("|")[2]), json.loads(compared.stdout)["aggregate"][0]["now"]
+
+    assert both_verbs() == (0.0, 0.0)  # one rule in both verbs: ids as given
+    assert both_verbs("--id-separator", "#") == (1.0, 1.0)
+
+    evaluated = ragmetrics("evaluate", "--qrels", qrels, "--run", run, "-m", "mrr@10")
+    assert "ids: as given (no mapping)" in evaluated.stdout.splitlines()[0]
+    compared = ragmetrics("compare", run, run, "--qrels", qrels, "-m", "mrr@10", "--id-separator", "#")
+    assert "A and B: relevance level 1, exponential gain; ids map to documents before '#'" in compared.stdout
+
+
+def test_trec_compare_shows_gold_from_the_qrels_and_no_empty_question(tmp_path: Path) -> None:
+    qrels = tmp_path / "qrels.txt"
+    qrels.write_text("q1 0 good 2\nq1 0 ok 1\nq1 0 bad 0\n")
+    (tmp_path / "a.run").write_text("q1 Q0 good 1 2.0 x\n")
+    (tmp_path / "b.run").write_text("q1 Q0 other 1 2.0 x\n")
+    proc = ragmetrics("compare", tmp_path / "a.run", tmp_path / "b.run", "--qrels", qrels, "-m", "recall@10")
+    assert proc.returncode == 0, proc.stderr
+    worst = proc.stdout.split("Worst regressed queries", 1)[1]
+    assert "gold:     good (2), ok (1)" in worst
+    assert "  1. q1\n" in worst and "''" not in worst

@@ -10,8 +10,10 @@ With gain=linear every metric must equal trec_eval's to 1e-9 on the same input:
 Runs are random, graded and full of score ties. pytrec_eval gets {doc: score} and orders it
 itself (score descending, then doc id descending); this package gets ranked lists, either sorted
 by that rule here or read back by read_run from a TREC file written with the same scores.
-Queries whose judgments hold nothing at the relevance level are excluded from the comparison:
-this package must list them in ``Evaluation.unscorable`` instead of scoring them.
+Queries whose judgments hold no positive grade are excluded from the comparison: this package
+must list them in ``Evaluation.unscorable`` instead of scoring them 0. Queries whose positive
+grades all lie below the relevance level are compared like the rest: trec_eval scores their
+nDCG from the grades and reports 0 for the level-based measures, and so must ``evaluate``.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from __future__ import annotations
 import io
 import json
 import random
+from math import log2
 from pathlib import Path
 from typing import Mapping
 
@@ -161,9 +164,12 @@ def test_random_graded_runs_match_trec_eval(level: int, seed: int, tmp_path: Pat
     ranked = {qid: trec_order(docs) for qid, docs in run.items()}
     result = evaluate(ranked, qrels, config)
 
-    expected_unscorable = [qid for qid, grades in qrels.items() if not any(g >= level for g in grades.values())]
+    expected_unscorable = [qid for qid, grades in qrels.items() if not any(g > 0 for g in grades.values())]
     assert result.unscorable == expected_unscorable
     assert len(expected_unscorable) >= cases["all_zero"]
+    below = [qid for qid, grades in qrels.items() if 0 < max(grades.values()) < level]
+    assert result.below_level == below
+    assert level == 1 or len(below) >= 5  # the levels above 1 really produced such queries
     scorable = [qid for qid in qrels if qid not in set(expected_unscorable)]
     assert sorted(result.per_query) == sorted(scorable)
     assert len(scorable) > 300
@@ -280,10 +286,11 @@ def test_literal_trec_files_cli_equals_pytrec_eval(level: int, tmp_path: Path, c
     ks = (1, 2, 3, 10)
     theirs = reference(qrels, run, level, ks)
 
-    unscorable = ["q3"] if level == 1 else ["q2", "q3"]  # at level 2, q2 holds only grade-1 documents
-    assert payload["unscorable"] == unscorable
+    assert payload["unscorable"] == ["q3"]  # only grade 0
+    # at level 2, q2 holds only grade-1 documents: scored as trec_eval scores it
+    assert payload["below_level"] == ([] if level == 1 else ["q2"])
     assert payload["missing"] == ["q4"]
-    scored = [q for q in ("q1", "q2", "q6") if q not in unscorable]
+    scored = ["q1", "q2", "q6"]
     assert sorted(payload["per_query"]) == scored
     assert payload["n"] == len(scored)
     for qid in scored:
@@ -302,3 +309,6 @@ def test_literal_trec_files_cli_equals_pytrec_eval(level: int, tmp_path: Path, c
         # q6 all tied at 0: trec order by id descending is y, x, w, v -> y (2) first
         assert payload["per_query"]["q6"]["hit_rate@1"] == 1.0
         assert payload["per_query"]["q6"]["precision@2"] == 1.0
+    else:  # q2 in trec order is a (1), c (0), b (1): its nDCG counts grade 1 although level 2 finds nothing
+        assert payload["per_query"]["q2"]["ndcg@3"] == pytest.approx((1 + 1 / 2) / (1 + 1 / log2(3)), abs=1e-12)
+        assert payload["per_query"]["q2"]["recall@3"] == 0.0 and payload["per_query"]["q2"]["mrr"] == 0.0

@@ -421,9 +421,9 @@ def test_unscorable_queries_are_reported_and_never_scored(tmp_path: Path) -> Non
     assert golden.unscorable(2) == ["only-zero", "only-one"]
     run = {"fine": ["x"], "only-zero": ["x"], "only-one": ["y"]}
     result = evaluate(run, golden.qrels, MeasurementConfig(measures=("recall@5",), relevance_level=2))  # type: ignore[arg-type]
-    assert result.unscorable == ["only-zero", "only-one"]
-    assert list(result.per_query) == ["fine"]
-    assert result.aggregate == {"recall@5": 1.0}
+    assert result.unscorable == ["only-zero"]  # evaluate follows trec_eval: grades below the level still score
+    assert result.below_level == ["only-one"]
+    assert result.per_query == {"fine": {"recall@5": 1.0}, "only-one": {"recall@5": 0.0}}
 
 
 def golden_from(tmp_path: Path, text: str, name: str) -> GoldenSet:
