@@ -12,6 +12,9 @@ Policies:
   floors (``_min``) apply to the mean over every scored query of the run.
 - A query regressed when any metric fell by more than its query tolerance
   (defaults: no drop allowed for recall@k, other metrics not gated per query).
+- When an aggregate gate fails, the queries that fell in its metric without
+  crossing a per-query tolerance are kept too ("moved"), so a failed nDCG gate
+  after a reranker bug still names the queries behind it.
 """
 
 from __future__ import annotations
@@ -184,10 +187,21 @@ class Verdict:
     fail_on_regression: bool
     strata_stats: dict[str, dict[str, DeltaStats]] = field(default_factory=dict)
     parent_level: ParentLevel | None = None
+    #: queries within their per-query tolerances that fell in a metric whose aggregate
+    #: gate failed, largest drop in those metrics first (the regressed ones are in ``regressions``)
+    moved: list[Regression] = field(default_factory=list)
+    #: the metrics whose aggregate gate failed (fell too far or under the floor) and
+    #: in which a query of ``moved`` fell
+    moved_metrics: list[str] = field(default_factory=list)
 
     @property
     def failed_gates(self) -> list[Gate]:
         return [g for g in self.gates if not g.passed]
+
+    def movers(self, metric: str) -> list[tuple[Regression, Drop]]:
+        """Every listed query that fell in ``metric``, regressed or moved, largest drop first."""
+        found = [(r, d) for r in [*self.regressions, *self.moved] for d in r.drops if d.metric == metric]
+        return sorted(found, key=lambda p: (p[1].delta, p[0].qid))
 
     @property
     def passed(self) -> bool:
@@ -210,6 +224,8 @@ class Verdict:
                 for tag, (n, now, base) in self.strata.items()
             },
             "regressed": [r.to_dict() for r in self.regressions],
+            "moved": [r.to_dict() for r in self.moved],
+            "moved_metrics": self.moved_metrics,
             "gates": [asdict(g) for g in self.gates],
             "new": self.new,
             "removed": self.removed,
@@ -289,22 +305,25 @@ def build_verdict(
         if baseline is not None and tagged_common:
             strata_stats[tag] = {m: st for m in metrics if (st := paired(tagged_common, m)) is not None}
 
-    regressions = []
+    def gold_of(qid: str) -> list[tuple[str, int]]:
+        return sorted(((d, g) for d, g in golden[qid].judgments.items() if g >= relevance_level),
+                      key=lambda p: (-p[1], p[0]))
+
+    failing = [r.metric for r in aggregate if r.dropped_too_far or r.under_floor]
+    regressions, moved = [], []
     for qid in common:
         record = records[qid]
         drops = query_drops(None if record.status == "error" else record.metrics, baseline.metrics_of(qid), thresholds)  # type: ignore[union-attr]
-        if any(d.exceeded for d in drops) or record.status == "error":
-            query = golden[qid]
-            gold = sorted(((d, g) for d, g in query.judgments.items() if g >= relevance_level),
-                          key=lambda p: (-p[1], p[0]))
-            regressions.append(Regression(qid, query.text, drops, gold, record.ranking, record.explains, record.error))
+        regressed = any(d.exceeded for d in drops) or record.status == "error"
+        if regressed or any(d.metric in failing for d in drops):
+            entry = Regression(qid, golden[qid].text, drops, gold_of(qid), record.ranking, record.explains,
+                               record.error)
+            (regressions if regressed else moved).append(entry)
     for qid in errored:
         if qid not in base_q:  # a new query that errored is still a failure to report
-            query = golden[qid]
-            gold = sorted(((d, g) for d, g in query.judgments.items() if g >= relevance_level),
-                          key=lambda p: (-p[1], p[0]))
-            regressions.append(Regression(qid, query.text, [], gold, [], [], records[qid].error))
+            regressions.append(Regression(qid, golden[qid].text, [], gold_of(qid), [], [], records[qid].error))
     regressions.sort(key=lambda r: (r.error is None, -r.severity, -sum(-d.delta for d in r.drops), r.qid))
+    moved.sort(key=lambda r: (min(d.delta for d in r.drops if d.metric in failing), r.qid))
 
     gates = evaluate_gates(aggregate, regressions, thresholds, baseline is not None)
     return Verdict(
@@ -313,6 +332,7 @@ def build_verdict(
         errored=errored, unscorable=unscorable, short=short, has_baseline=baseline is not None,
         fail_on_regression=thresholds.fail_on_regression, strata_stats=strata_stats,
         parent_level=summarize_parents([(q, lv) for q in counted if (lv := records[q].parent_level) is not None]),
+        moved=moved, moved_metrics=[m for m in failing if any(d.metric == m for r in moved for d in r.drops)],
     )
 
 
@@ -339,7 +359,7 @@ def evaluate_gates(
             continue
         problems = []
         if row.dropped_too_far:
-            problems.append(f"{row.metric} fell {row.delta:+.4f} against the baseline "
+            problems.append(f"{row.metric} fell {-row.delta:.4f} against the baseline "
                             f"({row.baseline:.4f} -> {row.now_common:.4f}); allowed drop {row.tolerance:g}")
         if row.under_floor:
             problems.append(f"{row.metric} = {row.now:.4f} is under its floor {row.minimum:g}")
@@ -352,7 +372,8 @@ def evaluate_gates(
     if thresholds.max_regressed_queries is not None:
         count, limit = len(regressions), thresholds.max_regressed_queries
         gates.append(Gate("regressed-queries", count <= limit,
-                          f"{count} queries regressed (errors included); at most {limit} allowed"))
+                          f"{count} {'query' if count == 1 else 'queries'} regressed (errors included); "
+                          f"at most {limit} allowed"))
     return gates
 
 

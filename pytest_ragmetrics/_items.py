@@ -8,12 +8,12 @@ from typing import Any, Sequence
 import pytest
 
 from ._errors import RagMetricsError
-from ._gate import Drop, Gate, QueryRecord
+from ._gate import Drop, Gate, QueryRecord, query_drops
 from ._golden import Query
-from ._report_text import drops_text, regressions_text, verdict_text
+from ._report_text import gate_line, regressions_text
 from ._session import RECORD_KEY, RagSession
 
-__all__ = ["GoldenFile", "QueryItem", "GateItem", "RAG_SESSION", "gate_report_text"]
+__all__ = ["GoldenFile", "QueryItem", "GateItem", "RAG_SESSION", "gate_report_text", "junit_properties"]
 
 RAG_SESSION = pytest.StashKey[RagSession]()
 
@@ -137,9 +137,23 @@ def _xdist_queue(config: pytest.Config) -> list[int] | None:
     return None
 
 
+def junit_properties(rag: RagSession, record: QueryRecord) -> list[tuple[str, object]]:
+    """Flat properties for a query's JUnit XML test case: its baseline values and its verdict
+    (``regressed``, ``ok``, ``new``, ``error`` or ``unscorable``); its metrics are already there."""
+    if record.status != "scored":
+        return [("verdict", record.status)]
+    baseline = None if rag.baseline is None or rag.options.update_baseline else rag.baseline
+    if baseline is None or record.qid not in baseline.per_query:
+        return [("verdict", "new")]
+    before = baseline.metrics_of(record.qid)
+    exceeded = any(d.exceeded for d in query_drops(record.metrics, before, rag.thresholds))
+    return [*((f"baseline.{m}", round(v, 6)) for m, v in before.items()),
+            ("verdict", "regressed" if exceeded else "ok")]
+
+
 def gate_report_text(rag: RagSession, gate: Gate) -> str:
-    """A failed gate's report: why, then the whole verdict with the worst-N list."""
-    return f"gate {gate.name}: {gate.message}\n\n" + verdict_text(rag.verdict(), rag.worst_n)
+    """A failed gate's one line: why, and the queries behind it (the full verdict is the summary's)."""
+    return gate_line(rag.verdict(), gate)
 
 
 class GateItem(pytest.Item):

@@ -13,6 +13,8 @@ from __future__ import annotations
 from html import escape
 from typing import Any, Mapping, Sequence
 
+from ._tables import counted
+
 __all__ = ["render_html"]
 
 _CSS = """
@@ -98,6 +100,33 @@ def _strata_chart(strata: Mapping[str, Any], metric: str) -> str:
     return "".join(parts)
 
 
+_QUERY_HEADERS = ["#", "query", "question", "fell", "gold", "returned instead"]
+
+
+def _query_rows(entries: Sequence[Mapping[str, Any]]) -> list[list[str]]:
+    """Rows of a query list (regressed or moved) from the artifact's verdict entries."""
+    rows = []
+    for i, r in enumerate(entries, start=1):
+        golds = {g[0] for g in r.get("gold", [])}
+        drops = "<br>".join(
+            f"{escape(d['metric'])} {d['baseline']:.4f} → {d['now']:.4f} ({d['delta']:+.4f})"
+            + ("" if d.get("exceeded") else " <span class=note>"
+               + ("not gated" if d.get("tolerance") is None else "within tolerance") + "</span>")
+            for d in r.get("drops", []))
+        returned = "".join(
+            f"<li{' class=gold' if doc in golds else ''}>{escape(doc)}"
+            + (f" <span class=note>{escape(str(why))}</span>" if why else "") + "</li>"
+            for doc, why in zip(r.get("returned", [])[:5], (r.get("explains") or []) + [None] * 5))
+        rows.append([
+            f'<td class="num">{i}</td>', f"<td><code>{escape(r['qid'])}</code></td>",
+            f"<td>{escape(r['question'])}</td>",
+            f"<td>{drops or escape(r.get('error') or '')}</td>",
+            f"<td>{', '.join(f'{escape(d)} ({int(g)})' for d, g in r.get('gold', []))}</td>",
+            f"<td><ol class=returned>{returned}</ol></td>",
+        ])
+    return rows
+
+
 def render_html(artifact: Mapping[str, Any], metric: str | None = None, title: str = "Retrieval evaluation") -> str:
     """The whole page for one run artifact; ``metric`` picks the charted metric."""
     meta = artifact.get("_meta", {})
@@ -130,7 +159,8 @@ def render_html(artifact: Mapping[str, Any], metric: str | None = None, title: s
         ])
     aggregate = _table(["metric", "baseline", "now", "delta", "95% CI", "p", "detectable", "allowed drop", "floor"],
                        agg_rows)
-    note = (f"n = {n} queries: one query moves a mean by up to 1/n = {1 / n:.4f}; a smaller difference "
+    note = (f"n = {counted(n, 'query', 'queries')}: one query moves a mean by up to 1/n = {1 / n:.4f}; "
+            "a smaller difference "
             "is a single question, not evidence." if n else "n = 0: nothing was compared.")
 
     deltas = []
@@ -158,26 +188,17 @@ def render_html(artifact: Mapping[str, Any], metric: str | None = None, title: s
         strata_rows.append(row)
     strata_table = _table(["tag", "n"] + [h for m in metrics for h in (m, "Δ")], strata_rows) if strata_rows else ""
 
-    worst_rows = []
-    for i, r in enumerate(comparison.get("regressed", [])[: int(meta.get("worst_n", 0) or 25)], start=1):
-        golds = {g[0] for g in r.get("gold", [])}
-        drops = "<br>".join(
-            f"{escape(d['metric'])} {d['baseline']:.4f} → {d['now']:.4f} ({d['delta']:+.4f})"
-            + ("" if d.get("exceeded") else " <span class=note>"
-               + ("not gated" if d.get("tolerance") is None else "within tolerance") + "</span>")
-            for d in r.get("drops", []))
-        returned = "".join(
-            f"<li{' class=gold' if doc in golds else ''}>{escape(doc)}"
-            + (f" <span class=note>{escape(str(why))}</span>" if why else "") + "</li>"
-            for doc, why in zip(r.get("returned", [])[:5], (r.get("explains") or []) + [None] * 5))
-        worst_rows.append([
-            f'<td class="num">{i}</td>', f"<td><code>{escape(r['qid'])}</code></td>", f"<td>{escape(r['question'])}</td>",
-            f"<td>{drops or escape(r.get('error') or '')}</td>",
-            f"<td>{', '.join(f'{escape(d)} ({int(g)})' for d, g in r.get('gold', []))}</td>",
-            f"<td><ol class=returned>{returned}</ol></td>",
-        ])
-    worst = (_table(["#", "query", "question", "fell", "gold", "returned instead"], worst_rows)
-             if worst_rows else "<p>No query regressed.</p>")
+    limit = int(meta.get("worst_n", 0) or 25)
+    worst_rows = _query_rows(comparison.get("regressed", [])[:limit])
+    worst = (_table(_QUERY_HEADERS, worst_rows) if worst_rows else "<p>No query regressed.</p>")
+    moved_entries = comparison.get("moved") or []
+    if moved_entries:
+        if not worst_rows:
+            worst = "<p>No query regressed beyond its per-query tolerance.</p>"
+        worst += (f"<h2>Queries that moved {escape(', '.join(comparison.get('moved_metrics') or []))} most</h2>"
+                  f"<p class=note>Within their per-query tolerance, largest drop first "
+                  f"({min(limit, len(moved_entries))} of {len(moved_entries)}).</p>"
+                  + _table(_QUERY_HEADERS, _query_rows(moved_entries[:limit])))
 
     parents = ""
     parent_level = comparison.get("parent_level")
@@ -190,13 +211,15 @@ def render_html(artifact: Mapping[str, Any], metric: str | None = None, title: s
                 f'<td class="num">{_num(row.get("parent"))}</td>', f'<td class="num">{len(missed)}</td>',
                 f"<td>{escape(', '.join(missed[:10]) + (' …' if len(missed) > 10 else ''))}</td>",
             ])
-        parents = (f"<h2>Parent-chunk hit rate</h2><p class=note>{int(parent_level.get('n', 0))} scored queries "
+        scored = counted(int(parent_level.get('n', 0)), 'scored query', 'scored queries')
+        parents = (f"<h2>Parent-chunk hit rate</h2><p class=note>{scored} "
                    "returned parent ids; the parent is what the generator receives.</p>"
                    + _table(["metric", "chunk level", "parent level", "chunk hit, parent missed", "queries"],
                             parent_rows))
 
     golden = meta.get("golden", {})
-    head = (f"golden set <code>{escape(str(golden.get('source', '?')))}</code> ({int(golden.get('n_queries', 0))} queries, "
+    head = (f"golden set <code>{escape(str(golden.get('source', '?')))}</code> "
+            f"({counted(int(golden.get('n_queries', 0)), 'query', 'queries')}, "
             f"subset {escape(str(meta.get('subset', 'full')))}) · metrics {escape(' '.join(metrics))} · "
             f"k {escape(str(meta.get('k', '?')))} · version {escape(str(meta.get('package_version', '?')))} · "
             f"commit {escape(str(meta.get('git_commit') or '—'))[:12]} · {escape(str(meta.get('created', '')))}")
@@ -208,7 +231,7 @@ def render_html(artifact: Mapping[str, Any], metric: str | None = None, title: s
         f"<div class='banner {cls}'>{escape(banner)}</div>"
         f"<h2>Aggregate</h2>{aggregate}<p class=note>{escape(note)}</p>"
         f"<h2>Per-query change in {escape(metric)}</h2>{_delta_chart(deltas, metric)}"
-        f"<p class=note>{len(deltas)} queries, sorted by change; hover a bar for its query.</p>"
+        f"<p class=note>{counted(len(deltas), 'query', 'queries')}, sorted by change; hover a bar for its query.</p>"
         f"<h2>Per tag</h2><p class=note>{escape(metric)}: grey bar baseline, blue bar now.</p>"
         f"{_strata_chart(strata, metric)}{strata_table}{parents}"
         f"<h2>Worst regressed queries</h2>{worst}"

@@ -6,8 +6,10 @@ the worst-N list becomes a table whose cells are escaped by ``markdown_table``.
 
 from __future__ import annotations
 
-from ._gate import Verdict
-from ._report_text import aggregate_table, parent_table, strata_table
+from typing import Callable, Sequence
+
+from ._gate import Drop, Regression, Verdict
+from ._report_text import aggregate_table, moved_heading, parent_table, strata_table
 from ._tables import markdown_table
 
 __all__ = ["verdict_markdown"]
@@ -34,15 +36,29 @@ def verdict_markdown(v: Verdict, worst_n: int, title: str = "Retrieval gate") ->
         intro, _, table = parents.partition("\n")
         parts.append(intro + "\n\n" + table)
     if v.has_baseline:
-        rows = []
-        for i, r in enumerate(v.regressions[:worst_n], start=1):
-            fell = "; ".join(f"{d.metric} {d.before:.4f} → {d.after:.4f}" for d in r.drops if d.exceeded)
-            rows.append([i, r.qid, r.question, r.error or fell or "—",
-                         ", ".join(f"{d} ({g})" for d, g in r.gold),
-                         ", ".join(r.returned[:5]) or "nothing"])
+        rows = _query_rows(v.regressions[:worst_n], lambda d: d.exceeded)
         if rows:
             parts.append(f"### Worst regressed queries ({len(rows)} of {len(v.regressions)})\n\n"
-                         + markdown_table(["#", "query", "question", "fell", "gold", "returned instead"], rows))
+                         + markdown_table(_HEADERS, rows))
+        elif v.moved:
+            parts.append("No query regressed beyond its per-query tolerance.")
         else:
             parts.append("No query regressed.")
+        if v.moved:
+            moved = _query_rows(v.moved[:worst_n], lambda d: d.metric in v.moved_metrics)
+            parts.append(f"### {moved_heading(v, len(moved))}\n\n" + markdown_table(_HEADERS, moved))
     return "\n\n".join(parts) + "\n"
+
+
+_HEADERS = ["#", "query", "question", "fell", "gold", "returned instead"]
+
+
+def _query_rows(entries: Sequence[Regression], shown: Callable[[Drop], bool]) -> list[list[object]]:
+    """One row per listed query; ``shown`` picks the drops the "fell" cell names."""
+    rows: list[list[object]] = []
+    for i, r in enumerate(entries, start=1):
+        fell = "; ".join(f"{d.metric} {d.before:.4f} → {d.after:.4f}" for d in r.drops if shown(d))
+        rows.append([i, r.qid, r.question, r.error or fell or "—",
+                     ", ".join(f"{d} ({g})" for d, g in r.gold),
+                     ", ".join(r.returned[:5]) or "nothing"])
+    return rows

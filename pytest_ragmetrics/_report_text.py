@@ -8,18 +8,27 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from ._gate import Drop, Regression, Verdict
-from ._tables import markdown_table, sample_size_note
+from ._gate import EPS, Drop, Gate, Regression, Verdict
+from ._tables import counted, markdown_table, sample_size_note
 
-__all__ = ["aggregate_table", "strata_table", "parent_table", "regressions_text", "drops_text", "verdict_text"]
+__all__ = ["aggregate_table", "strata_table", "parent_table", "regressions_text", "moved_heading", "moved_text",
+           "drops_text", "gate_line", "signed_delta", "verdict_text"]
+
+
+def signed_delta(value: float) -> str:
+    """A change with its sign: ``±0`` for none (not ``-0.0000``), more digits for a tiny one."""
+    if abs(value) < EPS:  # rounding noise from the stored baseline, not a change
+        return "±0"
+    text = f"{value:+.4f}"
+    return text if float(text) != 0 else f"{value:+.1e}"
 
 
 def _delta(value: float | None, n: int) -> str:
     if value is None:
         return "—"
-    if abs(value) < 1e-9:  # rounding noise from the stored baseline, not a change
-        return "±0"
-    text = f"{value:+.4f}"
+    text = signed_delta(value)
+    if text == "±0":
+        return text
     if n and value != 0 and abs(value) < 1 / n - 1e-12:
         text += " (<1/n)"
     return text
@@ -58,7 +67,7 @@ def aggregate_table(v: Verdict) -> str:
                      "per-query deltas): " + ", ".join(f"{m} {d:.4f}" for m, d in detectable))
     if v.new:
         now_all = ", ".join(f"{r.metric} {r.now:.4f}" for r in v.aggregate if r.now is not None)
-        lines.append(f"{len(v.new)} new queries not in the baseline (scored, not compared): "
+        lines.append(f"{counted(len(v.new), 'new query', 'new queries')} not in the baseline (scored, not compared): "
                      f"{', '.join(v.new[:10])}{' …' if len(v.new) > 10 else ''}; with them: {now_all}")
     return "\n".join(lines)
 
@@ -97,8 +106,8 @@ def parent_table(v: Verdict) -> str:
                      ", ".join(missed[:5]) + (" …" if len(missed) > 5 else "") or "—"])
     table = markdown_table(["metric", "chunk level", "parent level", "parent − chunk",
                             "chunk hit, parent missed", "e.g."], rows)
-    return (f"Parent-chunk hit rate ({pl.n} scored queries returned parent ids; the parent is what the "
-            f"generator receives):\n" + table)
+    return (f"Parent-chunk hit rate ({counted(pl.n, 'scored query', 'scored queries')} returned parent ids; "
+            f"the parent is what the generator receives):\n" + table)
 
 
 def drops_text(drops: Sequence[Drop], indent: str = "") -> str:
@@ -116,12 +125,10 @@ def drops_text(drops: Sequence[Drop], indent: str = "") -> str:
     return "\n".join(lines)
 
 
-def regressions_text(regressions: Sequence[Regression], limit: int, shown_returned: int = 5) -> str:
-    if not regressions:
-        return "No query regressed."
-    shown = regressions[:limit]
-    lines = [f"Worst regressed queries ({len(shown)} of {len(regressions)}, largest drop first):"]
-    for i, r in enumerate(shown, start=1):
+def _entries_text(entries: Sequence[Regression], limit: int, shown_returned: int) -> list[str]:
+    """Numbered entries (question, drops, gold, what came back) and a "… and N more" line."""
+    lines = []
+    for i, r in enumerate(entries[:limit], start=1):
         lines.append(f"{i:>3}. {r.qid}" + (f"  {r.question!r}" if r.question else ""))  # TREC qrels have no text
         if r.error:
             lines.append(f"       ERROR: {r.error}")
@@ -138,10 +145,52 @@ def regressions_text(regressions: Sequence[Regression], limit: int, shown_return
                 lines.append(f"       {head}{rank}.{mark}{doc}" + (f"  [{why}]" if why else ""))
         elif not r.error:
             lines.append("       returned: nothing")
-    if len(regressions) > limit:
-        rest = ", ".join(r.qid for r in regressions[limit:limit + 20])
-        lines.append(f"     … and {len(regressions) - limit} more: {rest}{' …' if len(regressions) > limit + 20 else ''}")
-    return "\n".join(lines)
+    if len(entries) > limit:
+        rest = ", ".join(r.qid for r in entries[limit:limit + 20])
+        lines.append(f"     … and {len(entries) - limit} more: {rest}{' …' if len(entries) > limit + 20 else ''}")
+    return lines
+
+
+def regressions_text(regressions: Sequence[Regression], limit: int, shown_returned: int = 5) -> str:
+    if not regressions:
+        return "No query regressed."
+    shown = regressions[:limit]
+    return "\n".join([f"Worst regressed queries ({len(shown)} of {len(regressions)}, largest drop first):",
+                      *_entries_text(regressions, limit, shown_returned)])
+
+
+def moved_heading(v: Verdict, shown: int) -> str:
+    """The title of the "moved" list, shared by the text and Markdown reports."""
+    return (f"Queries that moved {', '.join(v.moved_metrics)} most, within their per-query tolerance "
+            f"({shown} of {len(v.moved)}, largest drop first)")
+
+
+def moved_text(v: Verdict, limit: int, shown_returned: int = 5) -> str:
+    """Queries behind a failed aggregate gate that no per-query tolerance flagged ("" if none).
+
+    Without this list a gate on a metric that is not gated per query (nDCG, MRR)
+    could fail with no query named at all.
+    """
+    if not v.moved:
+        return ""
+    return "\n".join([moved_heading(v, len(v.moved[:limit])) + ":", *_entries_text(v.moved, limit, shown_returned)])
+
+
+def gate_line(v: Verdict, gate: Gate, named: int = 3) -> str:
+    """A failed gate in one line, with the queries behind it.
+
+    A failing gate item prints this, not the whole report: the report is printed
+    once, in the terminal summary, however many gates fail.
+    """
+    if gate.name == "regressed-queries":
+        names = [r.qid for r in v.regressions]
+    else:
+        names = [f"{r.qid} ({d.delta:+.4f}{', beyond tolerance' if d.exceeded else ''})"
+                 for r, d in v.movers(gate.name)]
+    line = f"gate {gate.name}: {gate.message}"
+    if names:
+        line += f"; most: {', '.join(names[:named])}{' …' if len(names) > named else ''}"
+    return line + " (full report in the ragmetrics summary)"
 
 
 def verdict_text(v: Verdict, worst_n: int) -> str:
@@ -164,16 +213,25 @@ def verdict_text(v: Verdict, worst_n: int) -> str:
         parts.append(parents)
     notes = []
     if v.unscorable:
-        notes.append(f"{len(v.unscorable)} queries have no relevant document and were not scored: "
+        notes.append(f"{counted(len(v.unscorable), 'query has', 'queries have')} no relevant document and "
+                     f"{'was' if len(v.unscorable) == 1 else 'were'} not scored: "
                      f"{', '.join(v.unscorable[:10])}")
     if v.short:
-        notes.append(f"{len(v.short)} queries came back with fewer documents than the deepest cutoff "
+        notes.append(f"{counted(len(v.short), 'query', 'queries')} came back with fewer documents than the "
+                     "deepest cutoff "
                      f"(after mapping chunks to documents and dedup): "
                      + ", ".join(f"{q} ({n})" for q, n in list(v.short.items())[:10]))
     if v.removed:
-        notes.append(f"{len(v.removed)} baseline queries are gone from the golden set: {', '.join(v.removed[:10])}")
+        notes.append(f"{counted(len(v.removed), 'baseline query is', 'baseline queries are')} gone from the golden "
+                     f"set: {', '.join(v.removed[:10])}")
     if notes:
         parts.append("\n".join(notes))
     if v.has_baseline:
-        parts.append(regressions_text(v.regressions, worst_n))
+        if v.regressions or not v.moved:
+            parts.append(regressions_text(v.regressions, worst_n))
+        else:
+            parts.append("No query regressed beyond its per-query tolerance.")
+        moved = moved_text(v, worst_n)
+        if moved:
+            parts.append(moved)
     return "\n\n".join(parts)

@@ -38,6 +38,7 @@ from ._metrics import ideal_grades
 from ._parents import score_parents
 from ._results import normalize_results
 from ._subset import select_smoke
+from ._tables import counted
 
 __all__ = ["RagOptions", "RagSession", "RECORD_KEY", "RetrievalTimeout", "call_with_deadline"]
 
@@ -218,12 +219,16 @@ class RagSession:
         self.thresholds: Thresholds = load_thresholds(options.thresholds, self.config)
         self.worst_n = options.worst if options.worst is not None else self.thresholds.worst_n
         self.baseline: Baseline | None = None
+        #: why an existing baseline could not be read when --rag-update-baseline replaces it
+        self.unreadable_baseline: str | None = None
         self.mismatch: list[str] = []
         if options.update_baseline:
             try:
                 self.baseline = load_baseline(options.baseline)
-            except BaselineError:
+            except BaselineError as exc:
                 self.baseline = None  # a broken or missing one is about to be replaced
+                if options.baseline.exists():
+                    self.unreadable_baseline = str(exc)
         elif options.baseline.exists():
             self.baseline = load_baseline(options.baseline)
             self._check_baseline(self.baseline)
@@ -251,7 +256,8 @@ class RagSession:
             and baseline.per_query[q.qid].get("_judgments") not in (None, q.judgments_digest())
         ]
         if changed:
-            problems.append(f"judgments or text changed for {len(changed)} queries since the baseline: "
+            problems.append(f"judgments or text changed for {counted(len(changed), 'query', 'queries')} "
+                            "since the baseline: "
                             f"{', '.join(changed[:10])}{' …' if len(changed) > 10 else ''}")
         if baseline.per_query and not any(q.qid in baseline.per_query for q in self.full_golden):
             golden = baseline.meta.get("golden")
@@ -403,13 +409,14 @@ class RagSession:
         missing = [q.qid for q in self.full_golden if q.qid not in self.records]
         if missing:
             raise BaselineError(
-                f"not writing {self.options.baseline}: {len(missing)} golden queries did not run "
+                f"not writing {self.options.baseline}: "
+                f"{counted(len(missing), 'golden query', 'golden queries')} did not run "
                 f"(e.g. {', '.join(missing[:5])}); update the baseline from a full, unfiltered run"
             )
         errored = [qid for qid, r in self.records.items() if r.status == "error"]
         if errored:
             raise BaselineError(
-                f"not writing {self.options.baseline}: {len(errored)} queries errored "
+                f"not writing {self.options.baseline}: {counted(len(errored), 'query', 'queries')} errored "
                 f"({', '.join(errored[:5])}); fix the retriever first"
             )
         scored = {q.qid: self.records[q.qid] for q in self.full_golden if self.records[q.qid].status == "scored"}
@@ -424,7 +431,7 @@ class RagSession:
         }
         aggregate = mean_metrics((r.metrics or {} for r in scored.values()), self.metrics)
         new = Baseline(self.meta(), aggregate, per_query, str(self.options.baseline))
-        change = describe_change(self.baseline, new, self.metrics)
+        change = describe_change(self.baseline, new, self.metrics, self.unreadable_baseline)
         write_baseline(self.options.baseline, new)
         self.baseline_written = change
         return change
@@ -518,34 +525,50 @@ def _explains_per_document(returned: Any, docs: list[str], separator: str | None
     return [first.get(d) for d in docs]
 
 
-def describe_change(old: Baseline | None, new: Baseline, metrics: Sequence[str]) -> str:
-    """What a baseline refresh changes, for the terminal and the pull request."""
-    lines = [f"Baseline written: {new.path} ({len(new.per_query)} queries)."]
+def describe_change(old: Baseline | None, new: Baseline, metrics: Sequence[str],
+                    unreadable: str | None = None) -> str:
+    """What a baseline refresh changes, for the terminal and the pull request.
+
+    ``unreadable`` is why the previous file could not be read, when there was one:
+    it was replaced, and saying "no previous baseline" would hide that.
+    """
+    from ._report_text import signed_delta
+
+    lines = [f"Baseline written: {new.path} ({counted(len(new.per_query), 'query', 'queries')})."]
     if old is None:
-        lines.append("No previous baseline.")
+        lines.append(f"The previous file could not be read and was replaced, so nothing was compared: {unreadable}"
+                     if unreadable else "No previous baseline.")
         return "\n".join(lines)
     added = sorted(set(new.per_query) - set(old.per_query))
     removed = sorted(set(old.per_query) - set(new.per_query))
     if added:
-        lines.append(f"Queries added: {len(added)} ({', '.join(added[:10])}{' …' if len(added) > 10 else ''})")
+        lines.append(f"Queries added: {len(added)} ({_some(added, 10)})")
     if removed:
-        lines.append(f"Queries removed: {len(removed)} ({', '.join(removed[:10])}{' …' if len(removed) > 10 else ''})")
+        lines.append(f"Queries removed: {len(removed)} ({_some(removed, 10)})")
+    both = sorted(set(new.per_query) & set(old.per_query))
     for m in metrics:
         before, after = old.aggregate.get(m), new.aggregate.get(m)
-        ups = downs = 0
-        for qid in set(new.per_query) & set(old.per_query):
+        ups, downs = [], []
+        for qid in both:
             a, b = old.per_query[qid].get(m), new.per_query[qid].get(m)
             if a is None or b is None:
                 continue
             if b > a + 1e-9:
-                ups += 1
+                ups.append(qid)
             elif b < a - 1e-9:
-                downs += 1
+                downs.append(qid)
         if after is None:
             lines.append(f"  {m}: no scored query")
         elif before is None:
             lines.append(f"  {m}: {after:.4f} (new metric)")
         else:
-            lines.append(f"  {m}: {before:.4f} -> {after:.4f} ({after - before:+.4f}); "
-                         f"queries up {ups}, down {downs}")
+            moved = [f"{word} {len(q)}" + (f" ({_some(q, 3)})" if q else "")
+                     for word, q in (("up", ups), ("down", downs))]
+            lines.append(f"  {m}: {before:.4f} -> {after:.4f} ({signed_delta(after - before)}); "
+                         f"queries {', '.join(moved)}")
     return "\n".join(lines)
+
+
+def _some(qids: Sequence[str], shown: int) -> str:
+    """The first ``shown`` ids, then "…" if there are more."""
+    return ", ".join(qids[:shown]) + (" …" if len(qids) > shown else "")

@@ -5,12 +5,17 @@ from __future__ import annotations
 import re
 from typing import Sequence
 
-__all__ = ["markdown_table", "sample_size_note", "fmt", "escape_cell"]
+__all__ = ["markdown_table", "sample_size_note", "fmt", "escape_cell", "counted"]
 
 _LINE_BREAKS = re.compile(r"[\t\r\n\v\f\x1c-\x1e\x85\u2028\u2029]+")
 _CONTROL = re.compile(r"[\x00-\x08\x0e-\x1b\x1f\x7f]")
 _ESCAPED_BACKSLASH = re.compile(r"\\(?=[!-/:-@\[-`{-~])")  # a backslash that would escape punctuation
 _TAG_START = re.compile(r"<(?=[A-Za-z/!?])")  # where raw HTML, a comment or an autolink could begin
+
+
+def counted(n: int, singular: str, plural: str | None = None) -> str:
+    """``1 query``, ``2 queries``: a count with its noun in the right number."""
+    return f"{n} {singular if n == 1 else (plural or singular + 's')}"
 
 
 def fmt(value: object, digits: int = 4) -> str:
@@ -60,6 +65,6 @@ def sample_size_note(n: int) -> str:
     if n <= 0:
         return "n = 0: no query was scored, so these numbers say nothing."
     return (
-        f"n = {n} queries: one query moves a mean by up to 1/n = {1 / n:.4f}; "
+        f"n = {counted(n, 'query', 'queries')}: one query moves a mean by up to 1/n = {1 / n:.4f}; "
         f"a difference smaller than that is a single question, not evidence."
     )

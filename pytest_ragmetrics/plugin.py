@@ -164,23 +164,34 @@ class _Controller:
         self.rag = config.stash[RAG_SESSION]
         self.prefix = None  # node id of the golden file, learnt from the first report
 
+    @pytest.hookimpl(tryfirst=True)  # before junitxml and other report writers see the record
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         from ._gate import QueryRecord
+        from ._items import junit_properties
         from ._session import RECORD_KEY
 
-        for key, value in report.user_properties:
-            if key == RECORD_KEY:
-                self.rag.add_record(value)
-                if self.prefix is None and report.nodeid.endswith("::" + value["qid"]):
-                    self.prefix = report.nodeid[: -len(value["qid"]) - 2]
-                return
-        if report.failed and report.when == "setup" and "::gate::" not in report.nodeid:
+        records = [value for key, value in report.user_properties if key == RECORD_KEY]
+        if records:
+            # The record has reached the process that judges; what stays on the report is
+            # flat name=value properties (JUnit XML shows them as they are).
+            report.user_properties = [p for p in report.user_properties if p[0] != RECORD_KEY]
+            value = records[0]
+            self.rag.add_record(value)
+            if self.prefix is None and report.nodeid.endswith("::" + value["qid"]):
+                self.prefix = report.nodeid[: -len(value["qid"]) - 2]
+        elif report.failed and report.when == "setup" and "::gate::" not in report.nodeid:
             qid = report.nodeid.rsplit("::", 1)[-1]
             if qid in self.rag.golden and qid not in self.rag.records:
                 message = report.longreprtext.strip().splitlines()
                 crash = getattr(report.longrepr, "reprcrash", None)  # "OSError: index not built", not "file:line: OSError"
                 text = crash.message if crash is not None else (message[-1] if message else "?")
                 self.rag.records[qid] = QueryRecord(qid, "error", error=f"setup failed: {text}")
+        if report.when == "teardown" and "::gate::" not in report.nodeid:
+            qid = records[0]["qid"] if records else report.nodeid.rsplit("::", 1)[-1]
+            record = self.rag.records.get(qid)
+            if record is not None and (self.prefix is None or report.nodeid == f"{self.prefix}::{qid}"):
+                # junitxml takes a test case's properties from its teardown report
+                report.user_properties.extend(junit_properties(self.rag, record))
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:

@@ -105,8 +105,8 @@ def test_second_update_says_what_changed(baselined: RagProject) -> None:
     assert "Queries added: 1 (q-007)" in summary
     assert "Queries removed: 1 (q-006)" in summary
     # recall: baseline mean 1.0 over 6; now (1 + .5 + 1 + 1 + 1 + 1) / 6
-    assert f"recall@10: 1.0000 -> {5.5 / 6:.4f} ({5.5 / 6 - 1:+.4f}); queries up 0, down 1" in summary
-    assert "hit_rate@10: 1.0000 -> 1.0000 (+0.0000); queries up 0, down 0" in summary
+    assert f"recall@10: 1.0000 -> {5.5 / 6:.4f} ({5.5 / 6 - 1:+.4f}); queries up 0, down 1 (q-002)" in summary
+    assert "hit_rate@10: 1.0000 -> 1.0000 (±0); queries up 0, down 0" in summary
     data = baselined.baseline()
     assert sorted(data["per_query"]) == ["q-001", "q-002", "q-003", "q-004", "q-005", "q-007"]
     assert data["per_query"]["q-002"]["recall@10"] == 0.5
@@ -120,7 +120,7 @@ def test_update_reports_metrics_going_up(project: RagProject) -> None:
     project.make_baseline()
     project.restore()
     result = project.run("--rag-update-baseline")
-    assert "recall@10: 0.9167 -> 1.0000 (+0.0833); queries up 1, down 0" in rag_summary(result)
+    assert "recall@10: 0.9167 -> 1.0000 (+0.0833); queries up 1 (q-004), down 0" in rag_summary(result)
 
 
 def test_baseline_is_never_written_without_the_flag(baselined: RagProject) -> None:
@@ -150,7 +150,7 @@ def test_update_refused_when_k_deselects_queries(baselined: RagProject) -> None:
     result = baselined.run("--rag-update-baseline", "-k", "not q-001")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     summary = rag_summary(result)
-    assert "not writing" in summary and "1 golden queries did not run (e.g. q-001)" in summary
+    assert "not writing" in summary and "1 golden query did not run (e.g. q-001)" in summary
     assert "update the baseline from a full, unfiltered run" in summary
     assert _file_state(baselined.baseline_path) == before
 
@@ -161,7 +161,7 @@ def test_update_refused_when_a_query_errors(baselined: RagProject) -> None:
     result = baselined.run("--rag-update-baseline")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     assert ids_with(result, "failed") == ["golden.yaml::q-004"]
-    assert "1 queries errored (q-004); fix the retriever first" in rag_summary(result)
+    assert "1 query errored (q-004); fix the retriever first" in rag_summary(result)
     assert _file_state(baselined.baseline_path) == before
 
 
@@ -231,11 +231,11 @@ def test_changed_judgments_are_refused_naming_the_query(baselined: RagProject) -
     result = baselined.run()
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     err = result.stderr.str()
-    assert "judgments or text changed for 1 queries since the baseline: q-003" in err
+    assert "judgments or text changed for 1 query since the baseline: q-003" in err
     no_traceback(result)
     accepted = baselined.run("--rag-accept-mismatch")
     assert accepted.ret == pytest.ExitCode.OK
-    assert "judgments or text changed for 1 queries since the baseline: q-003" in rag_summary(accepted)
+    assert "judgments or text changed for 1 query since the baseline: q-003" in rag_summary(accepted)
 
 
 def test_retagging_is_not_a_mismatch(baselined: RagProject) -> None:
@@ -257,7 +257,7 @@ def test_new_queries_are_reported_as_new_and_pass(baselined: RagProject) -> None
     }
     summary = rag_summary(result)
     # the comparison is over the 6 common queries; the mean with the new one is given too
-    assert "1 new queries not in the baseline (scored, not compared): q-007; with them: recall@10 0.8571" in summary
+    assert "1 new query not in the baseline (scored, not compared): q-007; with them: recall@10 0.8571" in summary
     assert "n = 6 queries" in summary
     assert "No query regressed." in summary
 
@@ -267,4 +267,4 @@ def test_removed_queries_are_reported(baselined: RagProject) -> None:
     result = baselined.run()
     assert result.ret == pytest.ExitCode.OK
     assert sorted(outcomes(result)) == sorted([f"golden.yaml::{q}" for q in QIDS[:5]] + GATES_DEFAULT)
-    assert "1 baseline queries are gone from the golden set: q-006" in rag_summary(result)
+    assert "1 baseline query is gone from the golden set: q-006" in rag_summary(result)

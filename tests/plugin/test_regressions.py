@@ -44,7 +44,7 @@ def test_degraded_queries_fail_and_are_named_worst_first(baselined: RagProject) 
     assert "Worst regressed queries (3 of 3, largest drop first):" in summary
 
     recall_now = (1 + 0.5 + 1 + 0 + 1 + 1 / 3) / 6
-    assert (f"gate recall@10: recall@10 fell {recall_now - 1:+.4f} against the baseline "
+    assert (f"gate recall@10: recall@10 fell {1 - recall_now:.4f} against the baseline "
             f"(1.0000 -> {recall_now:.4f}); allowed drop 0") in summary
     assert re.search(rf"\| recall@10 +\| 1\.0000 +\| {recall_now:.4f} +\| {recall_now - 1:+.4f} +\|[^|]*\|[^|]*\| 0 +\| — +\| FAIL: drop",
                      summary)
@@ -129,9 +129,9 @@ def test_a_retriever_that_raises_fails_that_item_only(baselined: RagProject) -> 
     assert "INTERNALERROR" not in out
     assert "RuntimeError: index shard offline" in out.split("rag query q-003", 1)[1]
     summary = rag_summary(result)
-    assert "gate regressed-queries: 1 queries regressed (errors included); at most 0 allowed" in summary
+    assert "gate regressed-queries: 1 query regressed (errors included); at most 0 allowed" in summary
     # the errored query counts as 0 in the aggregate
-    assert f"recall@10 fell {5 / 6 - 1:+.4f} against the baseline (1.0000 -> {5 / 6:.4f})" in summary
+    assert f"recall@10 fell {1 - 5 / 6:.4f} against the baseline (1.0000 -> {5 / 6:.4f})" in summary
     assert worst_list(summary) == ["q-003"]
     q003 = entry(summary, "q-003")
     assert "ERROR: RuntimeError: index shard offline" in q003
@@ -291,7 +291,7 @@ def test_a_query_judged_all_zero_is_not_scored(project: RagProject) -> None:
     assert "q-000" not in outcomes(result)
     assert "no document is judged relevant at level 1: not scored" in result.stdout.str()
     summary = rag_summary(result)
-    assert "1 queries have no relevant document and were not scored: q-000" in summary
+    assert "1 query has no relevant document and was not scored: q-000" in summary
     assert "n = 6 queries" in summary
     report = json.loads((project.path / "run.json").read_text())
     assert report["per_query"]["q-000"]["status"] == "unscorable"

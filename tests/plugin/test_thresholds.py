@@ -37,7 +37,7 @@ def test_aggregate_tolerance(baselined: RagProject, tolerance: float, gate: str)
     assert result.ret == (pytest.ExitCode.TESTS_FAILED if gate == "failed" else pytest.ExitCode.OK)
     summary = rag_summary(result)
     if gate == "failed":
-        assert f"gate recall@10: recall@10 fell -0.1667 against the baseline (1.0000 -> 0.8333); allowed drop {tolerance:g}" \
+        assert f"gate recall@10: recall@10 fell 0.1667 against the baseline (1.0000 -> 0.8333); allowed drop {tolerance:g}" \
             in summary
     else:
         assert "All gates passed (2 checked)." in summary
@@ -56,7 +56,7 @@ def test_tolerance_on_another_metric_adds_a_gate(baselined: RagProject) -> None:
         "golden.yaml::gate::recall@10": "passed",
         "golden.yaml::gate::mrr@10": "failed",
     }
-    assert ("gate mrr@10: mrr@10 fell -0.0833 against the baseline (1.0000 -> 0.9167); allowed drop 0.05"
+    assert ("gate mrr@10: mrr@10 fell 0.0833 against the baseline (1.0000 -> 0.9167); allowed drop 0.05"
             in rag_summary(result))
 
 

@@ -311,7 +311,7 @@ BASELINE_CASES: dict[str, tuple[Callable[[str], str | bytes], list[str]]] = {
                            ["none of the baseline's 6 queries is in", "it describes another golden set",
                             "--rag-update-baseline"]),
     "other-judgments": (_edit(lambda d: d["per_query"]["q-004"].update({"_judgments": "0" * 16})),
-                        ["judgments or text changed for 1 queries since the baseline: q-004"]),
+                        ["judgments or text changed for 1 query since the baseline: q-004"]),
     "other-measurement": (_edit(lambda d: d["_meta"]["measurement"].update({"relevance_level": 2})),
                           ["was measured differently", "relevance_level: baseline 2, now 1"]),
     "no-measurement-recorded": (_edit(lambda d: d.update({"_meta": {}})),

@@ -136,7 +136,7 @@ def test_an_errored_query_is_a_regression_even_where_the_baseline_had_zero(proje
     assert ids_with(result, "failed") == ["golden.yaml::gate::regressed-queries", "golden.yaml::q-005"]
     assert "golden.yaml::gate::recall@10" in ids_with(result, "passed")  # the mean did not move
     summary = rag_summary(result)
-    assert "1 queries regressed (errors included); at most 0 allowed" in summary
+    assert "1 query regressed (errors included); at most 0 allowed" in summary
     assert worst_list(summary) == ["q-005"]
     comparison = _artifact(project)["comparison"]
     assert comparison["errored"] == ["q-005"] and comparison["passed"] is False
@@ -158,7 +158,7 @@ def test_an_errored_query_blocks_a_baseline_update(baselined: TrustProject) -> N
     baselined.answer(q_006={"return": None})
     result = baselined.run("--rag-update-baseline")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
-    assert "not writing" in rag_summary(result) and "1 queries errored (q-006)" in rag_summary(result)
+    assert "not writing" in rag_summary(result) and "1 query errored (q-006)" in rag_summary(result)
     assert baselined.baseline_path.read_bytes() == before
 
 
