@@ -256,25 +256,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--format", choices=("table", "json"), default="table")
 
 
-def failures(verdict: Verdict, missing: Sequence[str]) -> list[str]:
-    """Why B fails against A under the plugin's rules, one reason a line (empty: it passes).
-
-    The plugin fails a run on a failed gate, on a query item that fell beyond its
-    per-query tolerance and on a query that errored; a query of A with no result in B
-    is treated as errored.
-    """
-    reasons = [f"gate {g.name}: {g.message}" for g in verdict.failed_gates]
-    missing_set = set(missing)
-    beyond = [r.qid for r in verdict.regressions if r.error is None and any(d.exceeded for d in r.drops)]
-    errored = [q for q in verdict.errored if q not in missing_set]
-    for count, what, qids in ((len(beyond), "fell beyond their per-query tolerance", beyond),
-                              (len(errored), "errored in B", errored),
-                              (len(missing), "of A are missing from B (no result: every metric 0)", missing)):
-        if count:
-            reasons.append(f"{count} queries {what}: {', '.join(qids[:10])}{' …' if count > 10 else ''}")
-    return reasons
-
-
 def run(args: argparse.Namespace) -> int:
     trec_config = MeasurementConfig(tuple(args.metrics) if args.metrics else MeasurementConfig().measures,
                                     relevance_level=args.relevance_level, gain=args.gain,
@@ -305,7 +286,7 @@ def run(args: argparse.Namespace) -> int:
     level = b.meta.get("measurement", {}).get("relevance_level", 1) if isinstance(b.meta, Mapping) else 1
     verdict, tally = compare(a, b, thresholds, metrics, golden, level if isinstance(level, int) else 1)
     missing = missing_from(a, b)
-    reasons = failures(verdict, missing)
+    reasons = verdict.failures()  # a query missing from B is an errored query of B
     failed = bool(reasons) and thresholds.fail_on_regression
     worst = args.worst if args.worst is not None else thresholds.worst_n
     measured = {"A": _describe(a), "B": _describe(b)}
@@ -336,13 +317,11 @@ def run(args: argparse.Namespace) -> int:
             print(f"A: {measured['A']}\nB: {measured['B']}")
         if problems:
             print("Measured differently (compared anyway, --accept-mismatch):\n  - " + "\n  - ".join(problems))
-        print(f"Queries: {len(a.metrics)} scored in A; {len(missing)} missing from B, "
+        print(f"Queries: {len(a.metrics)} scored in A; {len(missing)} missing from B"
+              + (f" ({', '.join(missing[:10])}{' …' if len(missing) > 10 else ''}; each counts as errored, "
+                 "every metric 0)" if missing else "") + ", "
               f"{len(verdict.new)} new in B (scored, not compared)"
               + (f": {', '.join(verdict.new[:10])}{' …' if len(verdict.new) > 10 else ''}" if verdict.new else ""))
-        if reasons:
-            head = "B FAILS against A" if thresholds.fail_on_regression else \
-                "B fails against A (report only: fail_on_regression is false)"
-            print(head + ":\n  - " + "\n  - ".join(reasons))
         print()
         print(verdict_text(verdict, worst))
         print("\nPer query, B against A:")

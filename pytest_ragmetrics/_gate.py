@@ -203,9 +203,28 @@ class Verdict:
         found = [(r, d) for r in [*self.regressions, *self.moved] for d in r.drops if d.metric == metric]
         return sorted(found, key=lambda p: (p[1].delta, p[0].qid))
 
+    def failures(self) -> list[str]:
+        """Why this run fails, one line a reason (empty: it passes).
+
+        A run fails on a failed gate, on a query that fell beyond its per-query
+        tolerance and on a query that errored (their items fail too); queries are
+        named here unless the regressed-queries gate already counts them.
+        """
+        reasons = [f"gate {g.name}: {g.message}" for g in self.failed_gates]
+        if any(g.name == "regressed-queries" for g in self.failed_gates):
+            return reasons
+        beyond = [r.qid for r in self.regressions if r.error is None and any(d.exceeded for d in r.drops)]
+        errored = [r.qid for r in self.regressions if r.error is not None]
+        for what, qids in (("fell beyond its per-query tolerance", beyond), ("errored", errored)):
+            if qids:
+                verb = what if len(qids) == 1 else what.replace("its", "their")
+                reasons.append(f"{len(qids)} {'query' if len(qids) == 1 else 'queries'} {verb}: "
+                               f"{', '.join(qids[:10])}{' …' if len(qids) > 10 else ''}")
+        return reasons
+
     @property
     def passed(self) -> bool:
-        return not self.failed_gates or not self.fail_on_regression
+        return not self.fail_on_regression or not self.failures()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -233,6 +252,7 @@ class Verdict:
             "unscorable": self.unscorable,
             "short": self.short,
             "parent_level": self.parent_level.to_dict() if self.parent_level else None,
+            "failures": self.failures(),
             "passed": self.passed,
         }
 

@@ -136,10 +136,12 @@ def render_html(artifact: Mapping[str, Any], metric: str | None = None, title: s
     metric = metric or (metrics[0] if metrics else "")
     n = int(comparison.get("n_common") or artifact.get("n") or 0)
 
-    failed = [g for g in comparison.get("gates", []) if not g.get("passed")]
-    if failed:
+    failures = comparison.get("failures")
+    if failures is None:  # an artifact written before failures were recorded
+        failures = [f"gate {g['name']}: {g['message']}" for g in comparison.get("gates", []) if not g.get("passed")]
+    if failures:
         cls = "fail" if comparison.get("passed") is False else "warn"
-        banner = "Gate failed: " + "; ".join(f"{g['name']}: {g['message']}" for g in failed)
+        banner = "Gate failed: " + "; ".join(failures)
     else:
         cls, banner = "pass", f"All gates passed ({len(comparison.get('gates', []))} checked)."
 

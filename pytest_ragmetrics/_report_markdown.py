@@ -10,22 +10,22 @@ from typing import Callable, Sequence
 
 from ._gate import Drop, Regression, Verdict
 from ._report_text import aggregate_table, moved_heading, parent_table, strata_table
-from ._tables import markdown_table
+from ._tables import escape_cell, markdown_table
 
 __all__ = ["verdict_markdown"]
 
 
 def verdict_markdown(v: Verdict, worst_n: int, title: str = "Retrieval gate") -> str:
-    failed = v.failed_gates
-    if failed and v.fail_on_regression:
+    failures = v.failures()
+    if failures and v.fail_on_regression:
         head = f"## {title}: failed"
-    elif failed:
+    elif failures:
         head = f"## {title}: regressions (report only)"
     else:
         head = f"## {title}: passed"
     parts = [head]
-    if failed:
-        parts.append("\n".join(f"- **gate {g.name}**: {g.message}" for g in failed))
+    if failures:
+        parts.append("\n".join(f"- {escape_cell(line)}" for line in failures))
     table, sep, notes = aggregate_table(v).partition("\nn = ")
     parts.append(table + ("\n\nn = " + notes.replace("\n", "\n\n") if sep else ""))  # notes outside the table
     strata = strata_table(v)

@@ -196,10 +196,10 @@ def gate_line(v: Verdict, gate: Gate, named: int = 3) -> str:
 def verdict_text(v: Verdict, worst_n: int) -> str:
     """The whole report: gates, aggregate table, strata, notes, worst-N list."""
     parts = []
-    failed = v.failed_gates
-    if failed:
+    failures = v.failures()
+    if failures:
         head = "RETRIEVAL GATE FAILED" if v.fail_on_regression else "RETRIEVAL GATE FAILED (report only: fail_on_regression is false)"
-        parts.append(head + "\n" + "\n".join(f"  gate {g.name}: {g.message}" for g in failed))
+        parts.append(head + "\n" + "\n".join(f"  {line}" for line in failures))
     elif v.has_baseline:
         parts.append(f"All gates passed ({len(v.gates)} checked).")
     else:

@@ -128,7 +128,8 @@ def test_queries_of_a_missing_from_b_fail_and_are_listed(tmp_path: Path) -> None
     b = measured_artifact(tmp_path / "b.json", {"q1": 1.0, "q9": 0.7})
     proc = ragmetrics("compare", a, b, "--fail-on-regression")
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert "2 queries of A are missing from B (no result: every metric 0): q2, q3" in proc.stdout
+    assert "2 missing from B (q2, q3; each counts as errored, every metric 0)" in proc.stdout
+    assert "RETRIEVAL GATE FAILED\n  2 queries errored: q3, q2" in proc.stdout  # largest drop first
     assert "1 new in B (scored, not compared): q9" in proc.stdout
     worst = proc.stdout.split("Worst regressed queries", 1)[1]
     assert "q2" in worst and "q3" in worst and "missing from B" in worst

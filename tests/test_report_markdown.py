@@ -22,7 +22,7 @@ def verdict(now: dict[str, float]):
 def test_failed_summary_has_gate_table_and_escaped_worst_list() -> None:
     text = verdict_markdown(verdict({"q1": 1.0, "q2": 0.0}), worst_n=5)
     assert text.startswith("## Retrieval gate: failed")
-    assert "- **gate recall@10**: recall@10 fell 0.5000" in text
+    assert "- gate recall@10: recall@10 fell 0.5000" in text
     table, rest = text.split("\n\nn = 2 queries", 1)  # the note is its own paragraph, not a table row
     assert table.rstrip().endswith("|")
     worst = rest.split("### Worst regressed queries (1 of 1)", 1)[1]

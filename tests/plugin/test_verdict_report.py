@@ -235,3 +235,23 @@ def test_replacing_an_unreadable_baseline_says_so(baselined: RagProject) -> None
     assert "No previous baseline." not in summary
     assert re.search(r"The previous file could not be read and was replaced, so nothing was compared: "
                      r".*baseline\.json, line 1: not valid JSON", summary)
+
+
+# ------------------------------------------------------------------ the head agrees with the exit code
+
+def test_a_query_beyond_its_tolerance_fails_the_verdict_even_when_every_aggregate_gate_holds(
+        baselined: RagProject) -> None:
+    # recall@10 may fall by 0.5 on average, so the aggregate gate holds; one query's recall
+    # falls to 0 and its item fails: the summary must not say "All gates passed".
+    baselined.thresholds({"recall@10_tolerance": 0.5, "recall@10_query_tolerance": 0})
+    baselined.answer(q_005=["noise-doc"])
+    result = baselined.run("--rag-report", "run.json", "--rag-markdown", "summary.md")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert ids_with(result, "failed") == ["golden.yaml::q-005"]
+    summary = rag_summary(result)
+    assert "All gates passed" not in summary
+    assert "RETRIEVAL GATE FAILED\n  1 query fell beyond its per-query tolerance: q-005" in summary
+    artifact = json.loads((baselined.path / "run.json").read_text())
+    assert artifact["comparison"]["passed"] is False
+    assert artifact["comparison"]["failures"] == ["1 query fell beyond its per-query tolerance: q-005"]
+    assert (baselined.path / "summary.md").read_text().startswith("## Retrieval gate: failed")
