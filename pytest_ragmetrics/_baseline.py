@@ -15,13 +15,15 @@ import json
 import math
 import os
 import re
+import stat
+import subprocess
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
 from ._errors import BaselineError, ThresholdsError
-from ._golden import brief_repr
+from ._golden import brief_repr, loads_json
 from ._measures import MeasurementConfig
 
 __all__ = [
@@ -93,7 +95,7 @@ def load_baseline(path: str | Path) -> Baseline:
     except (OSError, UnicodeDecodeError) as exc:
         raise BaselineError(f"{name}: cannot read the baseline: {exc}") from None
     try:
-        data = json.loads(text, parse_constant=_reject_constant)
+        data = loads_json(text, parse_constant=_reject_constant)
     except json.JSONDecodeError as exc:
         raise BaselineError(f"{name}, line {exc.lineno}: not valid JSON ({exc.msg}); "
                             "restore it from version control or recreate it with --rag-update-baseline") from None
@@ -280,7 +282,7 @@ def load_thresholds(path: str | Path | None, config: MeasurementConfig) -> Thres
         return result
     result.path = name
     try:
-        data = json.loads(path.read_text(encoding="utf-8-sig"), parse_constant=_reject_constant)
+        data = loads_json(path.read_text(encoding="utf-8-sig"), parse_constant=_reject_constant)
     except json.JSONDecodeError as exc:
         raise ThresholdsError(f"{name}, line {exc.lineno}: not valid JSON ({exc.msg})") from None
     except RecursionError:

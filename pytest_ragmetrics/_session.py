@@ -206,7 +206,7 @@ class RagSession:
         self.rootdir = rootdir
         self.config = options.measurement
         self.metrics = self.config.metric_names
-        self.full_golden: GoldenSet = load_golden(options.golden)
+        self.full_golden: GoldenSet = load_golden(options.golden, id_separator=self.config.id_separator)
         if options.subset == "smoke":
             if options.update_baseline:
                 raise RagMetricsError("--rag-update-baseline needs the full set; drop --rag-subset smoke")
