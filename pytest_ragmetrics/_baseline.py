@@ -267,11 +267,15 @@ class Thresholds:
         return out
 
 
-def load_thresholds(path: str | Path | None, config: MeasurementConfig) -> Thresholds:
-    """Read thresholds.json over the defaults. A missing file means the defaults.
+def load_thresholds(path: str | Path | None, config: MeasurementConfig, *, required: bool = True) -> Thresholds:
+    """Read thresholds.json over the defaults.
 
-    Unknown keys, metrics that are not measured, negative tolerances and values
-    of the wrong type are errors naming the file and the key.
+    A path the user gave (``required``) must exist: falling back to the defaults
+    would run fewer gates than asked for without a word. Only the plugin's default
+    path, ``baselines/thresholds.json``, may be absent (``required=False``), and
+    then the defaults apply. Unknown keys, metrics that are not measured, negative
+    tolerances, values of the wrong type and repeated keys are errors naming the
+    file and the key.
     """
     result = Thresholds.defaults(config)
     if path is None:
@@ -279,6 +283,9 @@ def load_thresholds(path: str | Path | None, config: MeasurementConfig) -> Thres
     path = Path(path)
     name = str(path)
     if not path.exists():
+        if required:
+            raise ThresholdsError(f"{name}: thresholds file not found; fix the path, create the file, "
+                                  "or leave the option unset to gate with the defaults")
         return result
     result.path = name
     try:

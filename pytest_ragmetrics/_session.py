@@ -46,6 +46,9 @@ RECORD_KEY = "ragmetrics"
 
 _DEFAULT_K = 10
 
+#: Read when neither --rag-thresholds nor ini rag_thresholds names a file; may be absent.
+DEFAULT_THRESHOLDS = "baselines/thresholds.json"
+
 
 @dataclass(frozen=True)
 class RagOptions:
@@ -66,6 +69,7 @@ class RagOptions:
     repeat: int
     batch_size: int
     timeout: float | None = None  # seconds per query's retrieval; None: no limit
+    thresholds_given: bool = False  # named by the user, so it must exist
 
 
 def _metrics_for(k: int) -> list[str]:
@@ -111,6 +115,9 @@ def build_options(get: Callable[[str, str], Any], resolve: Callable[[str, bool],
     golden, g_cli = pick("rag_golden", "rag_golden")
     baseline, b_cli = pick("rag_baseline", "rag_baseline")
     thresholds, t_cli = pick("rag_thresholds", "rag_thresholds")
+    thresholds_given = thresholds is not None  # the ini default is None: only the user sets it
+    if thresholds is None:
+        thresholds = DEFAULT_THRESHOLDS
     subset, _ = pick("rag_subset", "rag_subset")
     smoke, _ = pick("", "rag_smoke")
     report = get("rag_report", "")
@@ -141,6 +148,7 @@ def build_options(get: Callable[[str, str], Any], resolve: Callable[[str, bool],
         repeat=repeat,
         batch_size=int(get("rag_batch_size", "") or 32),
         timeout=timeout,
+        thresholds_given=thresholds_given and bool(thresholds),
     )
 
 
@@ -215,7 +223,8 @@ class RagSession:
             self.golden = self.full_golden
         else:
             raise RagMetricsError(f"--rag-subset must be smoke or full, got {options.subset!r}")
-        self.thresholds: Thresholds = load_thresholds(options.thresholds, self.config)
+        self.thresholds: Thresholds = load_thresholds(options.thresholds, self.config,
+                                                      required=options.thresholds_given)
         self.worst_n = options.worst if options.worst is not None else self.thresholds.worst_n
         self.baseline: Baseline | None = None
         self.mismatch: list[str] = []

@@ -14,7 +14,10 @@ import pytest
 _INI = {
     "rag_golden": ("golden set: YAML, JSONL, a queries.jsonl+qrels folder or qrels file", "eval/golden.yaml"),
     "rag_baseline": ("baseline file", "baselines/baseline.json"),
-    "rag_thresholds": ("thresholds file", "baselines/thresholds.json"),
+    # No default value: a path the user sets must exist, while the conventional
+    # baselines/thresholds.json is read only when present (else the defaults apply).
+    "rag_thresholds": ("thresholds file; a path set here must exist (unset: baselines/thresholds.json "
+                       "when present, else the default tolerances)", None),
     "rag_metrics": ("metrics, e.g. 'recall@10 ndcg@10' (default recall, hit_rate, mrr, ndcg at rag_k)", ""),
     "rag_k": ("results asked of the retriever per query (default: deepest metric cutoff, or 10)", ""),
     "rag_relevance_level": ("grade >= this counts as relevant (default 1)", "1"),
@@ -33,7 +36,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="run the golden set through rag_retriever, one test item per query, and gate on the baseline")
     group.addoption("--rag-golden", dest="rag_golden", metavar="PATH", help="golden set (overrides ini rag_golden)")
     group.addoption("--rag-baseline", dest="rag_baseline", metavar="PATH", help="baseline.json (overrides ini)")
-    group.addoption("--rag-thresholds", dest="rag_thresholds", metavar="PATH", help="thresholds.json (overrides ini)")
+    group.addoption("--rag-thresholds", dest="rag_thresholds", metavar="PATH",
+                    help="thresholds.json, which must exist (overrides ini)")
     group.addoption("--rag-metrics", dest="rag_metrics", metavar="LIST", help="metrics, comma or space separated")
     group.addoption("--rag-k", dest="rag_k", metavar="K", help="results asked of the retriever per query")
     group.addoption("--rag-relevance-level", dest="rag_relevance_level", metavar="L")
@@ -136,12 +140,21 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
     base = "none (the baseline gate fails)" if rag.baseline is None else str(rag.options.baseline)
     if rag.options.update_baseline:
         base = f"{rag.options.baseline} (being updated)"
+    if rag.thresholds.path:
+        thresholds = rag.thresholds.path
+    elif rag.options.thresholds:
+        thresholds = f"defaults (no {rag.options.thresholds})"
+    else:
+        thresholds = "defaults"
+    separator = rag.config.id_separator
+    ids = f"ids map to documents before {separator!r}" if separator else "ids as given (no id separator)"
     return [
         f"ragmetrics: {len(rag.golden)} of {len(rag.full_golden)} queries ({rag.options.subset}) "
         f"from {rag.options.golden}",
         f"ragmetrics: metrics {' '.join(rag.metrics)}, k={rag.options.k}, relevance level "
         f"{rag.config.relevance_level}, gain {rag.config.gain}; baseline {base}"
         + (f"; timeout {rag.options.timeout:g} s per query" if rag.options.timeout else ""),
+        f"ragmetrics: thresholds {thresholds}; {ids}",
     ]
 
 
