@@ -188,11 +188,18 @@ def atomic_write_json(path: Path, data: Any) -> None:
 
 
 def _atomic_write(path: Path, write: Any) -> None:
-    """Run ``write(fh)`` on a temp file in ``path``'s folder, fsync it, rename it over ``path``."""
+    """Run ``write(fh)`` on a temp file in ``path``'s folder, fsync it, rename it over
+    ``path``, then fsync the folder so the rename itself survives a power cut.
+
+    The file gets the mode a plain ``open(path, "w")`` would give it (the old
+    file's mode, or 0666 less the umask), not the temp file's private 0600.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
+    mode = _mode_for(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            os.fchmod(fh.fileno(), mode)
             write(fh)
             fh.flush()
             os.fsync(fh.fileno())
@@ -203,6 +210,44 @@ def _atomic_write(path: Path, write: Any) -> None:
         except OSError:
             pass
         raise
+    _fsync_folder(path.parent)
+
+
+def _mode_for(path: Path) -> int:
+    """The permission bits an ordinary write of ``path`` would leave."""
+    try:
+        return stat.S_IMODE(path.stat().st_mode)
+    except OSError:
+        return 0o666 & ~_umask()
+
+
+def _umask() -> int:
+    """The process umask, read without changing it where the system allows
+    (``os.umask`` can only be read by setting it, which races with other threads)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _fsync_folder(folder: Path) -> None:
+    """Make a rename in ``folder`` durable; a system that cannot fsync a folder is skipped."""
+    try:
+        fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def fingerprint_mismatch(baseline_meta: Mapping[str, Any], config: MeasurementConfig, k: int | None = None) -> list[str]:

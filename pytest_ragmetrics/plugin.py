@@ -116,20 +116,27 @@ _PATH_FLAGS = ("--rag-golden", "--rag-baseline", "--rag-thresholds", "--rag-repo
 
 
 def _refuse_misread_rootdir(config: pytest.Config) -> None:
-    """pytest picks its rootdir before plugin options are known, so in
-    ``--rag-report /elsewhere/run.json`` an existing path outside the current
-    directory is taken for a test path and can move the rootdir (losing the ini
-    file). Refuse it with the fix rather than fail oddly later."""
+    """Refuse ``--rag-report /elsewhere/run.json`` (a path flag, a space, a path
+    outside the current directory) on every run, whether the path exists or not.
+
+    pytest picks its rootdir and ini file before any plugin's options are known,
+    so it takes the value for a test path; once the file exists (from the run
+    before) the rootdir moves next to it and the ini file is lost. A plugin cannot
+    take part in that choice, so the only behaviour that is the same on every run
+    is to refuse the spelling and name the one that always works, ``FLAG=PATH``.
+    A path inside the current directory cannot move the rootdir and is accepted.
+    """
     args = list(config.invocation_params.args)
     cwd = config.invocation_params.dir.resolve()
     for flag, value in zip(args, args[1:]):
         if flag not in _PATH_FLAGS:
             continue
         path = (cwd / value).resolve()
-        if path.exists() and path != cwd and cwd not in path.parents:
+        if path != cwd and cwd not in path.parents:
             raise pytest.UsageError(
-                f"ragmetrics: pytest reads the value of {flag} as a test path when it picks the rootdir "
-                f"(here {config.rootpath}); write it as {flag}={value}"
+                f"ragmetrics: pytest picks its rootdir before plugin options are known, so it takes a path "
+                f"outside the current directory after {flag} for a test path, and once that file exists "
+                f"the rootdir moves and the ini file is lost; write it as {flag}={value}"
             )
 
 
@@ -243,24 +250,36 @@ class _Controller:
             rag.summary += "\n\n" + leakage
 
     def _write_reports(self, session: pytest.Session, html: bool) -> list[str]:
-        """Write --rag-report (and --rag-html); a path that cannot be written fails the
-        session with a clear line in the summary, not an INTERNALERROR."""
+        """Write the requested reports; return a line for each that could not be written.
+
+        A run artifact or HTML report that cannot be written fails the session: a
+        nightly job that uploads it must not go green without it. The Markdown
+        summary (``--rag-markdown``, ``$GITHUB_STEP_SUMMARY``) only presents the
+        verdict printed in the log, so failing to write it is a warning and never
+        turns a green gate red. Each Markdown file is appended to once, even when
+        ``--rag-markdown`` names the step summary.
+        """
         from ._errors import RagMetricsError
 
         rag, problems = self.rag, []
-        writes = [(rag.options.report, rag.write_artifact)]
+        writes = [(rag.options.report, rag.write_artifact, True)]
         if html:
-            writes.append((rag.options.html, rag.write_html))
-            writes.append((rag.options.markdown, rag.append_markdown))
-            summary = os.environ.get("GITHUB_STEP_SUMMARY")
-            if summary:
-                writes.append((Path(summary), rag.append_markdown))
-        for path, write in writes:
+            writes.append((rag.options.html, rag.write_html, True))
+            step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
+            seen: set[Path] = set()
+            for path in (rag.options.markdown, Path(step_summary) if step_summary else None):
+                if path is not None and path.resolve() not in seen:
+                    seen.add(path.resolve())
+                    writes.append((path, rag.append_markdown, False))
+        for path, write, needed in writes:
             if not path:
                 continue
             try:
                 write(path)
             except RagMetricsError as exc:
+                if not needed:
+                    problems.append(f"WARNING: {exc}; the verdict above stands")
+                    continue
                 problems.append(str(exc))
                 if session.exitstatus == pytest.ExitCode.OK:
                     session.exitstatus = pytest.ExitCode.TESTS_FAILED
