@@ -404,29 +404,50 @@ _GIT_HEAD = re.compile(r"^[0-9a-f]{40}$")
 
 
 def git_commit(start: Path) -> str | None:
-    """The checked-out commit, read from .git without running git (cheap, no subprocess)."""
+    """The checked-out commit, recorded in baselines and run artifacts.
+
+    Asks ``git rev-parse HEAD`` (it knows worktrees, packed refs and every other
+    layout); where git is absent, slow or fails, reads ``.git`` directly.
+    """
+    try:
+        done = subprocess.run(["git", "rev-parse", "HEAD"], cwd=start, capture_output=True, text=True,
+                              timeout=5, stdin=subprocess.DEVNULL)
+        head = done.stdout.strip()
+        if done.returncode == 0 and _GIT_HEAD.match(head):
+            return head
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return _git_commit_from_files(start)
+
+
+def _git_commit_from_files(start: Path) -> str | None:
+    """The commit read from ``.git`` without running git. In a worktree ``.git`` is a
+    file naming the worktree's git folder, whose ``commondir`` holds the branches."""
     for folder in [start, *start.parents]:
         git = folder / ".git"
         if git.is_file():  # a worktree: "gitdir: <path>"
             try:
-                git = Path(git.read_text().split(":", 1)[1].strip())
+                git = (folder / git.read_text().split(":", 1)[1].strip()).resolve()
             except (OSError, IndexError):
                 return None
         if git.is_dir():
             try:
+                common = git / (git / "commondir").read_text().strip() if (git / "commondir").is_file() else git
                 head = (git / "HEAD").read_text().strip()
                 if head.startswith("ref: "):
                     ref = head[5:]
-                    ref_file = git / ref
-                    if ref_file.is_file():
-                        head = ref_file.read_text().strip()
-                    else:
-                        packed = git / "packed-refs"
-                        head = ""
+                    head = ""
+                    for where in dict.fromkeys([git, common]):
+                        if (where / ref).is_file():
+                            head = (where / ref).read_text().strip()
+                            break
+                        packed = where / "packed-refs"
                         if packed.is_file():
                             for line in packed.read_text().splitlines():
                                 if line.endswith(" " + ref):
                                     head = line.split()[0]
+                        if head:
+                            break
                 return head if _GIT_HEAD.match(head) else None
             except OSError:
                 return None
