@@ -80,7 +80,7 @@ def per_query_cost(rag_dir: Path, n: int) -> float:
     from pytest_ragmetrics._session import RagSession, build_options
 
     ini = {"rag_golden": "golden.jsonl", "rag_baseline": "baselines/baseline.json",
-           "rag_thresholds": "baselines/thresholds.json", "rag_metrics": "", "rag_k": "",
+           "rag_thresholds": None, "rag_metrics": "", "rag_k": "",  # None: unset, as in pytest.ini
            "rag_relevance_level": "1", "rag_gain": "exponential", "rag_id_separator": "#",
            "rag_subset": "full", "rag_smoke": "tag:smoke"}
     options = build_options(lambda flag, key: None if flag else ini.get(key, ""), lambda v, cli: rag_dir / v)

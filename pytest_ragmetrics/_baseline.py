@@ -15,13 +15,15 @@ import json
 import math
 import os
 import re
+import stat
+import subprocess
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Collection, Mapping
 
 from ._errors import BaselineError, ThresholdsError
-from ._golden import brief_repr
+from ._golden import brief_repr, loads_json
 from ._measures import MeasurementConfig
 
 __all__ = [
@@ -94,7 +96,7 @@ def load_baseline(path: str | Path) -> Baseline:
     except (OSError, UnicodeDecodeError) as exc:
         raise BaselineError(f"{name}: cannot read the baseline: {exc}") from None
     try:
-        data = json.loads(text, parse_constant=_reject_constant)
+        data = loads_json(text, parse_constant=_reject_constant)
     except json.JSONDecodeError as exc:
         raise BaselineError(f"{name}, line {exc.lineno}: not valid JSON ({exc.msg}); "
                             "restore it from version control or recreate it with --rag-update-baseline") from None
@@ -187,11 +189,18 @@ def atomic_write_json(path: Path, data: Any) -> None:
 
 
 def _atomic_write(path: Path, write: Any) -> None:
-    """Run ``write(fh)`` on a temp file in ``path``'s folder, fsync it, rename it over ``path``."""
+    """Run ``write(fh)`` on a temp file in ``path``'s folder, fsync it, rename it over
+    ``path``, then fsync the folder so the rename itself survives a power cut.
+
+    The file gets the mode a plain ``open(path, "w")`` would give it (the old
+    file's mode, or 0666 less the umask), not the temp file's private 0600.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
+    mode = _mode_for(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            os.fchmod(fh.fileno(), mode)
             write(fh)
             fh.flush()
             os.fsync(fh.fileno())
@@ -202,6 +211,44 @@ def _atomic_write(path: Path, write: Any) -> None:
         except OSError:
             pass
         raise
+    _fsync_folder(path.parent)
+
+
+def _mode_for(path: Path) -> int:
+    """The permission bits an ordinary write of ``path`` would leave."""
+    try:
+        return stat.S_IMODE(path.stat().st_mode)
+    except OSError:
+        return 0o666 & ~_umask()
+
+
+def _umask() -> int:
+    """The process umask, read without changing it where the system allows
+    (``os.umask`` can only be read by setting it, which races with other threads)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _fsync_folder(folder: Path) -> None:
+    """Make a rename in ``folder`` durable; a system that cannot fsync a folder is skipped."""
+    try:
+        fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def fingerprint_mismatch(baseline_meta: Mapping[str, Any], config: MeasurementConfig, k: int | None = None) -> list[str]:
@@ -283,11 +330,15 @@ class Thresholds:
         return out
 
 
-def load_thresholds(path: str | Path | None, config: MeasurementConfig) -> Thresholds:
-    """Read thresholds.json over the defaults. A missing file means the defaults.
+def load_thresholds(path: str | Path | None, config: MeasurementConfig, *, required: bool = True) -> Thresholds:
+    """Read thresholds.json over the defaults.
 
-    Unknown keys, metrics that are not measured, negative tolerances and values
-    of the wrong type are errors naming the file and the key.
+    A path the user gave (``required``) must exist: falling back to the defaults
+    would run fewer gates than asked for without a word. Only the plugin's default
+    path, ``baselines/thresholds.json``, may be absent (``required=False``), and
+    then the defaults apply. Unknown keys, metrics that are not measured, negative
+    tolerances, values of the wrong type and repeated keys are errors naming the
+    file and the key.
     """
     result = Thresholds.defaults(config)
     if path is None:
@@ -295,10 +346,13 @@ def load_thresholds(path: str | Path | None, config: MeasurementConfig) -> Thres
     path = Path(path)
     name = str(path)
     if not path.exists():
+        if required:
+            raise ThresholdsError(f"{name}: thresholds file not found; fix the path, create the file, "
+                                  "or leave the option unset to gate with the defaults")
         return result
     result.path = name
     try:
-        data = json.loads(path.read_text(encoding="utf-8-sig"), parse_constant=_reject_constant)
+        data = loads_json(path.read_text(encoding="utf-8-sig"), parse_constant=_reject_constant)
     except json.JSONDecodeError as exc:
         raise ThresholdsError(f"{name}, line {exc.lineno}: not valid JSON ({exc.msg})") from None
     except RecursionError:
@@ -368,29 +422,50 @@ _GIT_HEAD = re.compile(r"^[0-9a-f]{40}$")
 
 
 def git_commit(start: Path) -> str | None:
-    """The checked-out commit, read from .git without running git (cheap, no subprocess)."""
+    """The checked-out commit, recorded in baselines and run artifacts.
+
+    Asks ``git rev-parse HEAD`` (it knows worktrees, packed refs and every other
+    layout); where git is absent, slow or fails, reads ``.git`` directly.
+    """
+    try:
+        done = subprocess.run(["git", "rev-parse", "HEAD"], cwd=start, capture_output=True, text=True,
+                              timeout=5, stdin=subprocess.DEVNULL)
+        head = done.stdout.strip()
+        if done.returncode == 0 and _GIT_HEAD.match(head):
+            return head
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return _git_commit_from_files(start)
+
+
+def _git_commit_from_files(start: Path) -> str | None:
+    """The commit read from ``.git`` without running git. In a worktree ``.git`` is a
+    file naming the worktree's git folder, whose ``commondir`` holds the branches."""
     for folder in [start, *start.parents]:
         git = folder / ".git"
         if git.is_file():  # a worktree: "gitdir: <path>"
             try:
-                git = Path(git.read_text().split(":", 1)[1].strip())
+                git = (folder / git.read_text().split(":", 1)[1].strip()).resolve()
             except (OSError, IndexError):
                 return None
         if git.is_dir():
             try:
+                common = git / (git / "commondir").read_text().strip() if (git / "commondir").is_file() else git
                 head = (git / "HEAD").read_text().strip()
                 if head.startswith("ref: "):
                     ref = head[5:]
-                    ref_file = git / ref
-                    if ref_file.is_file():
-                        head = ref_file.read_text().strip()
-                    else:
-                        packed = git / "packed-refs"
-                        head = ""
+                    head = ""
+                    for where in dict.fromkeys([git, common]):
+                        if (where / ref).is_file():
+                            head = (where / ref).read_text().strip()
+                            break
+                        packed = where / "packed-refs"
                         if packed.is_file():
                             for line in packed.read_text().splitlines():
                                 if line.endswith(" " + ref):
                                     head = line.split()[0]
+                        if head:
+                            break
                 return head if _GIT_HEAD.match(head) else None
             except OSError:
                 return None

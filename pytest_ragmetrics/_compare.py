@@ -27,7 +27,7 @@ from ._baseline import (Baseline, Thresholds, dumps_stable, load_baseline, load_
 from ._errors import InputError, RagMetricsError
 from ._evaluate import evaluate, id_rule
 from ._gate import EPS, QueryRecord, Verdict, build_verdict
-from ._golden import GoldenSet, Query, load_golden, load_qrels
+from ._golden import GoldenSet, Query, load_golden, load_qrels, loads_json
 from ._measures import GAINS, MeasurementConfig
 from ._metrics import document_ranking
 from ._report_text import verdict_text
@@ -89,7 +89,7 @@ def load_run_data(path: str | Path, qrels: str | Path | Mapping[str, Mapping[str
     text = path.read_text(encoding="utf-8-sig", errors="replace")
     if text.lstrip().startswith("{"):
         try:
-            data = json.loads(text)
+            data = loads_json(text)
         except json.JSONDecodeError as exc:
             raise InputError(name, f"line {exc.lineno}", f"not valid JSON ({exc.msg})") from None
         if isinstance(data, dict) and "comparison" in data and isinstance(data.get("per_query"), dict):

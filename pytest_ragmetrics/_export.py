@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Sequence
 
 from ._errors import InputError, RagMetricsError
-from ._golden import load_golden
+from ._golden import load_golden, loads_json
 from ._trec import write_qrels, write_run
 
 __all__ = ["add_arguments", "run", "main"]
@@ -44,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
     if args.artifact:
         path = Path(args.artifact)
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = loads_json(path.read_text(encoding="utf-8"))
             per_query = data["per_query"]
             rankings = {qid: list(entry.get("ranking") or []) for qid, entry in per_query.items()}
         except FileNotFoundError:

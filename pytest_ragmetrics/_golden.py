@@ -30,7 +30,7 @@ from typing import Any, Iterator, Mapping
 
 from ._errors import InputError
 
-__all__ = ["Query", "GoldenSet", "load_golden", "load_qrels", "read_text", "brief_repr", "MAX_GRADE"]
+__all__ = ["Query", "GoldenSet", "load_golden", "load_qrels", "read_text", "loads_json", "brief_repr", "MAX_GRADE"]
 
 #: Highest grade accepted. Real scales are 0-3 or so; beyond this, the exponential
 #: gain 2^g - 1 overflows a float (2^1024), so a larger number is a typo, not a grade.
@@ -145,6 +145,71 @@ def read_text(path: Path) -> str:
         ) from None
 
 
+class _DuplicateKey(ValueError):
+    def __init__(self, key: str, offset: int = -1) -> None:
+        super().__init__(key)
+        self.key = key
+        self.offset = offset
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _DuplicateKey(key)
+            seen.add(key)
+    return obj
+
+
+def loads_json(text: str, **kwargs: Any) -> Any:
+    """``json.loads`` that refuses an object holding the same key twice.
+
+    The standard library keeps the last value silently, so
+    ``{"recall@5_tolerance": 0, "recall@5_tolerance": 0.5}`` would loosen a gate
+    without a word. A repeated key raises :class:`json.JSONDecodeError` whose
+    message names the key and whose position is the repeat, so every reader's
+    existing "line N: not valid JSON" message applies. ``kwargs`` go to ``json.loads``.
+    """
+    try:
+        return json.loads(text, object_pairs_hook=_no_duplicates, **kwargs)
+    except _DuplicateKey as exc:
+        offset = _duplicate_offset(text, kwargs)
+        raise json.JSONDecodeError(f"duplicate key {brief_repr(exc.key)} (a later value would silently "
+                                   "replace the earlier one)", text, max(offset, 0)) from None
+
+
+def _duplicate_offset(text: str, kwargs: dict[str, Any]) -> int:
+    """Where the first repeated key sits: parsed again (only on this error path) with the
+    pure-Python scanner, whose object parser knows offsets, unlike the C one."""
+    import json.decoder
+    import json.scanner
+
+    decoder = json.JSONDecoder(**kwargs)
+
+    def parse_object(s_and_end: tuple[str, int], *args: Any, **kw: Any) -> tuple[dict[str, Any], int]:
+        pairs, end = json.decoder.JSONObject(s_and_end, *args[:2], None, list, *args[4:], **kw)
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:  # innermost objects close first, so this object holds the repeat
+                start, needle = s_and_end[1], json.dumps(key, ensure_ascii=False)
+                first = s_and_end[0].find(needle, start, end)
+                raise _DuplicateKey(key, s_and_end[0].find(needle, first + 1, end))
+            seen.add(key)
+        return dict(pairs), end
+
+    decoder.parse_object = parse_object  # type: ignore[assignment]
+    decoder.scan_once = json.scanner.py_make_scanner(decoder)  # type: ignore[attr-defined]
+    try:
+        decoder.decode(text)
+    except _DuplicateKey as exc:
+        return exc.offset
+    except (ValueError, RecursionError):
+        pass
+    return -1
+
+
 def _check_id(value: Any, path: str, where: str, what: str) -> str:
     if not isinstance(value, str):
         raise InputError(path, where, f"{what} must be a string, got {type(value).__name__} {brief_repr(value)} (quote it)")
@@ -177,7 +242,8 @@ def _check_tags(value: Any, path: str, where: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(tags))
 
 
-def _finish(path: str, queries: list[tuple[Query, str]], skipped: tuple[str, ...] = ()) -> GoldenSet:
+def _finish(path: str, queries: list[tuple[Query, str]], skipped: tuple[str, ...] = (),
+            id_separator: str | None = None) -> GoldenSet:
     if not queries:
         raise InputError(path, None, "the golden set holds no questions")
     seen: dict[str, str] = {}
@@ -185,7 +251,24 @@ def _finish(path: str, queries: list[tuple[Query, str]], skipped: tuple[str, ...
         if query.qid in seen:
             raise InputError(path, where, f"duplicate query id {brief_repr(query.qid)} (first at {seen[query.qid]})")
         seen[query.qid] = where
+        if id_separator:
+            _check_separator(query, id_separator, path, where)
     return GoldenSet(path, tuple(q for q, _ in queries), skipped)
+
+
+def _check_separator(query: Query, separator: str, path: str, where: str) -> None:
+    """A gold id holding the id separator can never match: every ranked id is cut at
+    the separator before it is judged, so the query would score 0 without a word."""
+    for doc in query.judgments:
+        if separator in doc:
+            raise InputError(
+                path, where,
+                f"query {brief_repr(query.qid)}: gold document {brief_repr(doc)} contains the id separator "
+                f"{separator!r}, so no retrieved id can ever match it (ranked ids are cut at the first "
+                f"{separator!r} and judged as documents). If the labels name passages or chunks, judge ids as "
+                "given with rag_id_separator = none (--rag-id-separator none); if they name documents, set "
+                "rag_id_separator to a separator no document id contains",
+            )
 
 
 # ---------------------------------------------------------------------------- YAML
@@ -216,7 +299,7 @@ def _yaml_loader() -> type:
     return LineLoader
 
 
-def _load_yaml(path: Path) -> GoldenSet:
+def _load_yaml(path: Path, id_separator: str | None = None) -> GoldenSet:
     import yaml
 
     name = str(path)
@@ -264,7 +347,7 @@ def _load_yaml(path: Path) -> GoldenSet:
         judgments = _yaml_gold(record["gold_chunks"], name, where)
         tags = _check_tags(record.get("tags"), name, where)
         queries.append((Query(qid, question, judgments, tags), where))
-    return _finish(name, queries)
+    return _finish(name, queries, id_separator=id_separator)
 
 
 def _yaml_gold(gold: Any, path: str, where: str) -> dict[str, int]:
@@ -299,7 +382,7 @@ def _json_lines(path: Path) -> Iterator[tuple[int, Any]]:
         if not line.strip():
             continue
         try:
-            yield number, json.loads(line)
+            yield number, loads_json(line)
         except json.JSONDecodeError as exc:
             raise InputError(str(path), f"line {number}", f"invalid JSON: {exc.msg} (column {exc.colno})") from None
         except RecursionError:
@@ -308,7 +391,7 @@ def _json_lines(path: Path) -> Iterator[tuple[int, Any]]:
             raise InputError(str(path), f"line {number}", f"invalid JSON: {exc}") from None
 
 
-def _load_jsonl(path: Path) -> GoldenSet:
+def _load_jsonl(path: Path, id_separator: str | None = None) -> GoldenSet:
     name = str(path)
     queries: list[tuple[Query, str]] = []
     for number, record in _json_lines(path):
@@ -337,7 +420,7 @@ def _load_jsonl(path: Path) -> GoldenSet:
         if record.get("mode") is not None:
             tags.insert(0, _check_id(record["mode"], name, where, "mode"))
         queries.append((Query(qid, text, judgments, tuple(dict.fromkeys(tags))), where))
-    return _finish(name, queries)
+    return _finish(name, queries, id_separator=id_separator)
 
 
 # -------------------------------------------------------------------- qrels + folders
@@ -410,7 +493,7 @@ def query_fields(record: Any, name: str, where: str) -> tuple[str, str]:
     return qid, _check_id(raw_text, name, f"{where} (qid {brief_repr(qid)})", "query")
 
 
-def _load_folder(folder: Path, qrels_path: Path | None = None) -> GoldenSet:
+def _load_folder(folder: Path, qrels_path: Path | None = None, id_separator: str | None = None) -> GoldenSet:
     queries_path = folder / "queries.jsonl"
     if not queries_path.is_file():
         raise InputError(str(folder), None, "no queries.jsonl in this folder")
@@ -433,24 +516,28 @@ def _load_folder(folder: Path, qrels_path: Path | None = None) -> GoldenSet:
         if qid in qrels
     ]
     skipped = tuple(qid for qid in texts if qid not in qrels)
-    return _finish(str(folder), queries, skipped)
+    return _finish(str(folder), queries, skipped, id_separator)
 
 
-def load_golden(path: str | Path) -> GoldenSet:
+def load_golden(path: str | Path, id_separator: str | None = None) -> GoldenSet:
     """Load a golden set from a YAML file, a JSONL file, a collection folder, or a
-    qrels file that sits next to a ``queries.jsonl``."""
+    qrels file that sits next to a ``queries.jsonl``.
+
+    With ``id_separator`` (the one ranked ids will be mapped with), a gold id that
+    contains it is refused: it could never match a mapped id.
+    """
     path = Path(path)
     if path.is_dir():
-        return _load_folder(path)
+        return _load_folder(path, id_separator=id_separator)
     if not path.exists():
         raise InputError(str(path), None, "file not found")
     suffix = path.suffix.lower()
     if suffix in (".yaml", ".yml"):
-        return _load_yaml(path)
+        return _load_yaml(path, id_separator)
     if suffix in (".jsonl", ".ndjson"):
-        return _load_jsonl(path)
+        return _load_jsonl(path, id_separator)
     if (path.parent / "queries.jsonl").is_file():
-        return _load_folder(path.parent, path)
+        return _load_folder(path.parent, path, id_separator)
     raise InputError(
         str(path), None,
         "unknown golden set format: use .yaml/.yml, .jsonl, a folder with queries.jsonl + qrels, "

@@ -9,6 +9,7 @@ the relevance level, the nDCG gain, how chunk ids map to documents) lives in
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Literal
@@ -61,9 +62,15 @@ _NEEDS_CUTOFF = frozenset({"precision"})
 _NAME_RE = re.compile(r"^\s*([A-Za-z_]+)\s*(?:@\s*([^\s]+))?\s*$")
 
 
-@dataclass(frozen=True, order=True)
+@functools.total_ordering
+@dataclass(frozen=True)
 class Measure:
-    """One metric at one cutoff; ``cutoff=None`` means the whole ranking."""
+    """One metric at one cutoff; ``cutoff=None`` means the whole ranking.
+
+    Measures sort by name, then cutoff, and a measure without a cutoff sorts after
+    every cutoff of its name (it looks at the whole ranking, deeper than any k):
+    ``mrr@5 < mrr@10 < mrr``.
+    """
 
     name: str
     cutoff: int | None = None
@@ -81,6 +88,14 @@ class Measure:
 
     def __str__(self) -> str:
         return self.name if self.cutoff is None else f"{self.name}@{self.cutoff}"
+
+    def _sort_key(self) -> tuple[str, bool, int]:
+        return (self.name, self.cutoff is None, self.cutoff or 0)
+
+    def __lt__(self, other: object) -> bool:
+        if not isinstance(other, Measure):
+            return NotImplemented
+        return self._sort_key() < other._sort_key()
 
 
 def parse_measure(text: str | Measure) -> Measure:

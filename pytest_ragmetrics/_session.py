@@ -47,6 +47,9 @@ RECORD_KEY = "ragmetrics"
 
 _DEFAULT_K = 10
 
+#: Read when neither --rag-thresholds nor ini rag_thresholds names a file; may be absent.
+DEFAULT_THRESHOLDS = "baselines/thresholds.json"
+
 
 @dataclass(frozen=True)
 class RagOptions:
@@ -67,6 +70,7 @@ class RagOptions:
     repeat: int
     batch_size: int
     timeout: float | None = None  # seconds per query's retrieval; None: no limit
+    thresholds_given: bool = False  # named by the user, so it must exist
 
 
 def _metrics_for(k: int) -> list[str]:
@@ -112,6 +116,9 @@ def build_options(get: Callable[[str, str], Any], resolve: Callable[[str, bool],
     golden, g_cli = pick("rag_golden", "rag_golden")
     baseline, b_cli = pick("rag_baseline", "rag_baseline")
     thresholds, t_cli = pick("rag_thresholds", "rag_thresholds")
+    thresholds_given = thresholds is not None  # the ini default is None: only the user sets it
+    if thresholds is None:
+        thresholds = DEFAULT_THRESHOLDS
     subset, _ = pick("rag_subset", "rag_subset")
     smoke, _ = pick("", "rag_smoke")
     report = get("rag_report", "")
@@ -142,6 +149,7 @@ def build_options(get: Callable[[str, str], Any], resolve: Callable[[str, bool],
         repeat=repeat,
         batch_size=int(get("rag_batch_size", "") or 32),
         timeout=timeout,
+        thresholds_given=thresholds_given and bool(thresholds),
     )
 
 
@@ -207,7 +215,7 @@ class RagSession:
         self.rootdir = rootdir
         self.config = options.measurement
         self.metrics = self.config.metric_names
-        self.full_golden: GoldenSet = load_golden(options.golden)
+        self.full_golden: GoldenSet = load_golden(options.golden, id_separator=self.config.id_separator)
         if options.subset == "smoke":
             if options.update_baseline:
                 raise RagMetricsError("--rag-update-baseline needs the full set; drop --rag-subset smoke")
@@ -216,7 +224,8 @@ class RagSession:
             self.golden = self.full_golden
         else:
             raise RagMetricsError(f"--rag-subset must be smoke or full, got {options.subset!r}")
-        self.thresholds: Thresholds = load_thresholds(options.thresholds, self.config)
+        self.thresholds: Thresholds = load_thresholds(options.thresholds, self.config,
+                                                      required=options.thresholds_given)
         self.worst_n = options.worst if options.worst is not None else self.thresholds.worst_n
         self.baseline: Baseline | None = None
         #: why an existing baseline could not be read when --rag-update-baseline replaces it

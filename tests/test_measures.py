@@ -113,6 +113,19 @@ def test_measure_constructor_validates(name: str, cutoff: object, fragment: str)
         Measure(name, cutoff)  # type: ignore[arg-type]
 
 
+def test_measures_sort_with_the_whole_ranking_after_every_cutoff() -> None:
+    """A measure without a cutoff used to compare None with an int (TypeError)."""
+    import pytest_ragmetrics
+
+    M = pytest_ragmetrics.Measure
+    mixed = [M("mrr"), M("recall", 100), M("mrr", 10), M("mrr", 5), M("hit_rate", 3), M("mrr", 10)]
+    assert [str(m) for m in sorted(mixed)] == ["hit_rate@3", "mrr@5", "mrr@10", "mrr@10", "mrr", "recall@100"]
+    assert M("mrr", 10) < M("mrr") and M("mrr") > M("mrr", 10_000) and M("mrr") <= M("mrr")
+    assert max([M("ndcg", 10), M("ndcg")]) == M("ndcg")
+    with pytest.raises(TypeError):
+        M("mrr") < "mrr"  # noqa: B015 - only measures compare
+
+
 def test_parse_measures_keeps_order_splits_and_drops_repeats() -> None:
     got = parse_measures(["ndcg@10", "recall@100, mrr@10", "NDCG@10", "P@5 success@3", Measure("ndcg", 10)])
     assert [str(m) for m in got] == ["ndcg@10", "recall@100", "mrr@10", "precision@5", "hit_rate@3"]

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from .._errors import InputError
+from .._golden import loads_json
 
 __all__ = ["CHUNK_SEPARATOR", "TEXT_SUFFIXES", "CorpusError", "Document", "load_corpus"]
 
@@ -80,7 +81,7 @@ def _load_jsonl(path: Path) -> list[Document]:
                 continue
             where = f"line {lineno}"
             try:
-                rec = json.loads(line)
+                rec = loads_json(line)
             except json.JSONDecodeError as exc:
                 raise CorpusError(name, where, f"invalid JSON: {exc.msg}") from None
             if not isinstance(rec, dict):

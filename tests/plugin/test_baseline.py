@@ -5,6 +5,8 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import shutil
+import subprocess
 
 import pytest
 
@@ -268,3 +270,28 @@ def test_removed_queries_are_reported(baselined: RagProject) -> None:
     assert result.ret == pytest.ExitCode.OK
     assert sorted(outcomes(result)) == sorted([f"golden.yaml::{q}" for q in QIDS[:5]] + GATES_DEFAULT)
     assert "1 baseline query is gone from the golden set: q-006" in rag_summary(result)
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git to build the worktree")
+@pytest.mark.parametrize("git_on_path", [True, False], ids=["git", "no-git-on-PATH"])
+def test_the_commit_is_recorded_inside_a_git_worktree(pytester: pytest.Pytester, tmp_path_factory: pytest.TempPathFactory,
+                                                      monkeypatch: pytest.MonkeyPatch, git_on_path: bool) -> None:
+    """In a worktree ``.git`` is a file and the branch lives in the main repository's refs."""
+    repo = tmp_path_factory.mktemp("repo")
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *args], cwd=repo,
+                              check=True, capture_output=True, text=True).stdout.strip()
+
+    git("init", "-q")
+    (repo / "README").write_text("main checkout\n")
+    git("add", "README")
+    git("commit", "-q", "-m", "first")
+    git("worktree", "add", "-q", "-b", "feature", str(pytester.path))
+    assert (pytester.path / ".git").is_file()
+    head = git("rev-parse", "HEAD")
+    project = RagProject(pytester)
+    if not git_on_path:  # the fallback reads .git, its gitdir and the common refs itself
+        monkeypatch.setenv("PATH", "")
+    project.make_baseline()
+    assert project.baseline()["_meta"]["git_commit"] == head

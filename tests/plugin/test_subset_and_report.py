@@ -87,6 +87,45 @@ def test_bad_smoke_rules_are_usage_errors(baselined: RagProject) -> None:
     assert baselined.calls() == []
 
 
+@pytest.mark.parametrize("rule", ["sample:\u00b2", "sample:3:\u00b9", "sample:3:--1"])
+def test_a_sample_size_in_digits_other_than_ascii_is_a_usage_error(baselined: RagProject, rule: str) -> None:
+    """str.isdigit() accepts '²', which int() then rejects: that was an INTERNALERROR."""
+    baselined.ini(rag_smoke=rule)
+    result = baselined.run("--rag-subset", "smoke")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert f"rag_smoke = {rule!r}: write sample:N or sample:N:SEED with integers" in result.stderr.str()
+    no_traceback(result)
+    assert baselined.calls() == []
+
+
+def _strata_project(project: RagProject, sizes: dict[str, int]) -> None:
+    records, answers = [], {}
+    for tag, n in sizes.items():
+        for i in range(n):
+            qid = f"{tag}-{i:03d}"
+            records.append({"id": qid, "question": f"{tag} question {i}", "gold_chunks": [f"doc-{qid}"], "tags": [tag]})
+            answers[qid] = [f"doc-{qid}"]
+    project.answers = answers
+    project.golden(records)
+    project.make_baseline()
+
+
+@pytest.mark.parametrize("size, expected", [(3, {"standard": 1, "hard": 1, "paraphrase": 1}),
+                                            (5, {"standard": 3, "hard": 1, "paraphrase": 1}),
+                                            (2, {"standard": 1, "hard": 1, "paraphrase": 0})])
+def test_a_stratified_sample_takes_one_query_from_every_stratum_it_can(
+        project: RagProject, size: int, expected: dict[str, int]) -> None:
+    """Strata of 8, 1 and 1: proportional shares alone would give 3/0/0 for three places.
+    With fewer places than strata the largest strata (then by name) go first."""
+    _strata_project(project, {"standard": 8, "hard": 1, "paraphrase": 1})
+    project.ini(rag_smoke=f"sample:{size}:11")
+    result = project.run("--rag-subset", "smoke")
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    assert f"ragmetrics: {size} of 10 queries (smoke)" in result.stdout.str()
+    chosen = [n.split("::")[1] for n in outcomes(result) if "::gate::" not in n]
+    assert {tag: sum(q.startswith(tag + "-") for q in chosen) for tag in expected} == expected
+
+
 # ------------------------------------------------------------------ run artifact
 
 def _degrade(project: RagProject) -> None:

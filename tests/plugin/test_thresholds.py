@@ -199,3 +199,60 @@ def test_thresholds_path_from_the_flag(baselined: RagProject) -> None:
     baselined.answer(q_005=["noise-doc"])
     result = baselined.run("--rag-thresholds", "strict.json")
     assert "golden.yaml::gate::regressed-queries" in ids_with(result, "failed")
+
+
+# ------------------------------------------------ which thresholds are in force, and from where
+
+
+@pytest.mark.parametrize("how", ["flag", "ini", "override-ini"])
+def test_a_thresholds_file_the_user_names_must_exist(baselined: RagProject, how: str) -> None:
+    """A named file that is missing would silently gate with the defaults: fewer gates than asked."""
+    baselined.thresholds({"max_regressed_queries": 0})  # the default file exists; the named one does not
+    args = {"flag": ["--rag-thresholds=nope.json"], "ini": [], "override-ini": ["-o", "rag_thresholds=nope.json"]}
+    if how == "ini":
+        baselined.ini(rag_thresholds="nope.json")
+    result = baselined.run(*args[how])
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    err = result.stderr.str()
+    assert f"ragmetrics: {baselined.path / 'nope.json'}: thresholds file not found" in err
+    no_traceback(result)
+    assert baselined.calls() == []
+
+
+def test_the_default_thresholds_file_may_be_absent(baselined: RagProject) -> None:
+    result = baselined.run()
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines([
+        f"ragmetrics: thresholds defaults (no {baselined.path / 'baselines' / 'thresholds.json'}); "
+        "ids map to documents before '#'"])
+
+
+def test_the_header_names_the_thresholds_file_and_the_id_rule_in_force(baselined: RagProject) -> None:
+    path = baselined.thresholds({"recall@10_tolerance": 0.0})
+    result = baselined.run()
+    result.stdout.fnmatch_lines([f"ragmetrics: thresholds {path}; ids map to documents before '#'"])
+    (baselined.path / "strict.json").write_text('{"max_regressed_queries": 0}')
+    result = baselined.run("--rag-thresholds=strict.json", "--rag-id-separator=none", "--rag-accept-mismatch")
+    result.stdout.fnmatch_lines([f"ragmetrics: thresholds {baselined.path / 'strict.json'}; "
+                                 "ids as given (no id separator)"])
+
+
+def test_an_empty_ini_value_means_no_thresholds_file(baselined: RagProject) -> None:
+    baselined.thresholds({"max_regressed_queries": 0})
+    baselined.ini(rag_thresholds="")
+    baselined.answer(q_005=["noise-doc"])
+    result = baselined.run()
+    assert "golden.yaml::gate::regressed-queries" not in outcomes(result)
+    result.stdout.fnmatch_lines(["ragmetrics: thresholds defaults; ids map to documents before '#'"])
+
+
+def test_a_repeated_key_is_refused_not_last_one_wins(baselined: RagProject) -> None:
+    """json keeps the last of two equal keys: 0.5 would silently loosen the gate set to 0 above it."""
+    baselined.thresholds('{\n  "recall@10_tolerance": 0,\n  "recall@10_tolerance": 0.5\n}\n')
+    baselined.answer(q_005=["noise-doc"])
+    result = baselined.run()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert ("baselines/thresholds.json, line 3: not valid JSON (duplicate key 'recall@10_tolerance'"
+            in result.stderr.str())
+    no_traceback(result)
+    assert baselined.calls() == []

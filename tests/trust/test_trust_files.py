@@ -9,6 +9,7 @@ import json
 import os
 import random
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -18,7 +19,7 @@ from typing import Any
 import pytest
 
 from ragproject import GOLDEN, rag_summary
-from trust_helpers import FAST, TrustProject, clean_env, no_traceback, snapshot
+from trust_helpers import FAST, TrustProject, assert_usage_error, clean_env, no_traceback, snapshot
 
 from pytest_ragmetrics._baseline import load_baseline
 
@@ -70,6 +71,109 @@ def test_reports_are_written_atomically(baselined: TrustProject) -> None:
     assert baselined.run("--rag-report=out/run.json", "--rag-html=out/run.html").ret == pytest.ExitCode.OK
     assert sorted(p.name for p in (baselined.path / "out").iterdir()) == ["run.html", "run.json"]
     assert json.loads((baselined.path / "out" / "run.json").read_text())["n"] == len(GOLDEN)
+
+
+# ------------------------------------------------- what the written files look like
+
+
+@pytest.fixture
+def umask_027() -> Any:
+    """A umask other than the common 022, so a mode that ignores it shows (pytester runs in-process)."""
+    old = os.umask(0o027)
+    yield
+    os.umask(old)
+
+
+def test_written_files_get_the_mode_of_an_ordinary_write(project: TrustProject, umask_027: None) -> None:
+    """Not the temp file's private 0600: a baseline committed, or an artifact uploaded, by
+    another user or CI step must be readable as any file the user writes."""
+    assert project.run("--rag-update-baseline").ret == pytest.ExitCode.OK
+    assert project.run("--rag-report=out/run.json", "--rag-html=out/run.html").ret == pytest.ExitCode.OK
+    for path in (project.baseline_path, project.path / "out" / "run.json", project.path / "out" / "run.html"):
+        assert oct(path.stat().st_mode & 0o777) == oct(0o640), path
+    project.baseline_path.chmod(0o664)  # a rewrite keeps the file's own mode, as open(path, "w") would
+    assert project.run("--rag-update-baseline").ret == pytest.ExitCode.OK
+    assert oct(project.baseline_path.stat().st_mode & 0o777) == oct(0o664)
+
+
+def test_the_folder_is_fsynced_after_the_rename(project: TrustProject, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without it a power cut after the rename can bring back the old baseline."""
+    events: list[tuple[str, Any]] = []
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(fd: int) -> None:
+        st = os.fstat(fd)
+        events.append(("fsync-dir" if stat.S_ISDIR(st.st_mode) else "fsync-file", st.st_ino))
+        real_fsync(fd)
+
+    def replace(src: Any, dst: Any) -> None:
+        events.append(("replace", Path(dst).name))
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "replace", replace)
+    assert project.run("--rag-update-baseline").ret == pytest.ExitCode.OK
+    folder = project.baseline_path.parent.stat().st_ino
+    at = events.index(("replace", "baseline.json"))
+    assert events[at - 1][0] == "fsync-file"
+    assert events[at + 1] == ("fsync-dir", folder)
+
+
+@pytest.mark.parametrize("spelling", ["space", "equals"])
+def test_a_report_path_flag_behaves_the_same_on_every_run(
+        baselined: TrustProject, tmp_path_factory: pytest.TempPathFactory, spelling: str) -> None:
+    """pytest takes ``--rag-report /elsewhere/run.json`` for a test path once the file exists
+    (moving the rootdir off the ini file), so the space form outside the current directory is
+    refused on every run, the first one included; the ``=`` form works on every run."""
+    target = tmp_path_factory.mktemp("elsewhere") / "run.json"
+    args = ["--rag-report", str(target)] if spelling == "space" else [f"--rag-report={target}"]
+    for _ in range(2):
+        result = baselined.run(*args)
+        if spelling == "space":
+            assert_usage_error(result, f"write it as --rag-report={target}")
+            assert not target.exists()
+        else:
+            assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+            assert json.loads(target.read_text())["n"] == len(GOLDEN)
+
+
+def test_a_report_path_inside_the_project_may_follow_a_space(baselined: TrustProject) -> None:
+    for _ in range(2):
+        assert baselined.run("--rag-report", "out/run.json").ret == pytest.ExitCode.OK
+        assert json.loads((baselined.path / "out" / "run.json").read_text())["n"] == len(GOLDEN)
+
+
+def test_the_step_summary_named_twice_is_written_once(baselined: TrustProject, monkeypatch: pytest.MonkeyPatch) -> None:
+    summary = baselined.path / "step_summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    (baselined.path / "sub").mkdir()
+    result = baselined.run("--rag-markdown=./sub/../step_summary.md")
+    assert result.ret == pytest.ExitCode.OK
+    assert summary.read_text().count("## Retrieval gate: passed") == 1
+
+
+@pytest.mark.parametrize("which", ["step-summary", "rag-markdown"])
+def test_an_unwritable_markdown_summary_warns_and_keeps_the_verdict(
+        baselined: TrustProject, monkeypatch: pytest.MonkeyPatch, which: str) -> None:
+    (baselined.path / "notadir").write_text("a file where a folder should be\n")
+    target = baselined.path / "notadir" / "summary.md"
+    if which == "step-summary":
+        monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(target))
+        result = baselined.run()
+    else:
+        monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+        result = baselined.run(f"--rag-markdown={target}")
+    no_traceback(result.stdout.str() + result.stderr.str())
+    assert result.ret == pytest.ExitCode.OK  # the gate is green; the summary is presentation
+    summary = rag_summary(result)
+    assert "All gates passed" in summary
+    assert (f"WARNING: cannot append the Markdown summary to {target}: {baselined.path / 'notadir'} is a file, "
+            "not a folder; the verdict above stands") in summary
+    # a failing gate still fails, and says why
+    baselined.answer(q_005=["noise-doc"])
+    result = baselined.run(*([] if which == "step-summary" else [f"--rag-markdown={target}"]))
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert "RETRIEVAL GATE FAILED" in rag_summary(result)
 
 
 # ------------------------------------------------------- killing a baseline update

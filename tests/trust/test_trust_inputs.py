@@ -106,6 +106,13 @@ YAML_CASES: dict[str, tuple[bytes, list[str]]] = {
     "5000-digit-integer": (b"- id: q1\n  question: what\n  gold_chunks: {a: " + b"9" * 5000 + b"}\n",
                            ["invalid YAML", "4300 digits"]),
     "8-MB-of-binary-garbage": (random.Random(6).randbytes(8 << 20), ["line", "not valid UTF-8"]),
+    "gold-id-holding-the-id-separator": (
+        (GOOD_RECORD + "- id: q2\n  question: shipping\n  gold_chunks: [faq#shipping]\n").encode(),
+        ["record 2 (line 4, id 'q2')", "gold document 'faq#shipping' contains the id separator '#'",
+         "rag_id_separator = none", "a separator no document id contains"]),
+    "graded-gold-id-holding-the-id-separator": (
+        b"- id: q1\n  question: shipping\n  gold_chunks: {faq: 1, 'faq#shipping': 2}\n",
+        ["record 1 (line 1, id 'q1')", "'faq#shipping' contains the id separator '#'"]),
 }
 
 
@@ -117,6 +124,21 @@ def test_malformed_yaml_golden_set(project: RagProject, content: bytes, needles:
     assert_usage_error(result, "golden.yaml", *needles)
     assert snapshot(project.path) == before  # nothing written, no PWNED, no calls.log
     assert project.calls() == []
+
+
+@pytest.mark.parametrize("separator, answer, gold", [
+    ("none", ["faq#shipping", "faq#returns"], "faq#shipping"),  # passage-level labels, judged as given
+    ("::", ["faq#shipping::2", "faq#returns::1"], "faq#shipping"),  # another separator, documents named with '#'
+], ids=["no-separator", "another-separator"])
+def test_a_gold_id_with_the_default_separator_scores_under_either_fix(
+        project: RagProject, separator: str, answer: list[str], gold: str) -> None:
+    """The two fixes the refusal names both work: the query is scored, and scored 1."""
+    project.golden([{"id": "q1", "question": "when does my parcel ship", "gold_chunks": [gold]}])
+    project.answer(q1=answer)
+    project.ini(rag_id_separator=separator)
+    result = project.run("--rag-update-baseline")
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    assert project.baseline()["per_query"]["q1"]["recall@10"] == 1.0
 
 
 # Alias bombs ("billion laughs"): parsing shares the repeated objects, so the danger
@@ -197,6 +219,10 @@ JSONL_CASES: dict[str, tuple[str | bytes, list[str]]] = {
     "mode-not-a-string": (GOOD_LINE + _line(qid="q2", query="what", mode=3, candidates=[{"doc_id": "d", "rel": 1}]),
                           ["line 2 (qid 'q2')", "mode must be a string"]),
     "invalid-json": (GOOD_LINE + '{"qid": "q2", "query": "what",}\n', ["line 2", "invalid JSON"]),
+    "repeated-key": (GOOD_LINE + '{"qid": "q2", "query": "w", "candidates": [{"doc_id": "d", "rel": 0, "rel": 2}]}\n',
+                     ["line 2", "invalid JSON: duplicate key 'rel'", "(column 70)"]),
+    "gold-id-holding-the-id-separator": (GOOD_LINE + _line(qid="q2", query="w", candidates=[{"doc_id": "faq#2", "rel": 1}]),
+                                         ["line 2 (qid 'q2')", "'faq#2' contains the id separator '#'"]),
     "duplicate-qid": (GOOD_LINE + GOOD_LINE, ["line 2 (qid 'q1')", "duplicate query id 'q1' (first at line 1"]),
     "bom-in-the-middle": (GOOD_LINE + "\ufeff" + _candidate(), ["line 2", "invalid JSON"]),
     "5000-digit-integer": (GOOD_LINE + '{"qid": "q2", "query": "w", "candidates": [{"doc_id": "d", "rel": '
@@ -254,6 +280,11 @@ FOLDER_CASES: dict[str, tuple[dict[str, str], str, list[str]]] = {
                              "queries.jsonl", ["line 3", "duplicate query id 'q1' (first on line 1)"]),
     "queries-not-json": ({"queries.jsonl": QUERIES + "qid: q3\n", "qrels.tsv": QRELS}, "queries.jsonl",
                          ["line 3", "invalid JSON"]),
+    "queries-repeated-key": ({"queries.jsonl": QUERIES + '{"qid": "q3", "query": "a", "query": "b"}\n',
+                              "qrels.tsv": QRELS}, "queries.jsonl", ["line 3", "invalid JSON: duplicate key 'query'"]),
+    "qrels-passage-ids-under-the-default-separator": (
+        {"queries.jsonl": QUERIES, "qrels.tsv": "q1\ttire-repair#2\t1\nq2\tchain-lube\t2\n"}, "coll",
+        ["query 'q1': gold document 'tire-repair#2' contains the id separator '#'", "rag_id_separator = none"]),
 }
 
 
@@ -321,6 +352,8 @@ BASELINE_CASES: dict[str, tuple[Callable[[str], str | bytes], list[str]]] = {
     "deep-nesting": (lambda text: "[" * 100_000 + "]" * 100_000, ["JSON nested too deeply"]),
     "5000-digit-integer": (lambda text: text.replace('"recall@10": 1.0', '"recall@10": ' + "9" * 5000, 1),
                            ["4300 digits"]),
+    "repeated-key": (lambda text: text.replace('"ndcg@10": ', '"ndcg@10": 0.1,\n      "ndcg@10": ', 1),
+                     ["not valid JSON (duplicate key 'ndcg@10'"]),
 }
 
 
@@ -358,6 +391,8 @@ THRESHOLD_CASES: dict[str, tuple[str, list[str]]] = {
     "nan-tolerance": ('{"recall@10_tolerance": NaN}', ["NaN is not a valid metric value"]),
     "a-list": ("[0.1]", ["expected a JSON object of flat keys"]),
     "trailing-comma": ('{"worst_n": 5,}', ["line 1: not valid JSON"]),
+    "repeated-key": ('{"worst_n": 5,\n "recall@10_tolerance": 0,\n "recall@10_tolerance": 0.5}',
+                     ["line 3: not valid JSON (duplicate key 'recall@10_tolerance'"]),
     "deep-nesting": ("[" * 100_000 + "]" * 100_000, ["JSON nested too deeply"]),
 }
 
