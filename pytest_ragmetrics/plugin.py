@@ -153,8 +153,9 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
         thresholds = f"defaults (no {rag.options.thresholds})"
     else:
         thresholds = "defaults"
-    separator = rag.config.id_separator
-    ids = f"ids map to documents before {separator!r}" if separator else "ids as given (no id separator)"
+    from ._evaluate import id_rule
+
+    ids = id_rule(rag.config.id_separator)
     return [
         f"ragmetrics: {len(rag.golden)} of {len(rag.full_golden)} queries ({rag.options.subset}) "
         f"from {rag.options.golden}",

@@ -224,17 +224,17 @@ def test_the_default_thresholds_file_may_be_absent(baselined: RagProject) -> Non
     assert result.ret == pytest.ExitCode.OK
     result.stdout.fnmatch_lines([
         f"ragmetrics: thresholds defaults (no {baselined.path / 'baselines' / 'thresholds.json'}); "
-        "ids map to documents before '#'"])
+        "ids map to documents before '#', repeats dropped (first kept)"])
 
 
 def test_the_header_names_the_thresholds_file_and_the_id_rule_in_force(baselined: RagProject) -> None:
     path = baselined.thresholds({"recall@10_tolerance": 0.0})
     result = baselined.run()
-    result.stdout.fnmatch_lines([f"ragmetrics: thresholds {path}; ids map to documents before '#'"])
+    result.stdout.fnmatch_lines([f"ragmetrics: thresholds {path}; ids map to documents before '#', repeats dropped (first kept)"])
     (baselined.path / "strict.json").write_text('{"max_regressed_queries": 0}')
     result = baselined.run("--rag-thresholds=strict.json", "--rag-id-separator=none", "--rag-accept-mismatch")
     result.stdout.fnmatch_lines([f"ragmetrics: thresholds {baselined.path / 'strict.json'}; "
-                                 "ids as given (no id separator)"])
+                                 "ids: as given (no mapping)"])
 
 
 def test_an_empty_ini_value_means_no_thresholds_file(baselined: RagProject) -> None:
@@ -243,7 +243,7 @@ def test_an_empty_ini_value_means_no_thresholds_file(baselined: RagProject) -> N
     baselined.answer(q_005=["noise-doc"])
     result = baselined.run()
     assert "golden.yaml::gate::regressed-queries" not in outcomes(result)
-    result.stdout.fnmatch_lines(["ragmetrics: thresholds defaults; ids map to documents before '#'"])
+    result.stdout.fnmatch_lines(["ragmetrics: thresholds defaults; ids map to documents before '#', repeats dropped (first kept)"])
 
 
 def test_a_repeated_key_is_refused_not_last_one_wins(baselined: RagProject) -> None:
