@@ -43,6 +43,12 @@ FAULTS: dict[str, tuple[Any, str]] = {
     "returns-a-hit-with-a-none-id": ({"hits": [{"id": "chain-lube"}, {"id": None}]},
                                      "query 'q-002', result 2: id None is a NoneType, expected str"),
     "returns-triples": ({"return": [["chain-lube", 0.9, "x"]]}, "query 'q-002', result 1: tuple ('chain-lube', 0.9, 'x') is not an id"),
+    "returns-an-empty-id": ({"return": ["chain-lube", ""]}, "query 'q-002', result 2: id '' is empty"),
+    "returns-a-blank-id": ({"hits": [{"id": "chain-lube"}, {"id": "  "}]}, "query 'q-002', result 2: id '  ' is empty"),
+    "returns-a-nan-score": ({"return": [["chain-lube", 0.9], ["chain-clean", float("nan")]]},
+                            "query 'q-002', result 2: the score of 'chain-clean' is NaN"),
+    "returns-a-hit-with-a-nan-score": ({"hits": [{"id": "chain-lube", "score": float("nan")}]},
+                                       "query 'q-002', result 1: the score of 'chain-lube' is NaN"),
 }
 
 
