@@ -145,15 +145,20 @@ def build_options(get: Callable[[str, str], Any], resolve: Callable[[str, bool],
 
 
 def _parse_timeout(raw: Any) -> float | None:
-    """``--rag-timeout``/``rag_timeout``: seconds > 0; empty, ``0`` or ``none`` mean no limit."""
-    if raw in (None, "") or str(raw).strip().lower() in ("0", "none", "off"):
+    """``--rag-timeout``/``rag_timeout``: seconds > 0; empty or ``none`` mean no limit.
+
+    ``0`` is refused rather than read as "no limit": a reader cannot tell which
+    of "no time at all" and "no limit" it means.
+    """
+    if raw in (None, "") or str(raw).strip().lower() in ("none", "off"):
         return None
     try:
         value = float(raw)
     except (TypeError, ValueError):
         value = math.nan
     if not math.isfinite(value) or value <= 0:
-        raise RagMetricsError(f"rag_timeout must be a number of seconds > 0 (or 'none'), got {raw!r}")
+        hint = "; for no limit leave it unset or write 'none'" if value == 0 else ""
+        raise RagMetricsError(f"rag_timeout must be a number of seconds > 0 (or 'none'), got {raw!r}{hint}")
     return value
 
 

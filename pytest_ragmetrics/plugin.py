@@ -23,7 +23,7 @@ _INI = {
     "rag_subset": ("default subset: full or smoke", "full"),
     "rag_smoke": ("smoke subset rule: tag:NAME, sample:N or sample:N:SEED", "tag:smoke"),
     "rag_corpus": ("corpus the retriever indexes; golden questions found in it are warned about", ""),
-    "rag_timeout": ("seconds one query's retrieval may take before its item errors (default: no limit)", ""),
+    "rag_timeout": ("seconds (> 0) one query's retrieval may take before its item errors (default: no limit)", ""),
 }
 
 
