@@ -58,9 +58,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--rag-batch-size", dest="rag_batch_size", type=int, default=32, metavar="N",
                     help="queries per search_batch call when the retriever offers one")
     group.addoption("--rag-timeout", dest="rag_timeout", metavar="SECONDS",
-                    help="a query whose retrieval takes longer errors and the rest run; the retriever is then "
-                         "called from a worker thread, where a hung call is abandoned (it cannot be killed); "
-                         "overrides ini rag_timeout (default: no limit)")
+                    help="a query whose retrieval takes longer (> 0; 'none': no limit, the default) errors and "
+                         "the rest run; the retriever is then called from a worker thread, where a hung call is "
+                         "abandoned (it cannot be killed) and the next call waits for it to return, unless the "
+                         "retriever has thread_safe = True; overrides ini rag_timeout")
     for name, (help_text, default) in _INI.items():
         parser.addini(name, help_text, default=default)
 
