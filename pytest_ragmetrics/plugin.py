@@ -164,12 +164,17 @@ class _Controller:
         self.config = config
         self.rag = config.stash[RAG_SESSION]
         self.prefix = None  # node id of the golden file, learnt from the first report
+        self.retriever_problem: str | None = None
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         from ._gate import QueryRecord
+        from ._items import RETRIEVER_PROBLEM_KEY
         from ._session import RECORD_KEY
 
         for key, value in report.user_properties:
+            if key == RETRIEVER_PROBLEM_KEY:  # an xdist worker stopped at its first query
+                self.retriever_problem = value
+                return
             if key == RECORD_KEY:
                 self.rag.add_record(value)
                 if self.prefix is None and report.nodeid.endswith("::" + value["qid"]):
@@ -197,6 +202,9 @@ class _Controller:
         from ._report_text import verdict_text
 
         rag = self.rag
+        if self.retriever_problem is not None:  # nothing was measured: a usage error, as in a serial run
+            session.exitstatus = pytest.ExitCode.USAGE_ERROR
+            return
         if exitstatus == pytest.ExitCode.INTERRUPTED:
             rag.summary = "Interrupted: no baseline or report written."
             return
@@ -297,10 +305,18 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 
 @pytest.fixture(scope="session")
-def rag_retriever() -> Any:
-    """Override this fixture (session scope, in conftest.py) to give the plugin your retriever."""
-    pytest.fail(
-        "ragmetrics: no retriever. Define a session-scoped fixture named `rag_retriever` in conftest.py "
-        "returning an object with search(query: str, k: int) -> ranked ids or (id, score) pairs.",
-        pytrace=False,
-    )
+def rag_retriever(request: pytest.FixtureRequest) -> Any:
+    """Override this fixture (session scope, in conftest.py) to give the plugin your retriever.
+
+    It returns an object with ``search(query: str, k: int)`` returning ranked
+    results, best first (``str`` ids, ``(id, score)`` pairs or objects with an
+    ``.id``), and optionally ``search_batch(queries, k)``. With ``--rag-timeout``
+    the retriever is called from worker threads, one call at a time, even while
+    a call abandoned at its deadline still runs; a class attribute
+    ``thread_safe = True`` lets the next call start beside it.
+    """
+    from ._retriever import MISSING, PROTOCOL, retriever_problem
+
+    if request.config.getoption("rag_eval"):
+        return MISSING  # the first query reports it, once for the whole run
+    pytest.fail(f"ragmetrics: {retriever_problem(MISSING)}. {PROTOCOL}", pytrace=False)

@@ -443,6 +443,88 @@ def test_a_thread_safe_retriever_runs_the_next_query_beside_the_abandoned_call(b
     assert "later calls wait" not in result.stdout.str()
 
 
+# --------------------------------------------------------------- the retriever itself
+
+#: Appended to the project's conftest: a rag_retriever fixture returning ``{value}``.
+FIXTURE_RETURNS = '''
+
+class NoSearch:
+    def find(self, query, k):
+        return []
+
+
+class SearchAttribute:
+    search = "bm25"
+
+
+class OneArgument:
+    def search(self, query):
+        return []
+
+
+@pytest.fixture(scope="session")
+def rag_retriever():
+    _log("fixture")
+    return {value}
+'''
+
+BAD_RETRIEVERS = {
+    "none": ("None", "the rag_retriever fixture returned None."),
+    "no-search": ("NoSearch()", "the rag_retriever fixture returned NoSearch <conftest.NoSearch object at"),
+    "search-not-callable": ("SearchAttribute()", "whose search is a str, not a method."),
+    "search-one-argument": ("OneArgument()", "whose search(query) cannot be called as search(query, k): "
+                                             "too many positional arguments."),
+}
+
+
+def _bad_retriever(project: TrustProject, value: str | None) -> None:
+    """The project's rag_retriever returns ``value``; with None, the project defines no rag_retriever."""
+    text = "" if value is None else project.conftest_text + FIXTURE_RETURNS.replace("{value}", value)
+    (project.path / "conftest.py").write_text(text, encoding="utf-8")
+
+
+@pytest.mark.parametrize("value, problem", [*BAD_RETRIEVERS.values(), (None, "no retriever: no fixture named "
+                                                                             "rag_retriever is defined.")],
+                         ids=[*BAD_RETRIEVERS, "no-fixture"])
+def test_a_retriever_that_cannot_be_searched_stops_the_run_with_one_message(
+        baselined: TrustProject, value: str | None, problem: str) -> None:
+    _bad_retriever(baselined, value)
+    result = baselined.run("--rag-report", "run.json")
+    out = result.stdout.str() + result.stderr.str()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, out[-3000:]
+    assert out.count(problem) == 1, out
+    assert out.count("must return an object with search(query: str, k: int)") == 1
+    assert "Traceback" not in out and "INTERNALERROR" not in out and "AttributeError" not in out
+    assert "ragmetrics =====" not in out  # no verdict on a run that measured nothing
+    assert not (baselined.path / "run.json").exists()
+    assert [c for c in baselined.calls() if c != "fixture"] == []
+
+
+def test_a_retriever_that_cannot_be_searched_stops_each_xdist_worker_at_once(baselined: TrustProject) -> None:
+    _bad_retriever(baselined, "None")
+    result = baselined.run_subprocess("-n", "2", "--rag-report", "run.json")
+    out = result.stdout.str() + result.stderr.str()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, out[-3000:]
+    assert "INTERNALERROR" not in out and "AttributeError" not in out
+    assert 1 <= out.count("the rag_retriever fixture returned None. The session-scoped fixture") <= 2  # once a worker
+    assert len(outcomes(result)) <= 2  # each worker stopped at its first query
+    assert not (baselined.path / "run.json").exists()
+
+
+def test_a_failing_retriever_shows_its_own_frames_not_the_plugin_s(baselined: TrustProject) -> None:
+    """The traceback starts in the user's search (conftest.py), with or without a timeout thread."""
+    import pytest_ragmetrics
+
+    package = str(Path(pytest_ragmetrics.__file__).parent)
+    baselined.answer(q_002={"raise": "index shard offline"})
+    for extra in ([], ["--rag-timeout", "30"]):
+        result = baselined.run(*extra)
+        failure = result.stdout.str().split("rag query q-002", 1)[1].split("rag gate", 1)[0]
+        assert "def search(self, query, k):" in failure and "RuntimeError: index shard offline" in failure
+        assert "conftest.py" in failure
+        assert package not in failure and "pytest_ragmetrics" not in failure, failure
+
+
 # ------------------------------------------------------------------- a broken search_batch
 
 #: Appended to the project's conftest: search_batch answers ``{value}``.
