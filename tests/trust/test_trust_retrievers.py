@@ -252,10 +252,10 @@ Retriever.search = _search
 def test_a_hung_retrieval_does_not_keep_the_process_alive(released: TrustProject) -> None:
     """A real subprocess: the abandoned daemon thread must not block interpreter exit."""
     released.make_baseline()
-    released.answer(q_002={"hang": ["chain-lube"]})
+    released.answer(q_006={"hang": ["cassette"]})  # the last query: no other waits for it
     result = released.run_subprocess("--rag-timeout", "0.5")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
-    assert ids_with(result, "failed") == ["golden.yaml::gate::recall@10", "golden.yaml::q-002"]
+    assert ids_with(result, "failed") == ["golden.yaml::gate::recall@10", "golden.yaml::q-006"]
     assert not (released.path / "release").exists()  # it exited while the call still hung
 
 
