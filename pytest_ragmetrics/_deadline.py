@@ -38,7 +38,7 @@ class RetrieverCaller:
     def __init__(self, timeout: float | None, thread_safe: bool) -> None:
         self.timeout = timeout
         self.thread_safe = thread_safe
-        self._idle = threading.Lock()  # held by the thread running a call (not thread-safe retrievers)
+        self._busy = threading.Lock()  # held by the thread running a call (unless thread-safe)
         self._running = ""  # what that call is, for the message of a call that could not start
 
     def call(self, what: str, function: Callable[..., Any], *args: Any, queries: int = 1) -> Any:
@@ -55,7 +55,7 @@ class RetrieverCaller:
         timeout = self.timeout * queries
         start = time.monotonic()
         serial = not self.thread_safe
-        if serial and not self._idle.acquire(timeout=timeout):
+        if serial and not self._busy.acquire(timeout=timeout):
             raise RetrievalTimeout(
                 f"{what}: could not start within {timeout:g} s (--rag-timeout): the retriever was still "
                 f"running the abandoned call for {self._running}, and a retriever that does not declare "
@@ -72,14 +72,14 @@ class RetrieverCaller:
                 box["error"] = exc
             finally:
                 if serial:
-                    self._idle.release()
+                    self._busy.release()
 
         worker = threading.Thread(target=run, name="ragmetrics-retrieval", daemon=True)
         try:
             worker.start()
         except BaseException:
             if serial:
-                self._idle.release()
+                self._busy.release()
             raise
         worker.join(max(0.0, timeout - (time.monotonic() - start)))
         if worker.is_alive():
