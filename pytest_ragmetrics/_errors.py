@@ -15,6 +15,7 @@ __all__ = [
     "BaselineError",
     "ThresholdsError",
     "RetrieverError",
+    "RagMetricsWarning",
 ]
 
 
@@ -51,3 +52,7 @@ class ThresholdsError(RagMetricsError):
 
 class RetrieverError(RagMetricsError):
     """The retriever returned something that is not a ranking."""
+
+
+class RagMetricsWarning(UserWarning):
+    """Something worked, but not as the user meant it to (e.g. a broken search_batch was dropped)."""

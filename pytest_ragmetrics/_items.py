@@ -11,11 +11,17 @@ from ._errors import RagMetricsError
 from ._gate import Drop, Gate, QueryRecord, query_drops
 from ._golden import Query
 from ._report_text import gate_line, regressions_text
+from ._retriever import PROTOCOL, retriever_problem
 from ._session import RECORD_KEY, RagSession
 
-__all__ = ["GoldenFile", "QueryItem", "GateItem", "RAG_SESSION", "gate_report_text", "junit_properties"]
+__all__ = ["GoldenFile", "QueryItem", "GateItem", "RAG_SESSION", "RETRIEVER_PROBLEM_KEY", "gate_report_text",
+           "junit_properties"]
 
 RAG_SESSION = pytest.StashKey[RagSession]()
+_RETRIEVER_CHECKED = pytest.StashKey[bool]()
+
+#: The user_properties key under which an xdist worker tells the controller its retriever cannot be searched.
+RETRIEVER_PROBLEM_KEY = "ragmetrics-retriever-problem"
 
 
 class QueryRegression(Exception):
@@ -49,7 +55,31 @@ class QueryItem(pytest.Function):
         super().__init__(**kwargs)
         self.query = query
 
+    def setup(self) -> None:
+        """Resolve ``rag_retriever``; at the first query, check it can be searched at all.
+
+        A fixture that returns the wrong thing would fail every query the same
+        way; instead the run stops here with one usage error (under xdist, each
+        worker stops at its first query).
+        """
+        super().setup()
+        if self.config.stash.get(_RETRIEVER_CHECKED, False):
+            return
+        problem = retriever_problem(self.funcargs["rag_retriever"])
+        if problem is None:
+            self.config.stash[_RETRIEVER_CHECKED] = True
+            return
+        message = f"ragmetrics: {problem}. {PROTOCOL}"
+        if not hasattr(self.config, "workerinput"):
+            pytest.exit(message, returncode=pytest.ExitCode.USAGE_ERROR)
+        # pytest.exit would crash an xdist worker: fail this item, stop the worker, and
+        # let the controller end the run with the usage-error exit code.
+        self.session.shouldstop = "ragmetrics: the retriever cannot be searched"
+        self.user_properties.append((RETRIEVER_PROBLEM_KEY, message))
+        pytest.fail(message, pytrace=False)
+
     def runtest(self) -> None:
+        __tracebackhide__ = True  # a failing retriever's own frames are what its user needs to see
         rag = self.config.stash[RAG_SESSION]
         retriever = self.funcargs["rag_retriever"]
         try:

@@ -9,6 +9,8 @@ explanation: ``explain_text()`` or ``explain`` as text or a mapping, and a
 
 from __future__ import annotations
 
+import math
+import numbers
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
@@ -57,8 +59,9 @@ def _short(value: Any) -> str:
 def normalize_results(results: Any, k: int, query_id: str = "?") -> Returned:
     """Check and normalise one query's results; keep at most ``k`` of them.
 
-    Raises :class:`RetrieverError` naming the query when the results are not a
-    ranking (``None``, a string, ids that are not strings).
+    Raises :class:`RetrieverError` naming the query, and the rank where one
+    result is wrong, when the results are not a ranking (``None``, a string, ids
+    that are not strings or are empty, a NaN score).
     """
     if results is None:
         raise RetrieverError(f"query {query_id!r}: the retriever returned None; expected a list of results")
@@ -99,21 +102,33 @@ def normalize_results(results: Any, k: int, query_id: str = "?") -> Returned:
             raise RetrieverError(
                 f"query {query_id!r}, result {rank}: id {brief_repr(rid)} is a {type(rid).__name__}, expected str"
             )
+        if not rid.strip():
+            raise RetrieverError(f"query {query_id!r}, result {rank}: id {brief_repr(rid)} is empty; "
+                                 "every result needs an id")
         if parent is not None and not isinstance(parent, str):
             raise RetrieverError(
                 f"query {query_id!r}, result {rank}: parent_id {brief_repr(parent)} is a "
                 f"{type(parent).__name__}, expected str or None"
             )
+        value = _score(score)
+        if value is not None and math.isnan(value):
+            raise RetrieverError(
+                f"query {query_id!r}, result {rank}: the score of {brief_repr(rid)} is NaN; a score must be a "
+                "number or None (NaN usually means the retriever's arithmetic went wrong)"
+            )
         out.ids.append(rid)
-        out.scores.append(_score(score))
+        out.scores.append(value)
         out.explains.append(explain)
         out.parents.append(parent)
     return out
 
 
 def _score(value: Any) -> float | None:
-    """A result's score as a float, or None (scores are shown, never used to rank)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    """A result's score as a float, or None (scores are shown, never used to rank).
+
+    Any real number counts, numpy's float32 included (it is no ``float``).
+    """
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
         return None
     try:
         return float(value)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import math
-import threading
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -29,7 +29,8 @@ from ._baseline import (
     write_baseline,
     write_problem,
 )
-from ._errors import BaselineError, RagMetricsError, RetrieverError
+from ._deadline import RetrievalTimeout, RetrieverCaller
+from ._errors import BaselineError, RagMetricsError, RagMetricsWarning, RetrieverError
 from ._evaluate import mean_metrics, score_query
 from ._gate import QueryRecord, Verdict, build_verdict, gate_names, query_drops, Drop
 from ._golden import GoldenSet, Query, brief_repr, load_golden
@@ -37,10 +38,11 @@ from ._measures import MeasurementConfig, parse_measures
 from ._metrics import ideal_grades
 from ._parents import score_parents
 from ._results import normalize_results
+from ._retriever import declares_thread_safe
 from ._subset import select_smoke
 from ._tables import counted
 
-__all__ = ["RagOptions", "RagSession", "RECORD_KEY", "RetrievalTimeout", "call_with_deadline"]
+__all__ = ["RagOptions", "RagSession", "RECORD_KEY"]
 
 #: The user_properties key a query item's record travels under.
 RECORD_KEY = "ragmetrics"
@@ -154,56 +156,21 @@ def build_options(get: Callable[[str, str], Any], resolve: Callable[[str, bool],
 
 
 def _parse_timeout(raw: Any) -> float | None:
-    """``--rag-timeout``/``rag_timeout``: seconds > 0; empty, ``0`` or ``none`` mean no limit."""
-    if raw in (None, "") or str(raw).strip().lower() in ("0", "none", "off"):
+    """``--rag-timeout``/``rag_timeout``: seconds > 0; empty or ``none`` mean no limit.
+
+    ``0`` is refused rather than read as "no limit": a reader cannot tell which
+    of "no time at all" and "no limit" it means.
+    """
+    if raw in (None, "") or str(raw).strip().lower() in ("none", "off"):
         return None
     try:
         value = float(raw)
     except (TypeError, ValueError):
         value = math.nan
     if not math.isfinite(value) or value <= 0:
-        raise RagMetricsError(f"rag_timeout must be a number of seconds > 0 (or 'none'), got {raw!r}")
+        hint = "; for no limit leave it unset or write 'none'" if value == 0 else ""
+        raise RagMetricsError(f"rag_timeout must be a number of seconds > 0 (or 'none'), got {raw!r}{hint}")
     return value
-
-
-class RetrievalTimeout(RetrieverError):
-    """A retriever call did not return within ``--rag-timeout``."""
-
-
-def call_with_deadline(call: Callable[[], Any], timeout: float | None, what: str) -> Any:
-    """Run ``call()``; with a ``timeout``, give up on it after that many seconds.
-
-    A Python call cannot be killed from outside, so the call runs in a daemon
-    thread and, past the deadline, is abandoned there (it may still finish, or
-    hang, in the background; a daemon thread does not keep the process alive)
-    and :class:`RetrievalTimeout` is raised here. Whatever the call raises,
-    KeyboardInterrupt included, is raised here as well. Without a timeout the
-    call runs in the calling thread, as it always did; with one, each call runs in
-    a fresh thread, so a retriever must not hold thread-bound resources (a
-    ``sqlite3`` connection needs ``check_same_thread=False``, as the stack's
-    embedding cache has).
-    """
-    if timeout is None:
-        return call()
-    box: dict[str, Any] = {}
-
-    def run() -> None:
-        try:
-            box["value"] = call()
-        except BaseException as exc:  # handed to the waiting thread, which re-raises it
-            box["error"] = exc
-
-    worker = threading.Thread(target=run, name="ragmetrics-retrieval", daemon=True)
-    worker.start()
-    worker.join(timeout)
-    if worker.is_alive():
-        raise RetrievalTimeout(
-            f"{what}: the retriever did not answer within {timeout:g} s (--rag-timeout); the call was "
-            "abandoned in a background thread and this query counts as an error"
-        )
-    if "error" in box:
-        raise box["error"]
-    return box.get("value")
 
 
 class RagSession:
@@ -249,7 +216,10 @@ class RagSession:
         self.retriever_description: Any = None
         self._described = False
         self._prefetched: dict[str, Any] = {}
-        self._batch_off = False  # set when a search_batch call overran --rag-timeout
+        self._batch_off = False  # set when search_batch overran --rag-timeout or answered out of shape
+        self._batch_warned = False
+        self._unbatched: set[str] = set()  # queries of a batch that raised: searched one at a time
+        self._calls: RetrieverCaller | None = None
         self._ideal = {q.qid: ideal_grades(q.judgments) for q in self.golden}
         self._verdict: Verdict | None = None
         self.summary: str | None = None
@@ -285,38 +255,79 @@ class RagSession:
 
     # ------------------------------------------------------------------ retrieval
 
+    def _caller(self, retriever: Any) -> RetrieverCaller:
+        """The one caller of this process's retriever, made at its first query."""
+        if self._calls is None:
+            self._calls = RetrieverCaller(self.options.timeout, declares_thread_safe(retriever))
+        return self._calls
+
     def _search(self, retriever: Any, query: Query) -> Any:
-        return call_with_deadline(lambda: retriever.search(query.text, self.options.k),
-                                  self.options.timeout, f"query {brief_repr(query.qid)}")
+        __tracebackhide__ = True
+        return self._caller(retriever).call(f"query {brief_repr(query.qid)}", retriever.search, query.text,
+                                            self.options.k)
 
     def _prefetch(self, retriever: Any, upcoming: Sequence[Query]) -> None:
         """Fill the cache with one ``search_batch`` call; on failure fall back to per-query.
 
-        With a timeout the batch may take ``timeout`` seconds per query in it; a
-        batch that overruns is abandoned and batching is off for the rest of the
-        run (each query then gets its own deadline).
+        With a timeout the batch may take ``timeout`` seconds per query in it. A
+        batch that overruns, or returns something other than one result list per
+        query, turns batching off for the rest of the run (each query then gets
+        its own ``search`` and deadline), and a warning says so once: the user
+        would otherwise pay for every query twice without knowing.
         """
+        __tracebackhide__ = True
         self._prefetched.clear()
+        upcoming = [q for q in upcoming if q.qid not in self._unbatched]
         texts = [q.text for q in upcoming]
-        timeout = None if self.options.timeout is None else self.options.timeout * len(texts)
+        what = f"search_batch of {len(texts)} queries"
         try:
-            results = call_with_deadline(lambda: retriever.search_batch(texts, self.options.k), timeout,
-                                         f"search_batch of {len(texts)} queries")
-            results = list(results) if results is not None else None
+            results = self._caller(retriever).call(what, retriever.search_batch, texts, self.options.k,
+                                                   queries=len(texts))
         except RetrievalTimeout:
-            self._batch_off = True
+            per_query = self.options.timeout or 0.0  # set: only a deadline raises this
+            self._stop_batching(retriever, f"{what} did not finish within its deadline of {per_query * len(texts):g} "
+                                           f"s (--rag-timeout {per_query:g} s per query) and was abandoned")
             return
-        except Exception:  # one bad query must not fail its neighbours: retry one by one
+        except Exception as exc:  # one bad query must not fail its neighbours: retry one by one
+            self._unbatched.update(q.qid for q in upcoming)  # and never batch them again
+            self._warn_batch(retriever, f"search_batch raised {brief_repr(exc)}; the {len(texts)} queries "
+                                        "of that batch are searched one at a time with search instead (later "
+                                        "batches still use search_batch; their failures are not reported again)")
             return
-        if results is None or len(results) != len(upcoming):
+        try:
+            results = list(results)
+        except TypeError:
+            self._stop_batching(retriever, f"search_batch returned {brief_repr(results)} for a batch of "
+                                           f"{len(texts)} queries, expected a list of {len(texts)} result lists")
+            return
+        if len(results) != len(upcoming):
+            self._stop_batching(retriever, f"search_batch returned {len(results)} result lists for a batch of "
+                                           f"{len(texts)} queries; it must return one per query, in order")
             return
         for q, r in zip(upcoming, results):
             self._prefetched[q.qid] = r
 
+    def _stop_batching(self, retriever: Any, why: str) -> None:
+        self._batch_off = True
+        self._warn_batch(retriever, f"{why}. The plugin stopped calling search_batch and calls search once per "
+                                    "query for the rest of this run")
+
+    def _warn_batch(self, retriever: Any, text: str) -> None:
+        """Warn once a run, pointing at the retriever's search_batch when its source is known."""
+        if self._batch_warned:
+            return
+        self._batch_warned = True
+        function = getattr(retriever.search_batch, "__func__", retriever.search_batch)
+        code = getattr(function, "__code__", None)
+        where = (code.co_filename, code.co_firstlineno) if code is not None else (str(self.collect_path), 1)
+        warnings.warn_explicit(f"ragmetrics: {text}", RagMetricsWarning, *where)
+
     def retrieve(self, retriever: Any, query: Query, upcoming: Callable[[], Sequence[Query]]) -> Any:
+        __tracebackhide__ = True
         if query.qid in self._prefetched:
             return self._prefetched.pop(query.qid)
-        if callable(getattr(retriever, "search_batch", None)) and self.options.repeat == 1 and not self._batch_off:
+        if (callable(getattr(retriever, "search_batch", None)) and self.options.repeat == 1 and not self._batch_off
+                and query.qid not in self._unbatched):
             self._prefetch(retriever, upcoming())
             if query.qid in self._prefetched:
                 return self._prefetched.pop(query.qid)
@@ -329,6 +340,7 @@ class RagSession:
         Raises what the retriever raised (after recording the error), or
         :class:`RetrieverError` for a result that is not a ranking.
         """
+        __tracebackhide__ = True  # a failing retriever's own frames are what its user needs to see
         if not self._described:
             self._described = True
             describe = getattr(retriever, "describe", None)

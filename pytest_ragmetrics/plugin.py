@@ -26,7 +26,7 @@ _INI = {
     "rag_subset": ("default subset: full or smoke", "full"),
     "rag_smoke": ("smoke subset rule: tag:NAME, sample:N or sample:N:SEED", "tag:smoke"),
     "rag_corpus": ("corpus the retriever indexes; golden questions found in it are warned about", ""),
-    "rag_timeout": ("seconds one query's retrieval may take before its item errors (default: no limit)", ""),
+    "rag_timeout": ("seconds (> 0) one query's retrieval may take before its item errors (default: no limit)", ""),
 }
 
 
@@ -62,9 +62,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--rag-batch-size", dest="rag_batch_size", type=int, default=32, metavar="N",
                     help="queries per search_batch call when the retriever offers one")
     group.addoption("--rag-timeout", dest="rag_timeout", metavar="SECONDS",
-                    help="a query whose retrieval takes longer errors and the rest run; the retriever is then "
-                         "called from a worker thread, where a hung call is abandoned (it cannot be killed); "
-                         "overrides ini rag_timeout (default: no limit)")
+                    help="a query whose retrieval takes longer (> 0; 'none': no limit, the default) errors and "
+                         "the rest run; the retriever is then called from a worker thread, where a hung call is "
+                         "abandoned (it cannot be killed) and the next call waits for it to return, unless the "
+                         "retriever has thread_safe = True; overrides ini rag_timeout")
     for name, (help_text, default) in _INI.items():
         parser.addini(name, help_text, default=default)
 
@@ -184,13 +185,19 @@ class _Controller:
         self.config = config
         self.rag = config.stash[RAG_SESSION]
         self.prefix = None  # node id of the golden file, learnt from the first report
+        self.retriever_problem: str | None = None
 
     @pytest.hookimpl(tryfirst=True)  # before junitxml and other report writers see the record
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         from ._gate import QueryRecord
-        from ._items import junit_properties
+        from ._items import RETRIEVER_PROBLEM_KEY, junit_properties
         from ._session import RECORD_KEY
 
+        problems = [value for key, value in report.user_properties if key == RETRIEVER_PROBLEM_KEY]
+        if problems:  # an xdist worker stopped at its first query
+            self.retriever_problem = problems[0]
+            report.user_properties = [p for p in report.user_properties if p[0] != RETRIEVER_PROBLEM_KEY]
+            return
         records = [value for key, value in report.user_properties if key == RECORD_KEY]
         if records:
             # The record has reached the process that judges; what stays on the report is
@@ -228,6 +235,9 @@ class _Controller:
         from ._report_text import verdict_text
 
         rag = self.rag
+        if self.retriever_problem is not None:  # nothing was measured: a usage error, as in a serial run
+            session.exitstatus = pytest.ExitCode.USAGE_ERROR
+            return
         if exitstatus == pytest.ExitCode.INTERRUPTED:
             rag.summary = "Interrupted: no baseline or report written."
             return
@@ -340,10 +350,18 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 
 @pytest.fixture(scope="session")
-def rag_retriever() -> Any:
-    """Override this fixture (session scope, in conftest.py) to give the plugin your retriever."""
-    pytest.fail(
-        "ragmetrics: no retriever. Define a session-scoped fixture named `rag_retriever` in conftest.py "
-        "returning an object with search(query: str, k: int) -> ranked ids or (id, score) pairs.",
-        pytrace=False,
-    )
+def rag_retriever(request: pytest.FixtureRequest) -> Any:
+    """Override this fixture (session scope, in conftest.py) to give the plugin your retriever.
+
+    It returns an object with ``search(query: str, k: int)`` returning ranked
+    results, best first (``str`` ids, ``(id, score)`` pairs or objects with an
+    ``.id``), and optionally ``search_batch(queries, k)``. With ``--rag-timeout``
+    the retriever is called from worker threads, one call at a time, even while
+    a call abandoned at its deadline still runs; a class attribute
+    ``thread_safe = True`` lets the next call start beside it.
+    """
+    from ._retriever import MISSING, PROTOCOL, retriever_problem
+
+    if request.config.getoption("rag_eval"):
+        return MISSING  # the first query reports it, once for the whole run
+    pytest.fail(f"ragmetrics: {retriever_problem(MISSING)}. {PROTOCOL}", pytrace=False)

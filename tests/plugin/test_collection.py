@@ -102,9 +102,10 @@ def test_missing_golden_file_is_a_usage_error(project: RagProject) -> None:
     no_traceback(result)
 
 
-def test_no_retriever_fixture_errors_every_query_with_a_hint(project: RagProject) -> None:
+def test_no_retriever_fixture_stops_the_run_with_one_hint(project: RagProject) -> None:
     (project.path / "conftest.py").write_text("", encoding="utf-8")
     result = project.run()
-    assert result.ret == pytest.ExitCode.TESTS_FAILED
-    assert ids_with(result, "error") == [f"golden.yaml::{q}" for q in QIDS]
-    assert "Define a session-scoped fixture named `rag_retriever`" in result.stdout.str()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert outcomes(result) == {}  # stopped before the first query, not once per query
+    assert result.stdout.str().count("no fixture named rag_retriever is defined. The session-scoped fixture "
+                                     "`rag_retriever` (usually in conftest.py) must return") == 1

@@ -511,10 +511,12 @@ def test_unknown_metric_through_the_cli(tmp_path: Path, capsys: pytest.CaptureFi
     [
         (["--rag-timeout", "soon"], ["rag_timeout must be a number of seconds > 0", "'soon'"]),
         (["--rag-timeout", "-1"], ["rag_timeout must be a number of seconds > 0"]),
+        (["--rag-timeout=0"], ["rag_timeout must be a number of seconds > 0 (or 'none'), got '0'; for no limit "
+                               "leave it unset or write 'none'"]),
         (["--rag-k", "0"], ["rag_k must be a positive integer, got 0"]),
         (["--rag-metrics", "recall@ten"], ["recall"]),
     ],
-    ids=["timeout-word", "timeout-negative", "k-zero", "metric-cutoff-word"],
+    ids=["timeout-word", "timeout-negative", "timeout-zero", "k-zero", "metric-cutoff-word"],
 )
 def test_malformed_options(baselined: RagProject, args: list[str], needles: list[str]) -> None:
     before = snapshot(baselined.path)
@@ -524,10 +526,13 @@ def test_malformed_options(baselined: RagProject, args: list[str], needles: list
     assert baselined.calls() == []
 
 
-def test_bad_ini_timeout(baselined: RagProject) -> None:
-    baselined.ini(rag_timeout="ten seconds")
+@pytest.mark.parametrize("value", ["ten seconds", "0"])
+def test_bad_ini_timeout(baselined: RagProject, value: str) -> None:
+    """0 is refused too: a reader cannot tell whether it means no time at all or no limit."""
+    baselined.ini(rag_timeout=value)
     result = baselined.run()
-    assert_usage_error(result, "rag_timeout must be a number of seconds > 0 (or 'none'), got 'ten seconds'")
+    assert_usage_error(result, f"rag_timeout must be a number of seconds > 0 (or 'none'), got {value!r}")
+    assert baselined.calls() == []
 
 
 def test_a_utf8_bom_is_accepted(project: RagProject) -> None:

@@ -43,6 +43,12 @@ FAULTS: dict[str, tuple[Any, str]] = {
     "returns-a-hit-with-a-none-id": ({"hits": [{"id": "chain-lube"}, {"id": None}]},
                                      "query 'q-002', result 2: id None is a NoneType, expected str"),
     "returns-triples": ({"return": [["chain-lube", 0.9, "x"]]}, "query 'q-002', result 1: tuple ('chain-lube', 0.9, 'x') is not an id"),
+    "returns-an-empty-id": ({"return": ["chain-lube", ""]}, "query 'q-002', result 2: id '' is empty"),
+    "returns-a-blank-id": ({"hits": [{"id": "chain-lube"}, {"id": "  "}]}, "query 'q-002', result 2: id '  ' is empty"),
+    "returns-a-nan-score": ({"return": [["chain-lube", 0.9], ["chain-clean", float("nan")]]},
+                            "query 'q-002', result 2: the score of 'chain-clean' is NaN"),
+    "returns-a-hit-with-a-nan-score": ({"hits": [{"id": "chain-lube", "score": float("nan")}]},
+                                       "query 'q-002', result 1: the score of 'chain-lube' is NaN"),
 }
 
 
@@ -165,8 +171,16 @@ def test_an_errored_query_blocks_a_baseline_update(baselined: TrustProject) -> N
 # ------------------------------------------------------------------------- timeouts
 
 
+def _declare_thread_safe(project: TrustProject) -> None:
+    """The project's retrievers say they may be called from two threads at once."""
+    project.conftest_text += "\n\nRetriever.thread_safe = True\n"
+    (project.path / "conftest.py").write_text(project.conftest_text, encoding="utf-8")
+
+
 def test_a_hanging_query_times_out_and_the_rest_run(released: TrustProject) -> None:
+    """A thread-safe retriever: the next queries run beside the abandoned call."""
     released.make_baseline()
+    _declare_thread_safe(released)
     released.answer(q_004={"hang": ["derailleur", "shifter-cable"]})
     result = released.run("--rag-timeout", "1", "--rag-report", "run.json")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
@@ -184,17 +198,19 @@ def test_a_hanging_query_times_out_and_the_rest_run(released: TrustProject) -> N
 def test_the_timeout_comes_from_the_ini_too(released: TrustProject) -> None:
     released.make_baseline()
     released.ini(rag_timeout="1.5")
-    released.answer(q_001={"hang": ["tire-repair"]})
+    released.answer(q_006={"hang": ["cassette", "chain-clean", "degreaser"]})  # the last: no query waits for it
     result = released.run()
-    assert ids_with(result, "failed") == ["golden.yaml::gate::recall@10", "golden.yaml::q-001"]
+    assert ids_with(result, "failed") == ["golden.yaml::gate::recall@10", "golden.yaml::q-006"]
     assert "did not answer within 1.5 s" in result.stdout.str()
 
 
 def test_a_hanging_search_batch_falls_back_to_single_searches(released: TrustProject) -> None:
     """The batch gets timeout x its size; when it overruns, batching stops and each
-    query gets its own deadline, so only the hanging query fails. (The deadlines leave
-    the other queries, dictionary look-ups, a margin of a second or more.)"""
+    query gets its own deadline, so only the hanging query fails (the retriever is
+    thread-safe, so nothing waits for the abandoned batch), and a warning says so once.
+    (The deadlines leave the other queries, dictionary look-ups, a margin of a second or more.)"""
     released.make_baseline()
+    _declare_thread_safe(released)
     released.retriever(batch=True)
     released.answer(q_003={"hang": ["brake-pads"]})
     released.reset_calls()
@@ -205,6 +221,9 @@ def test_a_hanging_search_batch_falls_back_to_single_searches(released: TrustPro
     calls = [c.split("\t")[0] for c in released.calls() if c.startswith(("batch", "search"))]
     # q-001+q-002 in one batch; the q-003+q-004 batch hangs, is abandoned, and batching stops
     assert calls == ["batch", "batch", "search", "search", "search", "search"]
+    out = result.stdout.str()
+    assert out.count("search_batch of 2 queries did not finish within its deadline of 2 s") == 1
+    assert "The plugin stopped calling search_batch" in out
 
 
 def test_without_a_timeout_a_fast_retriever_runs_in_the_calling_thread(baselined: TrustProject) -> None:
@@ -233,10 +252,10 @@ Retriever.search = _search
 def test_a_hung_retrieval_does_not_keep_the_process_alive(released: TrustProject) -> None:
     """A real subprocess: the abandoned daemon thread must not block interpreter exit."""
     released.make_baseline()
-    released.answer(q_002={"hang": ["chain-lube"]})
+    released.answer(q_006={"hang": ["cassette"]})  # the last query: no other waits for it
     result = released.run_subprocess("--rag-timeout", "0.5")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
-    assert ids_with(result, "failed") == ["golden.yaml::gate::recall@10", "golden.yaml::q-002"]
+    assert ids_with(result, "failed") == ["golden.yaml::gate::recall@10", "golden.yaml::q-006"]
     assert not (released.path / "release").exists()  # it exited while the call still hung
 
 
@@ -331,3 +350,217 @@ def test_the_reference_stack_answers_the_same_under_a_timeout(tmp_path: Path) ->
         assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
         texts[name] = re.sub(r'"created": "[^"]*"', "", (tmp_path / f"{name}.json").read_text(encoding="utf-8"))
     assert texts["plain"] == texts["timeout"] == texts["timeout-batched"]
+
+
+# ------------------------------------------------- an abandoned call and the next one
+
+#: Appended to the project's conftest: a retriever that logs how many calls are inside
+#: it at once. Its call for q-004 returns only once q-005's item has begun, and then
+#: lingers a moment, long enough to meet a call let in beside it (which ends the linger).
+GUARDED = r'''
+
+import threading as _threading
+
+_inside = [0]
+_inside_lock = _threading.Lock()
+_next_item = _threading.Event()
+_entered = _threading.Event()
+
+
+class Guarded(Retriever):
+    def search(self, query, k):
+        with _inside_lock:
+            _inside[0] += 1
+            _log("inside\t" + str(_inside[0]))
+        try:
+            _entered.set()
+            if query == "adjusting the rear derailleur":
+                _entered.clear()
+                _next_item.wait(60)  # past its deadline: abandoned
+                _entered.wait(0.3)
+            return Retriever.search(self, query, k)
+        finally:
+            with _inside_lock:
+                _inside[0] -= 1
+
+
+def pytest_runtest_setup(item):
+    if item.name == "q-005":
+        _next_item.set()
+
+
+@pytest.fixture(scope="session")
+def rag_retriever():
+    return Guarded()
+'''
+
+
+def _guarded(project: TrustProject, thread_safe: bool) -> None:
+    project.conftest_text += GUARDED + ("\nGuarded.thread_safe = True\n" if thread_safe else "")
+    (project.path / "conftest.py").write_text(project.conftest_text, encoding="utf-8")
+
+
+def _inside(project: TrustProject) -> list[int]:
+    return [int(c.split("\t")[1]) for c in project.calls() if c.startswith("inside\t")]
+
+
+def test_the_next_query_waits_for_an_abandoned_call_to_return(baselined: TrustProject) -> None:
+    """Most retrievers are not thread-safe: q-005 starts only once q-004's abandoned
+    call has returned (within q-005's own deadline), so no two calls ever overlap."""
+    _guarded(baselined, thread_safe=False)
+    result = baselined.run("--rag-timeout", "2")
+    assert outcomes(result) == {**{f"golden.yaml::{q}": "passed" for q in QIDS if q != "q-004"},
+                                "golden.yaml::q-004": "failed", "golden.yaml::gate::baseline": "passed",
+                                "golden.yaml::gate::recall@10": "failed"}
+    assert _inside(baselined) == [1] * 6
+    failure = result.stdout.str().split("rag query q-004", 1)[1]
+    assert "later calls wait for it to return, as the retriever does not declare thread_safe = True" in failure
+
+
+def test_a_query_that_cannot_start_in_time_errors_with_the_reason(released: TrustProject) -> None:
+    """q-004 never returns: the queries after it may not start beside it, and each
+    errors at its own deadline naming the call it waited for."""
+    released.make_baseline()
+    released.answer(q_004={"hang": ["derailleur", "shifter-cable"]})
+    released.reset_calls()
+    result = released.run("--rag-timeout", "0.5")
+    assert ids_with(result, "failed") == ["golden.yaml::gate::recall@10", "golden.yaml::q-004",
+                                          "golden.yaml::q-005", "golden.yaml::q-006"]
+    out = result.stdout.str()
+    for qid in ("q-005", "q-006"):
+        assert (f"query '{qid}': could not start within 0.5 s (--rag-timeout): the retriever was still running the "
+                "abandoned call for query 'q-004', and a retriever that does not declare thread_safe = True is "
+                "never called twice at once") in out.split(f"rag query {qid}", 1)[1]
+    searched = [c.split("\t")[1] for c in released.calls() if c.startswith("search\t")]
+    assert searched == [r["question"] for r in released.records[:4]]  # nothing after the hung call
+
+
+def test_a_thread_safe_retriever_runs_the_next_query_beside_the_abandoned_call(baselined: TrustProject) -> None:
+    _guarded(baselined, thread_safe=True)
+    result = baselined.run("--rag-timeout", "2")
+    assert ids_with(result, "failed") == ["golden.yaml::gate::recall@10", "golden.yaml::q-004"]
+    assert 2 in _inside(baselined)  # q-005 ran while q-004's call was still inside
+    assert "later calls wait" not in result.stdout.str()
+
+
+# --------------------------------------------------------------- the retriever itself
+
+#: Appended to the project's conftest: a rag_retriever fixture returning ``{value}``.
+FIXTURE_RETURNS = '''
+
+class NoSearch:
+    def find(self, query, k):
+        return []
+
+
+class SearchAttribute:
+    search = "bm25"
+
+
+class OneArgument:
+    def search(self, query):
+        return []
+
+
+@pytest.fixture(scope="session")
+def rag_retriever():
+    _log("fixture")
+    return {value}
+'''
+
+BAD_RETRIEVERS = {
+    "none": ("None", "the rag_retriever fixture returned None."),
+    "no-search": ("NoSearch()", "the rag_retriever fixture returned NoSearch <conftest.NoSearch object at"),
+    "search-not-callable": ("SearchAttribute()", "whose search is a str, not a method."),
+    "search-one-argument": ("OneArgument()", "whose search(query) cannot be called as search(query, k): "
+                                             "too many positional arguments."),
+}
+
+
+def _bad_retriever(project: TrustProject, value: str | None) -> None:
+    """The project's rag_retriever returns ``value``; with None, the project defines no rag_retriever."""
+    text = "" if value is None else project.conftest_text + FIXTURE_RETURNS.replace("{value}", value)
+    (project.path / "conftest.py").write_text(text, encoding="utf-8")
+
+
+@pytest.mark.parametrize("value, problem", [*BAD_RETRIEVERS.values(), (None, "no retriever: no fixture named "
+                                                                             "rag_retriever is defined.")],
+                         ids=[*BAD_RETRIEVERS, "no-fixture"])
+def test_a_retriever_that_cannot_be_searched_stops_the_run_with_one_message(
+        baselined: TrustProject, value: str | None, problem: str) -> None:
+    _bad_retriever(baselined, value)
+    result = baselined.run("--rag-report", "run.json")
+    out = result.stdout.str() + result.stderr.str()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, out[-3000:]
+    assert out.count(problem) == 1, out
+    assert out.count("must return an object with search(query: str, k: int)") == 1
+    assert "Traceback" not in out and "INTERNALERROR" not in out and "AttributeError" not in out
+    assert "ragmetrics =====" not in out  # no verdict on a run that measured nothing
+    assert not (baselined.path / "run.json").exists()
+    assert [c for c in baselined.calls() if c != "fixture"] == []
+
+
+def test_a_retriever_that_cannot_be_searched_stops_each_xdist_worker_at_once(baselined: TrustProject) -> None:
+    _bad_retriever(baselined, "None")
+    result = baselined.run_subprocess("-n", "2", "--rag-report", "run.json")
+    out = result.stdout.str() + result.stderr.str()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, out[-3000:]
+    assert "INTERNALERROR" not in out and "AttributeError" not in out
+    assert 1 <= out.count("the rag_retriever fixture returned None. The session-scoped fixture") <= 2  # once a worker
+    assert len(outcomes(result)) <= 2  # each worker stopped at its first query
+    assert not (baselined.path / "run.json").exists()
+
+
+def test_a_failing_retriever_shows_its_own_frames_not_the_plugin_s(baselined: TrustProject) -> None:
+    """The traceback starts in the user's search (conftest.py), with or without a timeout thread."""
+    import pytest_ragmetrics
+
+    package = str(Path(pytest_ragmetrics.__file__).parent)
+    baselined.answer(q_002={"raise": "index shard offline"})
+    for extra in ([], ["--rag-timeout", "30"]):
+        result = baselined.run(*extra)
+        failure = result.stdout.str().split("rag query q-002", 1)[1].split("rag gate", 1)[0]
+        assert "def search(self, query, k):" in failure and "RuntimeError: index shard offline" in failure
+        assert "conftest.py" in failure
+        assert package not in failure and "pytest_ragmetrics" not in failure, failure
+
+
+# ------------------------------------------------------------------- a broken search_batch
+
+#: Appended to the project's conftest: search_batch answers ``{value}``.
+BROKEN_BATCH = '''
+
+def _broken_batch(self, queries, k):
+    _log("batch\\t" + str(len(queries)))
+    {value}
+
+
+BatchRetriever.search_batch = _broken_batch
+'''
+
+BROKEN_BATCHES = {
+    "none": ("return None", "search_batch returned None for a batch of 6 queries, expected a list of 6 result lists. "
+                            "The plugin stopped calling search_batch and calls search once per query for the rest "
+                            "of this run"),
+    "short": ("return [_answer(q) for q in queries[1:]]",
+              "search_batch returned 5 result lists for a batch of 6 queries; it must return one per query, in "
+              "order. The plugin stopped calling search_batch"),
+    "raises": ("raise TypeError('search_batch() takes 2 positional arguments')",
+               "search_batch raised TypeError('search_batch() takes 2 positional arguments'); the 6 queries of that "
+               "batch are searched one at a time with search instead"),
+}
+
+
+@pytest.mark.parametrize("body, warning", BROKEN_BATCHES.values(), ids=BROKEN_BATCHES)
+def test_a_broken_search_batch_is_reported_once_and_not_called_again(
+        baselined: TrustProject, body: str, warning: str) -> None:
+    baselined.retriever(batch=True)
+    baselined.conftest_text += BROKEN_BATCH.replace("{value}", body)
+    (baselined.path / "conftest.py").write_text(baselined.conftest_text, encoding="utf-8")
+    result = baselined.run()
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    calls = [c.split("\t")[0] for c in baselined.calls() if c.startswith(("batch", "search"))]
+    assert calls == ["batch"] + ["search"] * 6  # the user pays for the broken batch once
+    out = result.stdout.str()
+    assert out.count(warning) == 1, out
+    assert "conftest.py" in out.split(warning, 1)[0].rsplit("\n", 1)[-1]  # it points at their search_batch

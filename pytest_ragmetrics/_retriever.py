@@ -1,0 +1,61 @@
+"""What the plugin needs of the object the ``rag_retriever`` fixture returns.
+
+Checked once, before the first query, so a fixture that returns the wrong thing
+stops the run with one message instead of failing every query the same way.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+from ._golden import brief_repr
+
+__all__ = ["MISSING", "PROTOCOL", "declares_thread_safe", "retriever_problem"]
+
+#: The retriever protocol, in the words every message about it uses.
+PROTOCOL = (
+    "The session-scoped fixture `rag_retriever` (usually in conftest.py) must return an object with "
+    "search(query: str, k: int) returning ranked results, best first: str ids, (id, score) pairs or objects "
+    "with an .id; search_batch(queries: list[str], k: int) is optional, and a class attribute "
+    "thread_safe = True lets --rag-timeout start the next call while an abandoned one still runs."
+)
+
+
+class _Missing:
+    """What the plugin's own ``rag_retriever`` returns: the project defines none."""
+
+    def __repr__(self) -> str:
+        return "<no rag_retriever fixture>"
+
+
+#: Returned by the plugin's default fixture, so the missing fixture is reported once, as any other problem.
+MISSING = _Missing()
+
+
+def declares_thread_safe(retriever: Any) -> bool:
+    """True when the retriever says it may be called from two threads at once (``thread_safe = True``)."""
+    return getattr(retriever, "thread_safe", False) is True
+
+
+def retriever_problem(retriever: Any) -> str | None:
+    """What keeps ``retriever`` from being searched, in one sentence; ``None`` when it can be."""
+    if retriever is MISSING:
+        return "no retriever: no fixture named rag_retriever is defined"
+    if retriever is None:
+        return "the rag_retriever fixture returned None"
+    search = getattr(retriever, "search", None)
+    what = f"the rag_retriever fixture returned {type(retriever).__name__} {brief_repr(retriever)}"
+    if search is None:
+        return f"{what}, which has no search method"
+    if not callable(search):
+        return f"{what}, whose search is a {type(search).__name__}, not a method"
+    try:
+        signature = inspect.signature(search)
+    except (TypeError, ValueError):  # a builtin or extension without a signature: try it
+        return None
+    try:
+        signature.bind("query", 10)
+    except TypeError as exc:
+        return f"{what}, whose search{signature} cannot be called as search(query, k): {exc}"
+    return None
