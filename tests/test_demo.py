@@ -36,7 +36,7 @@ def run_demo(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
 def test_demo_gate_passes_against_the_committed_baseline(tmp_path: Path) -> None:
     before = BASELINE.read_bytes()
     report = tmp_path / "run.json"
-    proc = run_demo("--rag-report", str(report))
+    proc = run_demo(f"--rag-report={report}")
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     assert "All gates passed" in proc.stdout
     artifact = json.loads(report.read_text())
@@ -50,7 +50,7 @@ def test_demo_gate_passes_against_the_committed_baseline(tmp_path: Path) -> None
 def test_bm25_only_setting_fails_and_names_the_fallen_queries(tmp_path: Path) -> None:
     before = BASELINE.read_bytes()
     report = tmp_path / "run.json"
-    proc = run_demo("--rag-report", str(report), RAGMETRICS_MODE="bm25")
+    proc = run_demo(f"--rag-report={report}", RAGMETRICS_MODE="bm25")
     assert proc.returncode == 1, proc.stdout[-4000:]
     out = proc.stdout
     assert "RETRIEVAL GATE FAILED" in out
