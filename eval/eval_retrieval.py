@@ -32,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # models come from local folders only
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     from pytest_ragmetrics import MeasurementConfig, load_golden
-    from pytest_ragmetrics._ablate import Setting, ablate, render_markdown, stack_factory, sweep_settings
+    from pytest_ragmetrics.tools.ablate import Setting, ablate, render_markdown, stack_factory, sweep_settings
 
     golden = load_golden(ROOT / "eval" / "golden.yaml")
     retrievers = stack_factory(ROOT / "eval" / "corpus", rerank_model=args.rerank_model, unique_docs=True)

@@ -13,31 +13,31 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 _EXPORTS = {
-    "BaselineError": "_errors",
-    "InputError": "_errors",
-    "MeasureError": "_errors",
-    "RagMetricsError": "_errors",
-    "RetrieverError": "_errors",
-    "ThresholdsError": "_errors",
-    "Evaluation": "_evaluate",
-    "evaluate": "_evaluate",
-    "mean_metrics": "_evaluate",
-    "score_query": "_evaluate",
-    "GoldenSet": "_golden",
-    "Query": "_golden",
-    "load_golden": "_golden",
-    "load_qrels": "_golden",
-    "MEASURE_NAMES": "_measures",
-    "Measure": "_measures",
-    "MeasurementConfig": "_measures",
-    "parse_measure": "_measures",
-    "parse_measures": "_measures",
-    "document_ranking": "_metrics",
-    "judge": "_metrics",
-    "score": "_metrics",
-    "read_run": "_trec",
-    "write_qrels": "_trec",
-    "write_run": "_trec",
+    "BaselineError": "errors",
+    "InputError": "errors",
+    "MeasureError": "errors",
+    "RagMetricsError": "errors",
+    "RetrieverError": "errors",
+    "ThresholdsError": "errors",
+    "Evaluation": "evaluation",
+    "evaluate": "evaluation",
+    "mean_metrics": "evaluation",
+    "score_query": "evaluation",
+    "GoldenSet": "golden",
+    "Query": "golden",
+    "load_golden": "golden",
+    "load_qrels": "golden",
+    "MEASURE_NAMES": "measures",
+    "Measure": "measures",
+    "MeasurementConfig": "measures",
+    "parse_measure": "measures",
+    "parse_measures": "measures",
+    "document_ranking": "metrics",
+    "judge": "metrics",
+    "score": "metrics",
+    "read_run": "trec",
+    "write_qrels": "trec",
+    "write_run": "trec",
 }
 
 __all__ = sorted([*_EXPORTS, "__version__"])
@@ -57,9 +57,9 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
-    from ._errors import BaselineError, InputError, MeasureError, RagMetricsError, RetrieverError, ThresholdsError
-    from ._evaluate import Evaluation, evaluate, mean_metrics, score_query
-    from ._golden import GoldenSet, Query, load_golden, load_qrels
-    from ._measures import MEASURE_NAMES, Measure, MeasurementConfig, parse_measure, parse_measures
-    from ._metrics import document_ranking, judge, score
-    from ._trec import read_run, write_qrels, write_run
+    from pytest_ragmetrics.errors import BaselineError, InputError, MeasureError, RagMetricsError, RetrieverError, ThresholdsError
+    from pytest_ragmetrics.evaluation import Evaluation, evaluate, mean_metrics, score_query
+    from pytest_ragmetrics.golden import GoldenSet, Query, load_golden, load_qrels
+    from pytest_ragmetrics.measures import MEASURE_NAMES, Measure, MeasurementConfig, parse_measure, parse_measures
+    from pytest_ragmetrics.metrics import document_ranking, judge, score
+    from pytest_ragmetrics.trec import read_run, write_qrels, write_run

@@ -50,7 +50,7 @@ import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence, Union
 
-from ._errors import RetrieverError
+from pytest_ragmetrics.errors import RetrieverError
 
 __all__ = ["AdapterWarning", "Hit", "LangChainRetriever", "LlamaIndexRetriever", "from_langchain", "from_llamaindex"]
 

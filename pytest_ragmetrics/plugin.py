@@ -73,7 +73,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def _rag(config: pytest.Config) -> Any:
     if not config.getoption("rag_eval"):
         return None
-    from ._items import RAG_SESSION
+    from pytest_ragmetrics._plugin.items import RAG_SESSION
 
     return config.stash.get(RAG_SESSION, None)
 
@@ -82,9 +82,9 @@ def _rag(config: pytest.Config) -> Any:
 def pytest_configure(config: pytest.Config) -> None:
     if not config.getoption("rag_eval"):
         return
-    from ._errors import RagMetricsError
-    from ._items import RAG_SESSION
-    from ._session import RagSession, build_options
+    from pytest_ragmetrics.errors import RagMetricsError
+    from pytest_ragmetrics._plugin.items import RAG_SESSION
+    from pytest_ragmetrics._plugin.session import RagSession, build_options
 
     ini_base = config.inipath.parent if config.inipath else config.rootpath
     cwd = config.invocation_params.dir
@@ -154,7 +154,7 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
         thresholds = f"defaults (no {rag.options.thresholds})"
     else:
         thresholds = "defaults"
-    from ._evaluate import id_rule
+    from pytest_ragmetrics.evaluation import id_rule
 
     ids = id_rule(rag.config.id_separator)
     return [
@@ -170,7 +170,7 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> Any:
     rag = _rag(parent.config)
     if rag is not None and file_path == rag.collect_path:
-        from ._items import GoldenFile
+        from pytest_ragmetrics._plugin.items import GoldenFile
 
         return GoldenFile.from_parent(parent, path=file_path)
     return None
@@ -180,7 +180,7 @@ class _Controller:
     """Hooks that run in the process that judges: a serial run or the xdist controller."""
 
     def __init__(self, config: pytest.Config) -> None:
-        from ._items import RAG_SESSION
+        from pytest_ragmetrics._plugin.items import RAG_SESSION
 
         self.config = config
         self.rag = config.stash[RAG_SESSION]
@@ -189,9 +189,9 @@ class _Controller:
 
     @pytest.hookimpl(tryfirst=True)  # before junitxml and other report writers see the record
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        from ._gate import QueryRecord
-        from ._items import RETRIEVER_PROBLEM_KEY, junit_properties
-        from ._session import RECORD_KEY
+        from pytest_ragmetrics.gate.verdict import QueryRecord
+        from pytest_ragmetrics._plugin.items import RETRIEVER_PROBLEM_KEY, junit_properties
+        from pytest_ragmetrics._plugin.session import RECORD_KEY
 
         problems = [value for key, value in report.user_properties if key == RETRIEVER_PROBLEM_KEY]
         if problems:  # an xdist worker stopped at its first query
@@ -223,7 +223,7 @@ class _Controller:
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
-        from ._items import GateItem
+        from pytest_ragmetrics._plugin.items import GateItem
 
         gates = [i for i in items if isinstance(i, GateItem)]
         if gates:
@@ -231,8 +231,8 @@ class _Controller:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        from ._errors import BaselineError
-        from ._report_text import verdict_text
+        from pytest_ragmetrics.errors import BaselineError
+        from pytest_ragmetrics.report.text import verdict_text
 
         rag = self.rag
         if self.retriever_problem is not None:  # nothing was measured: a usage error, as in a serial run
@@ -281,7 +281,7 @@ class _Controller:
         turns a green gate red. Each Markdown file is appended to once, even when
         ``--rag-markdown`` names the step summary.
         """
-        from ._errors import RagMetricsError
+        from pytest_ragmetrics.errors import RagMetricsError
 
         rag, problems = self.rag, []
         writes = [(rag.options.report, rag.write_artifact, True)]
@@ -309,7 +309,7 @@ class _Controller:
 
     def _report_gates(self, session: pytest.Session) -> None:
         """Under xdist the gates cannot run on a worker: report them from here."""
-        from ._items import gate_report_text
+        from pytest_ragmetrics._plugin.items import gate_report_text
 
         rag = self.rag
         try:  # the file the items hang from (a folder's queries.jsonl), as the workers named it
@@ -360,7 +360,7 @@ def rag_retriever(request: pytest.FixtureRequest) -> Any:
     a call abandoned at its deadline still runs; a class attribute
     ``thread_safe = True`` lets the next call start beside it.
     """
-    from ._retriever import MISSING, PROTOCOL, retriever_problem
+    from pytest_ragmetrics._plugin.retriever import MISSING, PROTOCOL, retriever_problem
 
     if request.config.getoption("rag_eval"):
         return MISSING  # the first query reports it, once for the whole run

@@ -1,4 +1,4 @@
-"""Ablations and sweeps (pytest_ragmetrics._ablate, `ragmetrics ablate`, eval/eval_retrieval.py).
+"""Ablations and sweeps (pytest_ragmetrics.tools.ablate, `ragmetrics ablate`, eval/eval_retrieval.py).
 
 Two kinds of tests: exact ones over a scripted retriever (fixed rankings per mode,
 so the expected table and breakdown are known by hand), and ones over the real
@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from pytest_ragmetrics import MeasurementConfig, load_golden, score_query
-from pytest_ragmetrics._ablate import (
+from pytest_ragmetrics.tools.ablate import (
     NO_RERANKER,
     AblationError,
     Chunking,
@@ -31,8 +31,8 @@ from pytest_ragmetrics._ablate import (
     stack_factory,
     sweep_settings,
 )
-from pytest_ragmetrics._golden import GoldenSet, Query
-from pytest_ragmetrics._tables import sample_size_note
+from pytest_ragmetrics.golden import GoldenSet, Query
+from pytest_ragmetrics.report.tables import sample_size_note
 from pytest_ragmetrics.cli import main
 from tiny_models import build_tiny_cross_encoder
 

@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 
 from pytest_ragmetrics import RetrieverError
-from pytest_ragmetrics._evaluate import score_query
-from pytest_ragmetrics._measures import MeasurementConfig
-from pytest_ragmetrics._results import normalize_results
+from pytest_ragmetrics.evaluation import score_query
+from pytest_ragmetrics.measures import MeasurementConfig
+from pytest_ragmetrics.results import normalize_results
 from pytest_ragmetrics.adapters import AdapterWarning, Hit, from_langchain, from_llamaindex
 
 # ------------------------------------------------------------------ duck-typed stand-ins

@@ -1,4 +1,4 @@
-"""pytest_ragmetrics._agreement: Cohen's kappa between two annotators, and the `agreement` verb.
+"""pytest_ragmetrics.tools.agreement: Cohen's kappa between two annotators, and the `agreement` verb.
 
 Kappa is checked against scikit-learn's ``cohen_kappa_score`` (dev extra) on random labels for
 each weighting, and against a hand-worked 2x2 table.
@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 from pytest_ragmetrics import InputError
-from pytest_ragmetrics._agreement import agreement, cohen_kappa, kappa_band, main
+from pytest_ragmetrics.cli import main as cli_main
+from pytest_ragmetrics.tools.agreement import agreement, cohen_kappa, kappa_band
 
 
 def write_jsonl(path: Path, judgments: dict[str, dict[str, int]], texts: dict[str, str] | None = None) -> Path:
@@ -30,7 +31,7 @@ def write_jsonl(path: Path, judgments: dict[str, dict[str, int]], texts: dict[st
 
 
 def run_main(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
+    code = cli_main(["agreement", *argv])
     out, err = capsys.readouterr()
     return code, out, err
 
@@ -210,7 +211,7 @@ def test_main_perfect_agreement_lists_no_pair(capsys: pytest.CaptureFixture[str]
 
 def test_main_usage_errors(capsys: pytest.CaptureFixture[str], two_files: tuple[Path, Path], tmp_path: Path) -> None:
     with pytest.raises(SystemExit) as info:
-        main([str(two_files[0])])
+        cli_main(["agreement", str(two_files[0])])
     assert info.value.code == 2
     code, _, err = run_main(capsys, str(two_files[0]), str(tmp_path / "missing.jsonl"))
     assert code == 2 and "missing.jsonl" in err and "file not found" in err

@@ -9,7 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from pytest_ragmetrics._compare import main
+from pytest_ragmetrics.cli import main as cli_main
+
+
+def main(argv: list[str]) -> int:
+    """`ragmetrics compare ARGV`, in process."""
+    return cli_main(["compare", *argv])
+
 
 METRICS = ["recall@10", "ndcg@10"]
 

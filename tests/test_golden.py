@@ -1,4 +1,4 @@
-"""Golden sets: every format, every validation error (pytest_ragmetrics._golden)."""
+"""Golden sets: every format, every validation error (pytest_ragmetrics.golden)."""
 
 from __future__ import annotations
 

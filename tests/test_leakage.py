@@ -1,4 +1,4 @@
-"""pytest_ragmetrics._leakage: golden questions found verbatim or near-verbatim in the corpus."""
+"""pytest_ragmetrics.tools.leakage: golden questions found verbatim or near-verbatim in the corpus."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from pytest_ragmetrics import RagMetricsError
-from pytest_ragmetrics._golden import GoldenSet, Query
-from pytest_ragmetrics._leakage import check_leakage, find_leaks, is_cjk, main, normalize, tokens
+from pytest_ragmetrics.golden import GoldenSet, Query
+from pytest_ragmetrics.cli import main as cli_main
+from pytest_ragmetrics.tools.leakage import check_leakage, find_leaks, is_cjk, normalize, tokens
 from pytest_ragmetrics.stack.corpus import Document
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -147,7 +148,7 @@ def files(tmp_path: Path) -> tuple[Path, Path]:
 
 
 def run_main(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
+    code = cli_main(["leakage", *argv])
     out, err = capsys.readouterr()
     return code, out, err
 
@@ -177,7 +178,7 @@ def test_main_clean_and_errors(capsys: pytest.CaptureFixture[str], files: tuple[
     code, _, err = run_main(capsys, "--golden", str(gold), "--corpus", str(corpus), "--threshold", "2")
     assert code == 2 and "threshold" in err
     with pytest.raises(SystemExit):
-        main(["--golden", str(gold)])
+        cli_main(["leakage", "--golden", str(gold)])
 
 
 # ---------------------------------------------------------------------------- real data

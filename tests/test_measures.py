@@ -1,4 +1,4 @@
-"""Metric names, aliases, cutoffs and the measurement configuration (pytest_ragmetrics._measures)."""
+"""Metric names, aliases, cutoffs and the measurement configuration (pytest_ragmetrics.measures)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Metric kernels on hand-worked cases (pytest_ragmetrics._metrics), and the per-query
+"""Metric kernels on hand-worked cases (pytest_ragmetrics.metrics), and the per-query
 policies that sit on top of them in score_query/evaluate (id mapping, dedup, R == 0).
 
 Every expected value below is written out as arithmetic, never produced by this package.

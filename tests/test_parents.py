@@ -7,8 +7,8 @@ from dataclasses import dataclass
 import pytest
 
 from pytest_ragmetrics import MeasurementConfig, RetrieverError
-from pytest_ragmetrics._parents import parent_measures, parent_ranking, score_parents, summarize_parents
-from pytest_ragmetrics._results import normalize_results
+from pytest_ragmetrics.parents import parent_measures, parent_ranking, score_parents, summarize_parents
+from pytest_ragmetrics.results import normalize_results
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""Candidate pooling (pytest_ragmetrics._pool, `ragmetrics pool`): seed 001, section 3.
+"""Candidate pooling (pytest_ragmetrics.tools.pool, `ragmetrics pool`): seed 001, section 3.
 
 Exact checks run over a scripted retriever (fixed rankings per mode, chunk ids
 included, so dedup within and across modes is known by hand); one test and the
@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from pytest_ragmetrics import InputError, RagMetricsError, load_golden
-from pytest_ragmetrics._pool import PoolQuery, pool, pool_summary, read_queries, write_pool
+from pytest_ragmetrics.tools.pool import PoolQuery, pool, pool_summary, read_queries, write_pool
 from pytest_ragmetrics.cli import main
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

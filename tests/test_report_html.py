@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_ragmetrics._report_html import render_html
+from pytest_ragmetrics.report.html import render_html
 
 REPO = Path(__file__).resolve().parents[1]
 ARTIFACTS = REPO / "test-artifacts"

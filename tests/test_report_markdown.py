@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from pytest_ragmetrics._baseline import Baseline, Thresholds
-from pytest_ragmetrics._gate import QueryRecord, build_verdict
-from pytest_ragmetrics._golden import GoldenSet, Query
-from pytest_ragmetrics._measures import MeasurementConfig
-from pytest_ragmetrics._report_markdown import verdict_markdown
+from pytest_ragmetrics.gate.baseline import Baseline, Thresholds
+from pytest_ragmetrics.gate.verdict import QueryRecord, build_verdict
+from pytest_ragmetrics.golden import GoldenSet, Query
+from pytest_ragmetrics.measures import MeasurementConfig
+from pytest_ragmetrics.report.markdown import verdict_markdown
 
 METRICS = ["recall@10"]
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import scipy.stats
 
-from pytest_ragmetrics._stats import bootstrap_ci, delta_stats, detectable_change, permutation_pvalue
+from pytest_ragmetrics.stats import bootstrap_ci, delta_stats, detectable_change, permutation_pvalue
 
 
 def scipy_sign_flip_p(deltas: list[float], resamples: float = np.inf) -> float:

@@ -1,4 +1,4 @@
-"""TREC run files and qrels writing (pytest_ragmetrics._trec)."""
+"""TREC run files and qrels writing (pytest_ragmetrics.trec)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """read_run's fast path must give exactly what the line-by-line checking reader gives.
 
-The fast reader (pytest_ragmetrics._trec._read_run_fast) groups lines, skips the sort when a
+The fast reader (pytest_ragmetrics.trec._read_run_fast) groups lines, skips the sort when a
 query's scores strictly decrease and bails out (None) at the first doubt; the checking reader
 is the reference. Random run files with ties, interleaved queries, repeated scores, exotic
 whitespace and errors exercise both, and every outcome must match.
@@ -12,8 +12,8 @@ import random
 
 import pytest
 
-from pytest_ragmetrics._errors import InputError
-from pytest_ragmetrics._trec import _read_run_checked, _read_run_fast
+from pytest_ragmetrics.errors import InputError
+from pytest_ragmetrics.trec import _read_run_checked, _read_run_fast
 
 
 def random_run_text(rng: random.Random) -> str:

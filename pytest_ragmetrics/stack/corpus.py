@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .._errors import InputError
-from .._golden import loads_json
+from pytest_ragmetrics.errors import InputError
+from pytest_ragmetrics.golden import loads_json
 
 __all__ = ["CHUNK_SEPARATOR", "TEXT_SUFFIXES", "CorpusError", "Document", "load_corpus"]
 

@@ -35,7 +35,7 @@ from urllib.parse import urlparse
 
 import numpy as np
 
-from .._errors import RagMetricsError
+from pytest_ragmetrics.errors import RagMetricsError
 
 __all__ = ["DEFAULT_HNSW", "HnswSettings", "IndexStoreError", "VectorIndex", "connect"]
 

@@ -133,7 +133,7 @@ WRITE_SPY = r'''
 def pytest_configure(config):
     if not config.getoption("rag_eval", False):
         return
-    import pytest_ragmetrics._session as session_module
+    import pytest_ragmetrics._plugin.session as session_module
 
     who = "worker" if hasattr(config, "workerinput") else "controller"
     real_write_baseline = session_module.write_baseline

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_ragmetrics._errors import InputError
+from pytest_ragmetrics.errors import InputError
 from pytest_ragmetrics.stack import CorpusError, Document, load_corpus
 
 

@@ -30,17 +30,17 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pytest_ragmetrics._baseline import Baseline, Thresholds, dumps_stable, load_baseline, load_thresholds
-from pytest_ragmetrics._errors import BaselineError, InputError, ThresholdsError
-from pytest_ragmetrics._evaluate import evaluate, score_query
-from pytest_ragmetrics._gate import QueryRecord, build_verdict
-from pytest_ragmetrics._golden import GoldenSet, Query, load_golden, load_qrels
-from pytest_ragmetrics._measures import MEASURE_NAMES, MeasurementConfig
-from pytest_ragmetrics._metrics import document_ranking
-from pytest_ragmetrics._report_html import render_html
-from pytest_ragmetrics._report_text import verdict_text
-from pytest_ragmetrics._session import describe_change
-from pytest_ragmetrics._trec import read_run
+from pytest_ragmetrics.gate.baseline import Baseline, Thresholds, dumps_stable, load_baseline, load_thresholds
+from pytest_ragmetrics.errors import BaselineError, InputError, ThresholdsError
+from pytest_ragmetrics.evaluation import evaluate, score_query
+from pytest_ragmetrics.gate.verdict import QueryRecord, build_verdict
+from pytest_ragmetrics.golden import GoldenSet, Query, load_golden, load_qrels
+from pytest_ragmetrics.measures import MEASURE_NAMES, MeasurementConfig
+from pytest_ragmetrics.metrics import document_ranking
+from pytest_ragmetrics.report.html import render_html
+from pytest_ragmetrics.report.text import verdict_text
+from pytest_ragmetrics._plugin.session import describe_change
+from pytest_ragmetrics.trec import read_run
 
 EXAMPLES = int(os.environ.get("RAGMETRICS_HYPOTHESIS_EXAMPLES", "150"))
 PROPERTY = settings(max_examples=EXAMPLES, deadline=None, database=None,
@@ -335,7 +335,7 @@ def test_the_verdict_and_every_report_never_crash(inputs: tuple) -> None:  # typ
     verdict = build_verdict(records, golden, baseline, thresholds, METRICS, 1, golden)
     assert verdict_text(verdict, thresholds.worst_n)
     try:  # the job-summary Markdown (issue 7's module)
-        from pytest_ragmetrics._report_markdown import verdict_markdown
+        from pytest_ragmetrics.report.markdown import verdict_markdown
     except ImportError:  # pragma: no cover
         pass
     else:

@@ -21,7 +21,7 @@ import pytest
 from ragproject import GOLDEN, rag_summary
 from trust_helpers import FAST, TrustProject, assert_usage_error, clean_env, no_traceback, snapshot
 
-from pytest_ragmetrics._baseline import load_baseline
+from pytest_ragmetrics.gate.baseline import load_baseline
 
 # ------------------------------------------------------------------ unwritable paths
 
@@ -186,7 +186,7 @@ PAUSE_CONFTEST = r'''
 import os as _os
 import time as _time
 
-import pytest_ragmetrics._baseline as _baseline_module
+import pytest_ragmetrics.gate.baseline as _baseline_module
 
 _PAUSE = _os.environ.get("RAGMETRICS_TEST_PAUSE")
 

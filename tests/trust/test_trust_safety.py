@@ -22,7 +22,7 @@ from ragproject import rag_summary
 from trust_helpers import TrustProject, clean_env
 
 from pytest_ragmetrics import _golden
-from pytest_ragmetrics._tables import escape_cell, markdown_table
+from pytest_ragmetrics.report.tables import escape_cell, markdown_table
 from pytest_ragmetrics.cli import main
 
 PACKAGE = Path(_golden.__file__).resolve().parent

@@ -27,9 +27,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from ._errors import InputError, RagMetricsError
-from ._golden import _check_grade, _check_id, _check_tags, _json_lines, load_golden, query_fields, read_text
-from ._results import normalize_results
+from pytest_ragmetrics.errors import InputError, RagMetricsError
+from pytest_ragmetrics.golden import _check_grade, _check_id, _check_tags, _json_lines, load_golden, query_fields, read_text
+from pytest_ragmetrics.results import normalize_results
 
 __all__ = [
     "Candidate",

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import random
 
-from ._errors import InputError
-from ._golden import GoldenSet
+from pytest_ragmetrics.errors import InputError
+from pytest_ragmetrics.golden import GoldenSet
 
 __all__ = ["select_smoke"]
 

@@ -23,13 +23,13 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
-from ._baseline import Baseline, Thresholds
-from ._evaluate import mean_metrics
-from ._golden import GoldenSet
-from ._parents import ParentLevel, summarize_parents
+from pytest_ragmetrics.gate.baseline import Baseline, Thresholds
+from pytest_ragmetrics.evaluation import mean_metrics
+from pytest_ragmetrics.golden import GoldenSet
+from pytest_ragmetrics.parents import ParentLevel, summarize_parents
 
 if TYPE_CHECKING:  # numpy (behind _stats) loads only when a comparison is made
-    from ._stats import DeltaStats
+    from pytest_ragmetrics.stats import DeltaStats
 
 __all__ = [
     "EPS",
@@ -302,7 +302,7 @@ def build_verdict(
     def paired(qids: Sequence[str], m: str) -> DeltaStats | None:
         if baseline is None or not qids:
             return None
-        from ._stats import delta_stats
+        from pytest_ragmetrics.stats import delta_stats
 
         deltas = [_denoise(values[q][m] - baseline.metrics_of(q)[m]) for q in qids if m in baseline.metrics_of(q)]
         return delta_stats(deltas, resamples=_resamples(len(deltas))) if deltas else None

@@ -15,7 +15,7 @@ import threading
 import time
 from typing import Any, Callable
 
-from ._errors import RetrieverError
+from pytest_ragmetrics.errors import RetrieverError
 
 __all__ = ["RetrievalTimeout", "RetrieverCaller"]
 

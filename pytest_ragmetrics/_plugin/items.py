@@ -7,12 +7,12 @@ from typing import Any, Sequence
 
 import pytest
 
-from ._errors import RagMetricsError
-from ._gate import Drop, Gate, QueryRecord, query_drops
-from ._golden import Query
-from ._report_text import gate_line, regressions_text
-from ._retriever import PROTOCOL, retriever_problem
-from ._session import RECORD_KEY, RagSession
+from pytest_ragmetrics.errors import RagMetricsError
+from pytest_ragmetrics.gate.verdict import Drop, Gate, QueryRecord, query_drops
+from pytest_ragmetrics.golden import Query
+from pytest_ragmetrics.report.text import gate_line, regressions_text
+from pytest_ragmetrics._plugin.retriever import PROTOCOL, retriever_problem
+from pytest_ragmetrics._plugin.session import RECORD_KEY, RagSession
 
 __all__ = ["GoldenFile", "QueryItem", "GateItem", "RAG_SESSION", "RETRIEVER_PROBLEM_KEY", "gate_report_text",
            "junit_properties"]
@@ -125,7 +125,7 @@ class QueryItem(pytest.Function):
 
     def _regression_text(self, rag: RagSession, record: QueryRecord, drops: list[Drop]) -> str:
         """First line for pytest's short summary (what fell), then the worst-N style entry."""
-        from ._gate import Regression
+        from pytest_ragmetrics.gate.verdict import Regression
 
         exceeded = [d for d in drops if d.exceeded]
         head = "; ".join(f"{d.metric} fell {d.before:.4f} -> {d.after:.4f} (allowed drop {d.tolerance:g})"

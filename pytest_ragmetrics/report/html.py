@@ -13,7 +13,7 @@ from __future__ import annotations
 from html import escape
 from typing import Any, Mapping, Sequence
 
-from ._tables import counted
+from pytest_ragmetrics.report.tables import counted
 
 __all__ = ["render_html"]
 

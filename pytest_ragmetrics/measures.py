@@ -14,9 +14,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Literal
 
-from ._errors import MeasureError
+from pytest_ragmetrics.errors import MeasureError
 
 __all__ = [
+    "DEFAULT_METRICS",
     "GAINS",
     "MEASURE_NAMES",
     "Measure",
@@ -24,6 +25,9 @@ __all__ = [
     "parse_measure",
     "parse_measures",
 ]
+
+#: What is measured when nothing is asked for: the gate's four at 10.
+DEFAULT_METRICS = ("recall@10", "hit_rate@10", "mrr@10", "ndcg@10")
 
 Gain = Literal["exponential", "linear"]
 GAINS: tuple[str, ...] = ("exponential", "linear")
@@ -156,7 +160,7 @@ class MeasurementConfig:
     """
 
     measures: tuple[Measure, ...] = field(
-        default_factory=lambda: parse_measures(["recall@10", "hit_rate@10", "mrr@10", "ndcg@10"])
+        default_factory=lambda: parse_measures(DEFAULT_METRICS)
     )
     relevance_level: int = 1
     gain: str = "exponential"

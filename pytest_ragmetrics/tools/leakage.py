@@ -30,17 +30,13 @@ about a second.
 
 from __future__ import annotations
 
-import argparse
-import json
 import re
-import sys
 import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from ._argtypes import chunk_size_arg
-from ._errors import RagMetricsError
+from pytest_ragmetrics.errors import RagMetricsError
 
 __all__ = [
     "WORD_N",
@@ -53,9 +49,6 @@ __all__ = [
     "find_leaks",
     "check_leakage",
     "render_table",
-    "add_arguments",
-    "run",
-    "main",
 ]
 
 WORD_N = 5
@@ -243,9 +236,9 @@ def check_leakage(
     each whole document (title and text) is checked, which is the more
     sensitive test: a question split by a chunk boundary is still found.
     """
-    from ._golden import GoldenSet, load_golden
-    from .stack.chunking import chunk_documents
-    from .stack.corpus import load_corpus
+    from pytest_ragmetrics.golden import GoldenSet, load_golden
+    from pytest_ragmetrics.stack.chunking import chunk_documents
+    from pytest_ragmetrics.stack.corpus import load_corpus
 
     gold = golden if isinstance(golden, GoldenSet) else load_golden(golden)
     docs = load_corpus(corpus) if isinstance(corpus, (str, Path)) else list(corpus)
@@ -276,7 +269,7 @@ def _clip(text: str, width: int = 60) -> str:
 
 def render_table(report: LeakageReport, per_question: int = 5) -> str:
     """Summary with n, then one row per (question, document), at most ``per_question`` each."""
-    from ._tables import markdown_table
+    from pytest_ragmetrics.report.tables import markdown_table
 
     r = report
     n = r.n_questions
@@ -322,53 +315,3 @@ def render_table(report: LeakageReport, per_question: int = 5) -> str:
     if r.too_short:
         out.append(f"{len(r.too_short)} questions are too short to check (e.g. {r.too_short[0]!r}).")
     return "\n".join(out).rstrip() + "\n"
-
-
-# ------------------------------------------------------------------------------ command
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The verb's options, for ``ragmetrics leakage`` or a standalone parser."""
-    parser.add_argument("--golden", required=True, help="golden set: YAML, JSONL or a folder with queries.jsonl + qrels")
-    parser.add_argument("--corpus", required=True,
-                        help="corpus: a folder of .md/.txt files, a corpus.jsonl, or a folder holding one")
-    parser.add_argument("--threshold", type=float, default=DEFAULT_THRESHOLD, metavar="SHARE",
-                        help="near-verbatim when at least this share of a question's n-grams occur in one "
-                             "document or chunk (default 0.6)")
-    parser.add_argument("--chunk-size", type=chunk_size_arg, default=None, metavar="N",
-                        help="check chunks of N characters as the reference stack cuts them and name the chunk "
-                             "(default: whole documents, which also finds questions split by a chunk boundary)")
-    parser.add_argument("--overlap", type=int, default=60, metavar="N",
-                        help="characters shared by consecutive chunks with --chunk-size (default 60)")
-    parser.add_argument("--word-n", type=int, default=WORD_N, metavar="N",
-                        help="word n-gram size for Latin-script questions (default 5; smaller tolerates more edits)")
-    parser.add_argument("--char-n", type=int, default=CHAR_N, metavar="N",
-                        help="character n-gram size for CJK questions (default 8)")
-    parser.add_argument("--per-question", type=int, default=5, metavar="N",
-                        help="table rows per question at most (default 5; JSON lists every match)")
-    parser.add_argument("--format", choices=("table", "json"), default="table")
-    parser.add_argument("--fail", action="store_true", help="exit 1 when any question leaks (for CI)")
-
-
-def run(args: argparse.Namespace) -> int:
-    """Run the verb on parsed arguments: 0 done (leaks are a report), 1 leaks with --fail."""
-    if args.per_question < 1:
-        raise RagMetricsError(f"--per-question must be >= 1, got {args.per_question}")
-    report = check_leakage(args.golden, args.corpus, threshold=args.threshold, chunk_size=args.chunk_size,
-                           overlap=args.overlap, word_n=args.word_n, char_n=args.char_n)
-    if args.format == "json":
-        json.dump(report.to_dict(), sys.stdout, indent=2, ensure_ascii=False)
-        sys.stdout.write("\n")
-    else:
-        sys.stdout.write(render_table(report, args.per_question))
-    if args.fail and report.leaks:
-        print(f"ragmetrics leakage: {len(report.leaked_qids)} questions leak into the corpus (--fail)", file=sys.stderr)
-        return 1
-    return 0
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``ragmetrics leakage …`` from Python: the command's own parsing and exit codes."""
-    from .cli import main as cli_main
-
-    return cli_main(["leakage", *(sys.argv[1:] if argv is None else argv)])

@@ -25,15 +25,11 @@ is exactly ``sklearn.metrics.cohen_kappa_score(..., weights=...)``.
 
 from __future__ import annotations
 
-import argparse
-import json
 import math
-import sys
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Sequence
 
-from ._errors import InputError, RagMetricsError
+from pytest_ragmetrics.errors import InputError, RagMetricsError
 
 __all__ = [
     "WEIGHTS",
@@ -41,11 +37,9 @@ __all__ = [
     "Disagreement",
     "agreement",
     "cohen_kappa",
+    "format_kappa",
     "kappa_band",
     "render_table",
-    "add_arguments",
-    "run",
-    "main",
 ]
 
 WEIGHTS = ("none", "linear", "quadratic")
@@ -233,7 +227,7 @@ def agreement(
     grade values, else unweighted. Raises :class:`InputError` when no pair is
     judged by both, naming how many each file holds.
     """
-    from ._golden import GoldenSet, load_golden
+    from pytest_ragmetrics.golden import GoldenSet, load_golden
 
     ga = a if isinstance(a, GoldenSet) else load_golden(a)
     gb = b if isinstance(b, GoldenSet) else load_golden(b)
@@ -319,13 +313,13 @@ def agreement(
 # ------------------------------------------------------------------------------ output
 
 
-def _num(value: float | None) -> str:
+def format_kappa(value: float | None) -> str:
     return "undefined" if value is None else f"{value:.4f}"
 
 
 def render_table(result: Agreement, top: int = 20) -> str:
     """The report people read: kappa with n and its band, the confusion matrix, the worst pairs."""
-    from ._tables import markdown_table
+    from pytest_ragmetrics.report.tables import markdown_table
 
     r = result
     label = {"none": "unweighted", "linear": "linear-weighted", "quadratic": "quadratic-weighted"}[r.weights]
@@ -337,18 +331,18 @@ def render_table(result: Agreement, top: int = 20) -> str:
            if r.questions_only_a or r.questions_only_b else "") + ".",
         "",
     ]
-    kappa_cell = _num(r.kappa)
+    kappa_cell = format_kappa(r.kappa)
     if r.interval:
         kappa_cell += f" (95% CI {r.interval[0]:.2f} to {r.interval[1]:.2f})"
     rows: list[list[object]] = [
         [f"Cohen's kappa, {label}", kappa_cell, r.band],
         ["raw agreement (same grade)", f"{r.raw_agreement:.4f}", f"{round(r.raw_agreement * r.n)} of {r.n}"],
-        [f"kappa, relevant or not (grade >= {r.relevance_level})", _num(r.binary_kappa), kappa_band(r.binary_kappa)],
+        [f"kappa, relevant or not (grade >= {r.relevance_level})", format_kappa(r.binary_kappa), kappa_band(r.binary_kappa)],
     ]
     for w in WEIGHTS:
         if w != r.weights and len(r.labels) > 2:
             name = "unweighted" if w == "none" else f"{w} weights"
-            rows.append([f"  for reference: {name}", _num(r.kappas[w]), kappa_band(r.kappas[w])])
+            rows.append([f"  for reference: {name}", format_kappa(r.kappas[w]), kappa_band(r.kappas[w])])
     out.append(markdown_table(["measure", "value", "reading"], rows))
     out.append("")
     out.append(
@@ -383,46 +377,3 @@ def render_table(result: Agreement, top: int = 20) -> str:
 def _clip(text: str, width: int = 70) -> str:
     text = " ".join(text.split()).replace("|", "\\|")
     return text if len(text) <= width else text[: width - 1] + "…"
-
-
-# ------------------------------------------------------------------------------ command
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The verb's options, for ``ragmetrics agreement`` or a standalone parser."""
-    parser.add_argument("a", metavar="A", help="first annotator's judgments (JSONL, YAML or a folder with qrels)")
-    parser.add_argument("b", metavar="B", help="second annotator's judgments, same formats")
-    parser.add_argument("--weights", choices=("auto", *WEIGHTS), default="auto",
-                        help="kappa weighting: none, linear or quadratic (default auto: linear when more "
-                             "than two grade values occur, else none)")
-    parser.add_argument("--top", type=int, default=20, metavar="N",
-                        help="how many of the most-disagreeing pairs to list, in the table and in JSON (default 20)")
-    parser.add_argument("--relevance-level", type=int, default=1, metavar="L",
-                        help="grade >= L counts as relevant for the relevant-or-not kappa (default 1)")
-    parser.add_argument("--fail-below", type=float, default=None, metavar="KAPPA",
-                        help="exit 1 when kappa is below this (or undefined), for CI")
-    parser.add_argument("--format", choices=("table", "json"), default="table")
-
-
-def run(args: argparse.Namespace) -> int:
-    """Run the verb on parsed arguments: 0 done, 1 below --fail-below; errors raise."""
-    if args.top < 0:
-        raise RagMetricsError(f"--top must be >= 0, got {args.top}")
-    result = agreement(Path(args.a), Path(args.b), args.weights, relevance_level=args.relevance_level)
-    if args.format == "json":
-        json.dump(result.to_dict(top=args.top), sys.stdout, indent=2, ensure_ascii=False)
-        sys.stdout.write("\n")
-    else:
-        sys.stdout.write(render_table(result, args.top))
-    if args.fail_below is not None and (result.kappa is None or result.kappa < args.fail_below):
-        print(f"ragmetrics agreement: kappa {_num(result.kappa)} is below --fail-below {args.fail_below}",
-              file=sys.stderr)
-        return 1
-    return 0
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``ragmetrics agreement …`` from Python: the command's own parsing and exit codes."""
-    from .cli import main as cli_main
-
-    return cli_main(["agreement", *(sys.argv[1:] if argv is None else argv)])

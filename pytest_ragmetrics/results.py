@@ -14,8 +14,8 @@ import numbers
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from ._errors import RetrieverError
-from ._golden import brief_repr
+from pytest_ragmetrics.errors import RetrieverError
+from pytest_ragmetrics.golden import brief_repr
 
 __all__ = ["Returned", "normalize_results"]
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from ._gate import EPS, Drop, Gate, Regression, Verdict
-from ._tables import counted, markdown_table, sample_size_note
+from pytest_ragmetrics.gate.verdict import EPS, Drop, Gate, Regression, Verdict
+from pytest_ragmetrics.report.tables import counted, markdown_table, sample_size_note
 
 __all__ = ["aggregate_table", "strata_table", "parent_table", "regressions_text", "moved_heading", "moved_text",
            "drops_text", "gate_line", "signed_delta", "verdict_text"]

@@ -28,13 +28,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, NamedTuple, Sequence
 
-from ._errors import RagMetricsError
-from ._evaluate import mean_metrics, score_query
-from ._golden import GoldenSet
-from ._measures import MeasurementConfig, parse_measure
-from ._metrics import ideal_grades
-from ._results import normalize_results
-from ._tables import markdown_table, sample_size_note
+from pytest_ragmetrics.errors import RagMetricsError
+from pytest_ragmetrics.evaluation import mean_metrics, score_query
+from pytest_ragmetrics.golden import GoldenSet
+from pytest_ragmetrics.measures import MeasurementConfig, parse_measure
+from pytest_ragmetrics.metrics import ideal_grades
+from pytest_ragmetrics.results import normalize_results
+from pytest_ragmetrics.report.tables import markdown_table, sample_size_note
 
 __all__ = [
     "SWEEPABLE",
@@ -637,8 +637,8 @@ def stack_factory(
     shared embedder; ``on_build(chunking, retriever)`` is called after each build (the CLI
     prints ``retriever.build_stats``).
     """
-    from .stack import Embedder, Reranker, Retriever
-    from .stack.paths import cache_path
+    from pytest_ragmetrics.stack import Embedder, Reranker, Retriever
+    from pytest_ragmetrics.stack.paths import cache_path
 
     embedder = Embedder(model, cache_path=cache_path(), backend=embed_backend or "torch")
     reranker = Reranker(rerank_model) if rerank_model is not None else None

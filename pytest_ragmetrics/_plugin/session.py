@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from ._baseline import (
+from pytest_ragmetrics.gate.baseline import (
     Baseline,
     Thresholds,
     atomic_write_json,
@@ -29,18 +29,18 @@ from ._baseline import (
     write_baseline,
     write_problem,
 )
-from ._deadline import RetrievalTimeout, RetrieverCaller
-from ._errors import BaselineError, RagMetricsError, RagMetricsWarning, RetrieverError
-from ._evaluate import mean_metrics, score_query
-from ._gate import QueryRecord, Verdict, build_verdict, gate_names, query_drops, Drop
-from ._golden import GoldenSet, Query, brief_repr, load_golden
-from ._measures import MeasurementConfig, parse_measures
-from ._metrics import ideal_grades
-from ._parents import score_parents
-from ._results import normalize_results
-from ._retriever import declares_thread_safe
-from ._subset import select_smoke
-from ._tables import counted
+from pytest_ragmetrics._plugin.deadline import RetrievalTimeout, RetrieverCaller
+from pytest_ragmetrics.errors import BaselineError, RagMetricsError, RagMetricsWarning, RetrieverError
+from pytest_ragmetrics.evaluation import mean_metrics, score_query
+from pytest_ragmetrics.gate.verdict import QueryRecord, Verdict, build_verdict, gate_names, query_drops, Drop
+from pytest_ragmetrics.golden import GoldenSet, Query, brief_repr, load_golden
+from pytest_ragmetrics.measures import MeasurementConfig, parse_measures
+from pytest_ragmetrics.metrics import ideal_grades
+from pytest_ragmetrics.parents import score_parents
+from pytest_ragmetrics.results import normalize_results
+from pytest_ragmetrics._plugin.retriever import declares_thread_safe
+from pytest_ragmetrics.gate.subset import select_smoke
+from pytest_ragmetrics.report.tables import counted
 
 __all__ = ["RagOptions", "RagSession", "RECORD_KEY"]
 
@@ -404,7 +404,7 @@ class RagSession:
         return self._verdict
 
     def meta(self) -> dict[str, Any]:
-        from . import __version__
+        from pytest_ragmetrics import __version__
 
         try:
             source = str(self.options.golden.resolve().relative_to(self.rootdir.resolve()))
@@ -490,7 +490,7 @@ class RagSession:
             raise RagMetricsError(f"cannot write the run report {path}: {write_problem(path, exc)}") from None
 
     def write_html(self, path: Path) -> None:
-        from ._report_html import render_html
+        from pytest_ragmetrics.report.html import render_html
 
         artifact = self.artifact()
         artifact["_meta"]["worst_n"] = self.worst_n
@@ -505,7 +505,7 @@ class RagSession:
         good usually mean the questions are in the index (seed 001's warning)."""
         if self.options.corpus is None:
             return None
-        from ._leakage import check_leakage
+        from pytest_ragmetrics.tools.leakage import check_leakage
 
         try:
             report = check_leakage(self.golden, self.options.corpus)
@@ -525,7 +525,7 @@ class RagSession:
 
     def append_markdown(self, path: Path) -> None:
         """Append the Markdown verdict (``$GITHUB_STEP_SUMMARY`` is appended to, never replaced)."""
-        from ._report_markdown import verdict_markdown
+        from pytest_ragmetrics.report.markdown import verdict_markdown
 
         try:
             with open(path, "a", encoding="utf-8") as fh:
@@ -553,7 +553,7 @@ def describe_change(old: Baseline | None, new: Baseline, metrics: Sequence[str],
     ``unreadable`` is why the previous file could not be read, when there was one:
     it was replaced, and saying "no previous baseline" would hide that.
     """
-    from ._report_text import signed_delta
+    from pytest_ragmetrics.report.text import signed_delta
 
     lines = [f"Baseline written: {new.path} ({counted(len(new.per_query), 'query', 'queries')})."]
     if old is None:

@@ -16,8 +16,8 @@ from operator import gt
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence, TextIO
 
-from ._errors import InputError
-from ._golden import brief_repr, read_text
+from pytest_ragmetrics.errors import InputError
+from pytest_ragmetrics.golden import brief_repr, read_text
 
 __all__ = ["read_run", "write_run", "write_qrels"]
 

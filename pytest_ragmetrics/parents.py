@@ -28,8 +28,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Mapping, Sequence
 
-from ._evaluate import mean_metrics, score_query
-from ._measures import Measure, MeasurementConfig
+from pytest_ragmetrics.evaluation import mean_metrics, score_query
+from pytest_ragmetrics.measures import Measure, MeasurementConfig
 
 __all__ = ["ParentLevel", "parent_measures", "parent_ranking", "score_parents", "summarize_parents"]
 

@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Collection, Mapping
 
-from ._errors import BaselineError, ThresholdsError
-from ._golden import brief_repr, loads_json
-from ._measures import MeasurementConfig
+from pytest_ragmetrics.errors import BaselineError, ThresholdsError
+from pytest_ragmetrics.golden import brief_repr, loads_json
+from pytest_ragmetrics.measures import MeasurementConfig
 
 __all__ = [
     "Baseline",
@@ -395,8 +395,8 @@ def load_thresholds(path: str | Path | None, config: MeasurementConfig, *, requi
 
 
 def _canonical_metric(text: str) -> str:
-    from ._measures import parse_measure
-    from ._errors import MeasureError
+    from pytest_ragmetrics.measures import parse_measure
+    from pytest_ragmetrics.errors import MeasureError
 
     try:
         return str(parse_measure(text))

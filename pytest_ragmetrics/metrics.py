@@ -30,7 +30,7 @@ from bisect import bisect_right
 from functools import lru_cache
 from typing import Callable, Iterable, Mapping, Sequence
 
-from ._measures import Measure
+from pytest_ragmetrics.measures import Measure
 
 __all__ = ["Judged", "judge", "score", "document_ranking", "ideal_grades"]
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
-from ._gate import Drop, Regression, Verdict
-from ._report_text import aggregate_table, moved_heading, parent_table, strata_table
-from ._tables import escape_cell, markdown_table
+from pytest_ragmetrics.gate.verdict import Drop, Regression, Verdict
+from pytest_ragmetrics.report.text import aggregate_table, moved_heading, parent_table, strata_table
+from pytest_ragmetrics.report.tables import escape_cell, markdown_table
 
 __all__ = ["verdict_markdown"]
 

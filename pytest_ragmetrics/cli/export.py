@@ -1,26 +1,22 @@
-"""``ragmetrics export``: a run artifact as a TREC run, a golden set as TREC qrels.
-
-So anyone can check the numbers with trec_eval, ranx or ir_measures: the run
-keeps each query's ranking (documents after chunk mapping and dedup) in order,
-written with descending scores so trec_eval's sort reproduces it exactly.
-"""
+"""``ragmetrics export``: a run artifact as a TREC run, a golden set as TREC qrels."""
 
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 from pathlib import Path
-from typing import Sequence
+from typing import Any
 
-from ._errors import InputError, RagMetricsError
-from ._golden import load_golden, loads_json
-from ._trec import write_qrels, write_run
+from pytest_ragmetrics.errors import InputError, RagMetricsError
+from pytest_ragmetrics.golden import load_golden
+from pytest_ragmetrics.tools.export import artifact_rankings
+from pytest_ragmetrics.trec import write_qrels, write_run
 
-__all__ = ["add_arguments", "run", "main"]
+HELP = "write a run artifact as a TREC run and a golden set as TREC qrels"
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
+def register(verbs: Any) -> None:
+    parser = verbs.add_parser("export", help=HELP)
+    parser.set_defaults(command=run)
     parser.add_argument("--artifact", help="run artifact written by --rag-report")
     parser.add_argument("--run-out", help="where to write the TREC run (with --artifact)")
     parser.add_argument("--golden", help="golden set in any format load_golden reads")
@@ -42,15 +38,7 @@ def run(args: argparse.Namespace) -> int:
     if bool(args.artifact) != bool(args.run_out) or bool(args.golden) != bool(args.qrels_out):
         raise RagMetricsError("--artifact goes with --run-out, --golden with --qrels-out")
     if args.artifact:
-        path = Path(args.artifact)
-        try:
-            data = loads_json(path.read_text(encoding="utf-8"))
-            per_query = data["per_query"]
-            rankings = {qid: list(entry.get("ranking") or []) for qid, entry in per_query.items()}
-        except FileNotFoundError:
-            raise InputError(str(path), None, "file not found") from None
-        except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as exc:
-            raise InputError(str(path), None, f"not a run artifact (written by --rag-report): {exc}") from None
+        rankings = artifact_rankings(args.artifact)
         out = _target(args.run_out, args.force)
         with out.open("w", encoding="utf-8") as fh:
             write_run(fh, rankings, tag=args.tag)
@@ -62,10 +50,3 @@ def run(args: argparse.Namespace) -> int:
             write_qrels(fh, golden.qrels)
         print(f"wrote {sum(len(q.judgments) for q in golden)} judgments for {len(golden)} queries to {out}")
     return 0
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``ragmetrics export …`` from Python: the command's own parsing and exit codes."""
-    from .cli import main as cli_main
-
-    return cli_main(["export", *(sys.argv[1:] if argv is None else argv)])

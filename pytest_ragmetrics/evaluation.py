@@ -13,8 +13,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
 
-from ._measures import MeasurementConfig
-from ._metrics import document_ranking, ideal_grades, judge, score
+from pytest_ragmetrics.measures import MeasurementConfig
+from pytest_ragmetrics.metrics import document_ranking, ideal_grades, judge, score
 
 __all__ = ["Evaluation", "score_query", "evaluate", "mean_metrics", "id_rule"]
 

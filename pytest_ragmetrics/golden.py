@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
-from ._errors import InputError
+from pytest_ragmetrics.errors import InputError
 
 __all__ = ["Query", "GoldenSet", "load_golden", "load_qrels", "read_text", "loads_json", "brief_repr", "MAX_GRADE"]
 

@@ -1,0 +1,1 @@
+"""pytest glue behind ``plugin.py``: options, the session state, items, deadlines."""

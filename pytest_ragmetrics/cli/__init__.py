@@ -1,0 +1,50 @@
+"""The ``ragmetrics`` command: the library's calls, from a shell.
+
+One module a verb, each with ``register(verbs)`` (its options) and ``run(args)``
+(its work, through the library in ``tools/`` and the core): ``evaluate`` (score a
+TREC run against qrels, trec_eval's job), ``compare`` (judge run B against A with the
+plugin's gate), ``ablate`` (compare the reference stack's modes and sweep its
+parameters), ``pool`` (pool candidates from several modes for annotation),
+``agreement`` (Cohen's kappa between two annotators), ``leakage`` (golden questions
+found in the corpus) and ``export`` (an artifact as a TREC run, a golden set as qrels).
+Exit codes: 0 done, 1 a check failed (``--fail-on-regression``, ``--fail-below``,
+``--fail``), 2 bad input or usage (the message names file, line and problem).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from typing import Sequence
+
+from pytest_ragmetrics.errors import RagMetricsError
+
+__all__ = ["main", "build_parser", "VERBS"]
+
+#: The verbs, in the order ``--help`` lists them; each is the module ``cli/<verb>.py``.
+VERBS = ("evaluate", "compare", "ablate", "pool", "agreement", "leakage", "export")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="ragmetrics", description="Retrieval metrics and regression gating.")
+    verbs = parser.add_subparsers(dest="verb", required=True, metavar="VERB")
+    for verb in VERBS:
+        importlib.import_module(f"{__name__}.{verb}").register(verbs)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.command(args))
+    except RagMetricsError as exc:
+        print(f"ragmetrics {args.verb}: error: {exc}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:  # `ragmetrics evaluate ... | head`
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

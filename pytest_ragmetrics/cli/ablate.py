@@ -1,0 +1,129 @@
+"""``ragmetrics ablate``: the reference stack's modes and one-at-a-time sweeps, one table each."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from pytest_ragmetrics.cli._stack import (
+    check_corpus_covers,
+    first_retriever,
+    log,
+    parse_modes,
+    stack_arguments,
+    stack_factory,
+)
+from pytest_ragmetrics.errors import RagMetricsError
+from pytest_ragmetrics.measures import DEFAULT_METRICS, GAINS, MeasurementConfig
+
+
+def register(verbs: Any) -> None:
+    parser = verbs.add_parser(
+        "ablate",
+        help="compare modes and sweep top_k/fetch_k/chunk_size over the reference stack",
+        description="One loop over retrieval modes (and one-at-a-time sweeps) of the reference stack: "
+                    "a Markdown table per comparison, the n and 1/n note under it, and the questions "
+                    "whose value differs between rows.",
+    )
+    parser.set_defaults(command=run)
+    stack_arguments(parser)
+    parser.add_argument("--golden", required=True, help="golden set: YAML, JSONL or a folder with queries.jsonl + qrels")
+    parser.add_argument("-m", "--metric", action="append", dest="metrics", metavar="NAME@K",
+                        help=f"metric column, repeatable; NAME@k follows each row's top_k "
+                             f"(default: {' '.join(DEFAULT_METRICS)})")
+    parser.add_argument("--modes", default="bm25,vector,hybrid,hybrid+rerank",
+                        help="comma-separated rows of the main table (default: bm25,vector,hybrid,hybrid+rerank; "
+                             "rerank rows need --rerank-model and are skipped, with a note, without it)")
+    parser.add_argument("--top-k", type=int, default=None, metavar="K",
+                        help="results per question (default: the deepest metric cutoff, else 10)")
+    parser.add_argument("--fetch-k", type=int, default=30, metavar="N",
+                        help="candidates per route before fusion/rerank (default 30)")
+    parser.add_argument("--rrf-k", type=int, default=60, metavar="K", help="RRF constant (default 60)")
+    parser.add_argument("--sweep", action="append", default=[], metavar="PARAM=V1,V2",
+                        help="one extra table varying PARAM (top_k, fetch_k, rrf_k, chunk_size; chunk_size "
+                             "accepts 'whole'), everything else at its base value; repeatable")
+    parser.add_argument("--sweep-mode", default=None, metavar="MODE",
+                        help="mode the sweeps run in (default: hybrid if among --modes, else the first mode)")
+    parser.add_argument("--unique-docs", action="store_true",
+                        help="rank distinct documents (each route fills its list with distinct documents)")
+    parser.add_argument("--per-query", action="store_true",
+                        help="list the questions whose value differs between rows (JSON always has every query)")
+    parser.add_argument("--by", default=None, metavar="METRIC",
+                        help="metric of the per-query breakdown (default: the first column)")
+    parser.add_argument("--relevance-level", type=int, default=1, metavar="L",
+                        help="grade >= L counts as relevant (default 1)")
+    parser.add_argument("--gain", choices=GAINS, default="exponential",
+                        help="nDCG gain: exponential 2^g-1 (default) or linear g (trec_eval)")
+    parser.add_argument("--format", choices=("markdown", "json"), default="markdown")
+
+
+def run(args: argparse.Namespace) -> int:
+    from pytest_ragmetrics.tools.ablate import Setting, ablate, bind_metrics, parse_sweep, render_json, render_markdown, sweep_settings
+    from pytest_ragmetrics.golden import load_golden
+
+    modes = parse_modes(args.modes)
+    sweeps = [parse_sweep(s) for s in args.sweep]
+    specs = list(args.metrics or DEFAULT_METRICS)
+    config = MeasurementConfig(relevance_level=args.relevance_level, gain=args.gain, id_separator="#")
+    if args.top_k is None:  # deep enough for the deepest fixed cutoff (recall@100 needs 100 results)
+        fixed = [m for m in specs if not m.strip().lower().endswith("@k")]
+        top_k = (MeasurementConfig(measures=tuple(fixed)).depth if fixed else None) or 10
+    else:
+        top_k = args.top_k
+    for name, value, low in (("--top-k", top_k, 1), ("--fetch-k", args.fetch_k, 1), ("--rrf-k", args.rrf_k, 0)):
+        if value < low:
+            raise RagMetricsError(f"{name} must be >= {low}, got {value}")
+    columns, _ = bind_metrics(specs, top_k)
+    by = bind_metrics([args.by], top_k)[0][0] if args.by else columns[0]
+    if by not in columns:
+        raise RagMetricsError(f"--by {args.by}: not among the metrics ({', '.join(columns)})")
+    sweep_mode = args.sweep_mode or ("hybrid" if "hybrid" in modes else modes[0])
+    parse_modes(sweep_mode)
+    golden = load_golden(args.golden)  # validated before anything is built
+
+    builds: list[dict[str, Any]] = []
+    used = modes + ([sweep_mode] if sweeps else [])
+    vectors = any(m.partition("+")[0] != "bm25" for m in used)
+    factory = stack_factory(args, builds, vectors=vectors, rrf_k=args.rrf_k, fetch_k=args.fetch_k, top_k=top_k)
+    default = first_retriever(factory)
+    check_corpus_covers({q.qid: set(q.relevant(args.relevance_level)) for q in golden}, default)
+
+    base = Setting(mode=sweep_mode, top_k=top_k, fetch_k=args.fetch_k, rrf_k=args.rrf_k,
+                   unique_docs=args.unique_docs)
+    chunk_label = "whole documents" if args.chunk_size is None else f"chunks {default.chunk_size}/{default.overlap}"
+    common = f"top_k={top_k}, fetch_k={args.fetch_k}, rrf_k={args.rrf_k}, {chunk_label}" + \
+             (", unique docs" if args.unique_docs else "")
+    plans = [("mode", f"Modes ({common})", [
+        Setting(mode=m, top_k=top_k, fetch_k=args.fetch_k, rrf_k=args.rrf_k, unique_docs=args.unique_docs)
+        for m in modes
+    ])]
+    for param, values in sweeps:
+        title = f"Sweep {param} (mode {sweep_mode}; otherwise {common})"
+        plans.append((param, title, sweep_settings(base, param, values, overlap=args.overlap)))
+
+    ablations = []
+    for param, title, settings in plans:
+        try:
+            result = ablate(golden, factory, settings, config, metrics=specs, parameter=param, title=title)
+        except ValueError as exc:
+            if isinstance(exc, RagMetricsError):
+                raise
+            raise RagMetricsError(f"{title}: {exc}") from None
+        for row in result.rows:
+            if row.skipped is None:
+                log(f"{param} {row.label}: {row.n + len(row.unscorable)} questions in {row.seconds:.2f} s "
+                     f"({1000 * row.seconds / max(row.n + len(row.unscorable), 1):.1f} ms a question)")
+        ablations.append(result)
+
+    if args.format == "json":
+        payload = render_json(ablations, {"corpus": str(args.corpus), "golden": str(args.golden),
+                                          "builds": builds}, column=by)
+        json.dump(payload, sys.stdout, indent=2, ensure_ascii=False)
+        sys.stdout.write("\n")
+        return 0
+    header = (f"Ablation of {args.corpus} on {args.golden}: {len(golden)} questions; "
+              f"relevance level {args.relevance_level}, {args.gain} gain")
+    sys.stdout.write(header + "\n\n" + render_markdown(ablations, breakdown=args.per_query, column=by))
+    return 0

@@ -1,0 +1,48 @@
+"""``ragmetrics agreement A B``: how far two annotators agree, and where they disagree most."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+from pathlib import Path
+
+from pytest_ragmetrics.errors import RagMetricsError
+from pytest_ragmetrics.tools.agreement import WEIGHTS, format_kappa, agreement, render_table
+
+HELP = "Cohen's kappa between two annotators' judgments, and where they disagree most"
+
+
+def register(verbs: Any) -> None:
+    parser = verbs.add_parser('agreement', help=HELP)
+    parser.set_defaults(command=run)
+    parser.add_argument("a", metavar="A", help="first annotator's judgments (JSONL, YAML or a folder with qrels)")
+    parser.add_argument("b", metavar="B", help="second annotator's judgments, same formats")
+    parser.add_argument("--weights", choices=("auto", *WEIGHTS), default="auto",
+                        help="kappa weighting: none, linear or quadratic (default auto: linear when more "
+                             "than two grade values occur, else none)")
+    parser.add_argument("--top", type=int, default=20, metavar="N",
+                        help="how many of the most-disagreeing pairs to list, in the table and in JSON (default 20)")
+    parser.add_argument("--relevance-level", type=int, default=1, metavar="L",
+                        help="grade >= L counts as relevant for the relevant-or-not kappa (default 1)")
+    parser.add_argument("--fail-below", type=float, default=None, metavar="KAPPA",
+                        help="exit 1 when kappa is below this (or undefined), for CI")
+    parser.add_argument("--format", choices=("table", "json"), default="table")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the verb on parsed arguments: 0 done, 1 below --fail-below; errors raise."""
+    if args.top < 0:
+        raise RagMetricsError(f"--top must be >= 0, got {args.top}")
+    result = agreement(Path(args.a), Path(args.b), args.weights, relevance_level=args.relevance_level)
+    if args.format == "json":
+        json.dump(result.to_dict(top=args.top), sys.stdout, indent=2, ensure_ascii=False)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(render_table(result, args.top))
+    if args.fail_below is not None and (result.kappa is None or result.kappa < args.fail_below):
+        print(f"ragmetrics agreement: kappa {format_kappa(result.kappa)} is below --fail-below {args.fail_below}",
+              file=sys.stderr)
+        return 1
+    return 0

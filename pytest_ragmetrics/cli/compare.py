@@ -1,0 +1,121 @@
+"""``ragmetrics compare A B``: judge run B against reference A, with the plugin's checks and report."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any, Mapping
+
+from pytest_ragmetrics.errors import InputError, RagMetricsError
+from pytest_ragmetrics.gate.baseline import Thresholds, dumps_stable, load_thresholds
+from pytest_ragmetrics.golden import GoldenSet, Query, load_golden, load_qrels
+from pytest_ragmetrics.measures import GAINS, MeasurementConfig
+from pytest_ragmetrics.report.tables import markdown_table
+from pytest_ragmetrics.report.text import verdict_text
+from pytest_ragmetrics.tools.compare import describe_measurement, metric_names, compare, load_run_data, mismatch, missing_from
+
+HELP = "judge run B against reference A with the plugin's gate (artifacts, baselines, TREC runs)"
+
+
+def register(verbs: Any) -> None:
+    parser = verbs.add_parser('compare', help=HELP)
+    parser.set_defaults(command=run)
+    parser.add_argument("a", metavar="A", help="reference: run artifact, baseline.json or TREC run")
+    parser.add_argument("b", metavar="B", help="candidate: run artifact, baseline.json or TREC run")
+    parser.add_argument("--qrels", help="judgments, needed when A or B is a TREC run; also the gold documents "
+                                        "of the report when --golden is not given")
+    parser.add_argument("--golden", help="golden set, for question texts, tags and gold documents in the report")
+    parser.add_argument("-m", "--metric", action="append", dest="metrics", metavar="NAME@K",
+                        help="metrics to compare (default: those both sides have)")
+    parser.add_argument("--thresholds", help="thresholds.json with the plugin's keys (default: no recall drop)")
+    parser.add_argument("--worst", type=int, help="worst regressed queries to list (default: worst_n)")
+    parser.add_argument("--fail-on-regression", action="store_true",
+                        help="exit 1 when B fails against A with the plugin's rules: a gate fails, a query "
+                             "falls beyond its per-query tolerance, errored, or is missing from B")
+    parser.add_argument("--accept-mismatch", action="store_true",
+                        help="compare even when A and B were measured differently (measurement config, k or "
+                             "judgments); the differences are printed with the report")
+    parser.add_argument("--relevance-level", type=int, default=1, metavar="L",
+                        help="TREC runs: grade >= L counts as relevant (default 1)")
+    parser.add_argument("--gain", choices=GAINS, default="exponential",
+                        help="TREC runs: nDCG gain, exponential 2^g-1 (default) or linear g (trec_eval)")
+    parser.add_argument("--id-separator", default="", metavar="SEP",
+                        help="TREC runs: map ranked ids to documents by the prefix before SEP, then drop repeats "
+                             "(default: ids as given, as in `ragmetrics evaluate`; artifacts and baselines "
+                             "keep the rule they were measured with)")
+    parser.add_argument("--html", metavar="PATH", help="also write the self-contained HTML report")
+    parser.add_argument("--format", choices=("table", "json"), default="table")
+
+
+def run(args: argparse.Namespace) -> int:
+    trec_config = MeasurementConfig(tuple(args.metrics) if args.metrics else MeasurementConfig().measures,
+                                    relevance_level=args.relevance_level, gain=args.gain,
+                                    id_separator=args.id_separator or None)
+    config = trec_config if args.metrics else None
+    qrels = load_qrels(args.qrels) if args.qrels else None
+    a = load_run_data(args.a, qrels, trec_config)
+    b = load_run_data(args.b, qrels, trec_config)
+    if args.thresholds and not Path(args.thresholds).exists():
+        raise InputError(args.thresholds, None, "file not found")
+    golden = load_golden(args.golden) if args.golden else None
+    if golden is None and qrels is not None:  # gold documents for the report; TREC has no question texts
+        golden = GoldenSet(args.qrels, tuple(Query(q, "", j) for q, j in qrels.items()))
+    problems = mismatch(a, b, golden if args.golden else None)
+    if problems and not args.accept_mismatch:
+        raise RagMetricsError(
+            f"{args.a} and {args.b} were measured differently, so comparing them would mislead:\n  - "
+            + "\n  - ".join(problems)
+            + "\nMeasure both the same way (for TREC runs: --gain, --relevance-level, --id-separator), "
+            "or pass --accept-mismatch to compare anyway."
+        )
+    names_a, names_b = metric_names(config, a), metric_names(config, b)
+    metrics = [m for m in names_a if m in names_b]
+    if not metrics:
+        raise RagMetricsError(f"{args.a} and {args.b} share no metric (A: {names_a}, B: {names_b})")
+    measurement = MeasurementConfig(tuple(metrics))
+    thresholds = load_thresholds(args.thresholds, measurement) if args.thresholds else Thresholds.defaults(measurement)
+    level = b.meta.get("measurement", {}).get("relevance_level", 1) if isinstance(b.meta, Mapping) else 1
+    verdict, tally = compare(a, b, thresholds, metrics, golden, level if isinstance(level, int) else 1)
+    missing = missing_from(a, b)
+    reasons = verdict.failures()  # a query missing from B is an errored query of B
+    failed = bool(reasons) and thresholds.fail_on_regression
+    worst = args.worst if args.worst is not None else thresholds.worst_n
+    measured = {"A": describe_measurement(a), "B": describe_measurement(b)}
+    if args.html:
+        from pytest_ragmetrics.report.html import render_html
+
+        artifact = {"_meta": {**b.meta, "worst_n": worst, "measurement": {"metrics": metrics}},
+                    "n": verdict.n, "comparison": verdict.to_dict(),
+                    "per_query": {q: {"status": "error" if q in b.errors or q in missing else "scored",
+                                      "metrics": b.metrics.get(q), "baseline": a.metrics.get(q),
+                                      "tags": b.tags.get(q, [])} for q in dict.fromkeys([*a.metrics, *b.metrics])}}
+        Path(args.html).write_text(render_html(artifact, title=f"{Path(args.b).name} vs {Path(args.a).name}"),
+                                   encoding="utf-8")
+    if args.format == "json":
+        payload = verdict.to_dict()
+        payload["wins_ties_losses"] = {m: dict(zip(("wins", "ties", "losses"), t)) for m, t in tally.items()}
+        payload["missing"] = missing
+        payload["measured"] = measured
+        payload["mismatch"] = problems
+        payload["failures"] = reasons
+        payload["passed"] = not failed
+        sys.stdout.write(dumps_stable(payload))
+    else:
+        print(f"{args.b} against {args.a}")
+        if measured["A"] == measured["B"]:
+            print(f"A and B: {measured['A']}")
+        else:
+            print(f"A: {measured['A']}\nB: {measured['B']}")
+        if problems:
+            print("Measured differently (compared anyway, --accept-mismatch):\n  - " + "\n  - ".join(problems))
+        print(f"Queries: {len(a.metrics)} scored in A; {len(missing)} missing from B"
+              + (f" ({', '.join(missing[:10])}{' …' if len(missing) > 10 else ''}; each counts as errored, "
+                 "every metric 0)" if missing else "") + ", "
+              f"{len(verdict.new)} new in B (scored, not compared)"
+              + (f": {', '.join(verdict.new[:10])}{' …' if len(verdict.new) > 10 else ''}" if verdict.new else ""))
+        print()
+        print(verdict_text(verdict, worst))
+        print("\nPer query, B against A:")
+        print(markdown_table(["metric", "wins", "ties", "losses"], [[m, *t] for m, t in tally.items()]))
+    return 1 if args.fail_on_regression and failed else 0

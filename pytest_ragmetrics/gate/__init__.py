@@ -1,0 +1,1 @@
+"""The gate: baseline and thresholds files in, a verdict out (pure; no pytest, no CLI)."""
