@@ -224,6 +224,8 @@ class RagSession:
         self._verdict: Verdict | None = None
         self.summary: str | None = None
         self.baseline_written: str | None = None
+        #: one time for every file this run writes, so the artifact and the HTML agree
+        self.created = _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
 
     # ------------------------------------------------------------- baseline checks
 
@@ -418,7 +420,7 @@ class RagSession:
             "retriever": self.retriever_description,
             "package_version": __version__,
             "git_commit": git_commit(self.rootdir),
-            "created": _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat(),
+            "created": self.created,
         }
 
     def write_baseline(self) -> str:
