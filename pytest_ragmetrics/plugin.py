@@ -241,8 +241,8 @@ class _Controller:
         if exitstatus == pytest.ExitCode.INTERRUPTED:
             rag.summary = "Interrupted: no baseline or report written."
             return
-        if not rag.records:
-            return
+        if self.config.option.collectonly or exitstatus == pytest.ExitCode.USAGE_ERROR:
+            return  # nothing was meant to be measured, or a usage error already said why
         if rag.options.update_baseline:
             if self.config.pluginmanager.has_plugin("dsession"):
                 self._report_gates(session)  # as skipped, like the serial gate items

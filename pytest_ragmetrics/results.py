@@ -111,6 +111,11 @@ def normalize_results(results: Any, k: int, query_id: str = "?") -> Returned:
                 f"{type(parent).__name__}, expected str or None"
             )
         value = _score(score)
+        if value is _NOT_A_NUMBER:
+            raise RetrieverError(
+                f"query {query_id!r}, result {rank}: the score of {brief_repr(rid)} is {brief_repr(score)} "
+                f"(a {type(score).__name__}); a score must be a number or None"
+            )
         if value is not None and math.isnan(value):
             raise RetrieverError(
                 f"query {query_id!r}, result {rank}: the score of {brief_repr(rid)} is NaN; a score must be a "
@@ -123,14 +128,23 @@ def normalize_results(results: Any, k: int, query_id: str = "?") -> Returned:
     return out
 
 
-def _score(value: Any) -> float | None:
-    """A result's score as a float, or None (scores are shown, never used to rank).
+#: What :func:`_score` returns for a score that is no number (a string, a bool, a list).
+_NOT_A_NUMBER: Any = object()
 
-    Any real number counts, numpy's float32 included (it is no ``float``).
+
+def _score(value: Any) -> Any:
+    """A result's score as a float, None, or ``_NOT_A_NUMBER`` (scores are shown, never used to rank).
+
+    Any real number counts, numpy's float32 and a one-element tensor included
+    (anything ``float()`` takes); text is refused, never parsed: ``"0.8"`` is a bug.
     """
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+    if value is None:
         return None
+    if isinstance(value, (str, bytes, bool)):
+        return _NOT_A_NUMBER
     try:
         return float(value)
     except OverflowError:  # an int beyond float range
         return None
+    except (TypeError, ValueError):
+        return _NOT_A_NUMBER

@@ -35,7 +35,7 @@ from pytest_ragmetrics.evaluation import mean_metrics, score_query
 from pytest_ragmetrics.gate.verdict import QueryRecord, Verdict, build_verdict, gate_names, query_drops, Drop
 from pytest_ragmetrics.golden import GoldenSet, Query, brief_repr, load_golden
 from pytest_ragmetrics.measures import MeasurementConfig, parse_measures
-from pytest_ragmetrics.metrics import ideal_grades
+from pytest_ragmetrics.metrics import document_ranking, ideal_grades
 from pytest_ragmetrics.parents import score_parents
 from pytest_ragmetrics.results import normalize_results
 from pytest_ragmetrics._plugin.retriever import declares_thread_safe
@@ -118,6 +118,8 @@ def build_options(get: Callable[[str, str], Any], resolve: Callable[[str, bool],
     golden, g_cli = pick("rag_golden", "rag_golden")
     baseline, b_cli = pick("rag_baseline", "rag_baseline")
     thresholds, t_cli = pick("rag_thresholds", "rag_thresholds")
+    if get("rag_thresholds", "") == "":  # `--rag-thresholds=`: no file, as an empty ini value
+        thresholds, t_cli = "", True
     thresholds_given = thresholds is not None  # the ini default is None: only the user sets it
     if thresholds is None:
         thresholds = DEFAULT_THRESHOLDS
@@ -127,10 +129,9 @@ def build_options(get: Callable[[str, str], Any], resolve: Callable[[str, bool],
     html = get("rag_html", "")
     markdown = get("rag_markdown", "")
     corpus, c_cli = pick("rag_corpus", "rag_corpus")
-    repeat = int(get("rag_repeat", "") or 1)
-    if repeat < 1:
-        raise RagMetricsError(f"--rag-repeat must be >= 1, got {repeat}")
-    worst = get("rag_worst", "")
+    repeat = _count("--rag-repeat", get("rag_repeat", ""), 1, minimum=1)
+    batch_size = _count("--rag-batch-size", get("rag_batch_size", ""), 32, minimum=1)
+    worst = _count("--rag-worst", get("rag_worst", ""), None, minimum=0)
     raw_timeout, _ = pick("rag_timeout", "rag_timeout")
     timeout = _parse_timeout(raw_timeout)
     return RagOptions(
@@ -147,12 +148,25 @@ def build_options(get: Callable[[str, str], Any], resolve: Callable[[str, bool],
         html=resolve(html, True) if html else None,
         markdown=resolve(markdown, True) if markdown else None,
         corpus=resolve(corpus, c_cli) if corpus else None,
-        worst=int(worst) if worst not in (None, "") else None,
+        worst=worst,
         repeat=repeat,
-        batch_size=int(get("rag_batch_size", "") or 32),
+        batch_size=batch_size,
         timeout=timeout,
         thresholds_given=thresholds_given and bool(thresholds),
     )
+
+
+def _count(flag: str, raw: Any, default: int | None, minimum: int) -> Any:
+    """An integer option; ``None``/empty is the default, anything below ``minimum`` a usage error."""
+    if raw in (None, ""):
+        return default
+    try:
+        value = int(raw)
+    except (TypeError, ValueError):
+        value = None
+    if value is None or value < minimum:
+        raise RagMetricsError(f"{flag} must be an integer >= {minimum}, got {raw!r}")
+    return value
 
 
 def _parse_timeout(raw: Any) -> float | None:
@@ -352,15 +366,17 @@ class RagSession:
                 self.retriever_description = f"{type(retriever).__name__} (describe() raised {exc!r})"
         try:
             returned = normalize_results(self.retrieve(retriever, query, upcoming), self.options.k, query.qid)
+            # What is scored is the document ranking: chunks of one document trading places change nothing.
+            ranked = document_ranking(returned.ids, self.config.id_separator)
             for _ in range(self.options.repeat - 1):
-                again = normalize_results(self._search(retriever, query), self.options.k, query.qid)
-                if again.ids != returned.ids:
-                    first = next(i for i, (a, b) in enumerate(zip(returned.ids + [None], again.ids + [None]))
-                                 if a != b)
+                again = document_ranking(normalize_results(self._search(retriever, query), self.options.k,
+                                                           query.qid).ids, self.config.id_separator)
+                if again != ranked:
+                    first = next(i for i, (a, b) in enumerate(zip(ranked + [None], again + [None])) if a != b)
                     raise RetrieverError(
-                        f"query {query.qid!r}: the ranking changed between repeated runs "
-                        f"(first difference at rank {first + 1}: {returned.ids[first:first + 1]} vs "
-                        f"{again.ids[first:first + 1]}); a system compared with itself must score identically"
+                        f"query {query.qid!r} is not deterministic: the documents it ranks changed between "
+                        f"repeated runs (first difference at rank {first + 1}: {ranked[first:first + 1]} vs "
+                        f"{again[first:first + 1]}); a system compared with itself must score identically"
                     )
         except Exception as exc:
             # The item re-raises this; the record rides along so the gate counts the error.
@@ -402,6 +418,7 @@ class RagSession:
             self._verdict = build_verdict(
                 self.records, self.golden, None if self.options.update_baseline else self.baseline,
                 self.thresholds, self.metrics, self.config.relevance_level, self.full_golden,
+                baseline_path=str(self.options.baseline),
             )
         return self._verdict
 

@@ -193,6 +193,9 @@ class Verdict:
     #: the metrics whose aggregate gate failed (fell too far or under the floor) and
     #: in which a query of ``moved`` fell
     moved_metrics: list[str] = field(default_factory=list)
+    #: queries meant to run that did not (deselected with -k or --deselect, or the run
+    #: stopped early): the baseline gate fails, since a part cannot stand for the whole
+    not_run: list[str] = field(default_factory=list)
 
     @property
     def failed_gates(self) -> list[Gate]:
@@ -244,6 +247,7 @@ class Verdict:
             },
             "regressed": [r.to_dict() for r in self.regressions],
             "moved": [r.to_dict() for r in self.moved],
+            "not_run": self.not_run,
             "moved_metrics": self.moved_metrics,
             "gates": [asdict(g) for g in self.gates],
             "new": self.new,
@@ -277,9 +281,16 @@ def build_verdict(
     metrics: Sequence[str],
     relevance_level: int = 1,
     full_golden: GoldenSet | None = None,
+    reference: str = "the baseline",
+    baseline_path: str | None = None,
 ) -> Verdict:
     """Judge a run: ``records`` for the queries that ran, ``golden`` the queries
-    that were meant to run, ``full_golden`` the whole set (for "removed")."""
+    that were meant to run, ``full_golden`` the whole set (for "removed").
+
+    ``reference`` names what the run is compared with in messages ("the baseline",
+    or "A" when two runs are compared); ``baseline_path`` is where a missing
+    baseline was looked for.
+    """
     order = [q.qid for q in golden if q.qid in records]
     counted = [qid for qid in order if records[qid].status in ("scored", "error")]
     errored = [qid for qid in order if records[qid].status == "error"]
@@ -345,7 +356,9 @@ def build_verdict(
     regressions.sort(key=lambda r: (r.error is None, -r.severity, -sum(-d.delta for d in r.drops), r.qid))
     moved.sort(key=lambda r: (min(d.delta for d in r.drops if d.metric in failing), r.qid))
 
-    gates = evaluate_gates(aggregate, regressions, thresholds, baseline is not None)
+    not_run = [q.qid for q in golden if q.qid not in records]
+    gates = evaluate_gates(aggregate, regressions, thresholds, baseline is not None, not_run, reference,
+                           baseline_path)
     return Verdict(
         n=len(counted), metrics=list(metrics), aggregate=aggregate, strata=strata,
         regressions=regressions, gates=gates, n_common=len(common), new=new, removed=removed,
@@ -353,6 +366,7 @@ def build_verdict(
         fail_on_regression=thresholds.fail_on_regression, strata_stats=strata_stats,
         parent_level=summarize_parents([(q, lv) for q in counted if (lv := records[q].parent_level) is not None]),
         moved=moved, moved_metrics=[m for m in failing if any(d.metric == m for r in moved for d in r.drops)],
+        not_run=not_run,
     )
 
 
@@ -370,16 +384,31 @@ def evaluate_gates(
     regressions: Sequence[Regression],
     thresholds: Thresholds,
     has_baseline: bool,
+    not_run: Sequence[str] = (),
+    reference: str = "the baseline",
+    baseline_path: str | None = None,
 ) -> list[Gate]:
-    """One :class:`Gate` per name of :func:`gate_names`, in the same order."""
-    gates = [Gate("baseline", has_baseline, "baseline found" if has_baseline else
-                  "no baseline to compare with; create it with `pytest --rag-eval --rag-update-baseline`")]
+    """One :class:`Gate` per name of :func:`gate_names`, in the same order.
+
+    The ``baseline`` gate holds when there is a baseline and every query meant to
+    run did: a partial run (``-k``, ``--deselect``, a run stopped early) cannot
+    pass for the whole set, however good the part looks.
+    """
+    where = f" at {baseline_path}" if baseline_path else ""
+    unmet = [] if has_baseline else [
+        f"no baseline{where} to compare with; create it with `pytest --rag-eval --rag-update-baseline`"]
+    if not_run:
+        n = len(not_run)
+        unmet.append(f"partial run: {n} {'query' if n == 1 else 'queries'} meant to run did not "
+                        f"({', '.join(not_run[:5])}{' …' if n > 5 else ''}; deselected with -k or --deselect, "
+                        "or the run stopped early); the gate judges the whole set, so run it unfiltered")
+    gates = [Gate("baseline", not unmet, "; ".join(unmet) or "baseline found")]
     for row in aggregate:
         if row.tolerance is None and row.minimum is None:
             continue
         problems = []
         if row.dropped_too_far:
-            problems.append(f"{row.metric} fell {-row.delta:.4f} against the baseline "
+            problems.append(f"{row.metric} fell {-row.delta:.4f} against {reference} "
                             f"({row.baseline:.4f} -> {row.now_common:.4f}); allowed drop {row.tolerance:g}")
         if row.under_floor:
             problems.append(f"{row.metric} = {row.now:.4f} is under its floor {row.minimum:g}")

@@ -202,7 +202,7 @@ def compare(a: RunData, b: RunData, thresholds: Thresholds, metrics: Sequence[st
                                        parent_level=b.parent_levels.get(qid))
     baseline = Baseline(a.meta, {}, {q: {k: v for k, v in m.items() if k in metrics} for q, m in a.metrics.items()},
                         a.source)
-    verdict = build_verdict(records, run_golden, baseline, thresholds, metrics, relevance_level)
+    verdict = build_verdict(records, run_golden, baseline, thresholds, metrics, relevance_level, reference="A")
     tally: dict[str, tuple[int, int, int]] = {}
     for metric in metrics:
         wins = ties = losses = 0

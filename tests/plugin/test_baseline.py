@@ -38,8 +38,8 @@ def test_missing_baseline_fails_the_baseline_gate_and_names_the_command(project:
     assert "pytest --rag-eval --rag-update-baseline" in rag_summary(result)
     # and in the gate item's own failure report
     failures = result.stdout.str().split("= FAILURES =", 1)[1]
-    assert "gate baseline: no baseline to compare with; create it with `pytest --rag-eval --rag-update-baseline`" \
-        in failures
+    assert (f"gate baseline: no baseline at {project.baseline_path} to compare with; create it with "
+            "`pytest --rag-eval --rag-update-baseline`") in failures
     assert not project.baseline_path.exists()  # a failing run never creates it
 
 

@@ -255,3 +255,37 @@ def test_a_query_beyond_its_tolerance_fails_the_verdict_even_when_every_aggregat
     assert artifact["comparison"]["passed"] is False
     assert artifact["comparison"]["failures"] == ["1 query fell beyond its per-query tolerance: q-005"]
     assert (baselined.path / "summary.md").read_text().startswith("## Retrieval gate: failed")
+
+
+# ------------------------------------------------------------------ a part never passes for the whole
+
+def test_a_partial_run_never_passes_the_gate(baselined: RagProject) -> None:
+    baselined.answer(q_005=["noise-doc"])  # the query that fell is the one left out
+    result = baselined.run("-k", "not q-005", "--rag-report=run.json")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert ids_with(result, "failed") == ["golden.yaml::gate::baseline"]
+    summary = rag_summary(result)
+    assert "All gates passed" not in summary
+    assert ("gate baseline: partial run: 1 query meant to run did not (q-005; deselected with -k or "
+            "--deselect, or the run stopped early); the gate judges the whole set, so run it unfiltered") in summary
+    artifact = json.loads((baselined.path / "run.json").read_text())
+    assert artifact["comparison"]["passed"] is False and artifact["comparison"]["not_run"] == ["q-005"]
+
+
+def test_a_run_of_the_gate_items_alone_fails_and_says_why(baselined: RagProject) -> None:
+    result = baselined.run("-k", "gate")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert "golden.yaml::gate::baseline" in ids_with(result, "failed")
+    assert "partial run: 6 queries meant to run did not (q-001, q-002, q-003, q-004, q-005 …" in rag_summary(result)
+
+
+def test_collect_only_judges_nothing(baselined: RagProject) -> None:
+    result = baselined.run("--collect-only")
+    assert result.ret == pytest.ExitCode.OK
+    assert "ragmetrics ==" not in result.stdout.str()
+
+
+def test_a_missing_baseline_is_named_where_it_was_looked_for(project: RagProject) -> None:
+    result = project.run()
+    assert f"gate baseline: no baseline at {project.path / 'baselines' / 'baseline.json'} to compare with" \
+        in rag_summary(result)

@@ -49,6 +49,9 @@ FAULTS: dict[str, tuple[Any, str]] = {
                             "query 'q-002', result 2: the score of 'chain-clean' is NaN"),
     "returns-a-hit-with-a-nan-score": ({"hits": [{"id": "chain-lube", "score": float("nan")}]},
                                        "query 'q-002', result 1: the score of 'chain-lube' is NaN"),
+    "returns-a-text-score": ({"return": [["chain-lube", 0.9], ["chain-clean", "7.17"]]},
+                             "query 'q-002', result 2: the score of 'chain-clean' is '7.17' (a str); "
+                             "a score must be a number or None"),
 }
 
 
