@@ -156,9 +156,11 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
         thresholds = "defaults"
     from pytest_ragmetrics.evaluation import id_rule
 
+    subset = f"smoke: {rag.options.smoke_rule}" if rag.options.subset == "smoke" else rag.options.subset
+
     ids = id_rule(rag.config.id_separator)
     return [
-        f"ragmetrics: {len(rag.golden)} of {len(rag.full_golden)} queries ({rag.options.subset}) "
+        f"ragmetrics: {len(rag.golden)} of {len(rag.full_golden)} queries ({subset}) "
         f"from {rag.options.golden}",
         f"ragmetrics: metrics {' '.join(rag.metrics)}, k={rag.options.k}, relevance level "
         f"{rag.config.relevance_level}, gain {rag.config.gain}; baseline {base}"
@@ -302,7 +304,7 @@ class _Controller:
                 if not needed:
                     problems.append(f"WARNING: {exc}; the verdict above stands")
                     continue
-                problems.append(str(exc))
+                problems.append(f"ERROR: {exc}; the run fails, as a report it was asked to write is missing")
                 if session.exitstatus == pytest.ExitCode.OK:
                     session.exitstatus = pytest.ExitCode.TESTS_FAILED
         return problems

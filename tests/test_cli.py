@@ -54,8 +54,8 @@ def test_table_output_states_n_and_one_over_n(capsys: pytest.CaptureFixture[str]
     # recall@3: q1 2/2, q2 1/1, q3 0 -> 2/3
     assert "| recall@3   | 0.6667 |" in out
     assert "n = 3 queries" in out and "1/n = 0.3333" in out
-    assert "1 judged queries have no document graded above 0 and were not scored, e.g. 'qnone'" in out
-    assert "1 judged queries are absent from the run (scored 0), e.g. 'q3'" in out
+    assert "1 judged query has no document graded above 0 and was not scored, e.g. 'qnone'" in out
+    assert "1 judged query is absent from the run (scored 0), e.g. 'q3'" in out
     assert "2 queries returned fewer than 3 documents" in out  # q2 (1 doc), q3 (0)
 
 
@@ -262,4 +262,4 @@ def test_relevance_level_above_one_scores_what_trec_eval_scores(tmp_path: Path) 
     assert payload["below_level"] == ["lo"] and payload["unscorable"] == []
 
     table = subprocess.run(argv, capture_output=True, text=True, timeout=60).stdout
-    assert "1 queries have no document at level 2, only lower grades, e.g. 'lo': scored as trec_eval" in table
+    assert "1 query has no document at level 2, only lower grades, e.g. 'lo': scored as trec_eval" in table

@@ -11,7 +11,7 @@ from typing import Any
 from pytest_ragmetrics.evaluation import evaluate, id_rule
 from pytest_ragmetrics.golden import load_qrels
 from pytest_ragmetrics.measures import DEFAULT_METRICS, GAINS, MeasurementConfig
-from pytest_ragmetrics.report.tables import markdown_table, sample_size_note
+from pytest_ragmetrics.report.tables import counted, markdown_table, sample_size_note
 from pytest_ragmetrics.trec import read_run
 
 
@@ -76,17 +76,18 @@ def run(args: argparse.Namespace) -> int:
     out.append("")
     out.append(sample_size_note(result.n))
     if result.unscorable:
-        out.append(f"{len(result.unscorable)} judged queries have no document graded above 0 and were not "
-                   f"scored, e.g. {result.unscorable[0]!r}.")
+        out.append(f"{counted(len(result.unscorable), 'judged query has', 'judged queries have')} no document "
+                   f"graded above 0 and {'was' if len(result.unscorable) == 1 else 'were'} not scored, "
+                   f"e.g. {result.unscorable[0]!r}.")
     if result.below_level:
-        out.append(f"{len(result.below_level)} queries have no document at level {config.relevance_level}, "
-                   f"only lower grades, e.g. {result.below_level[0]!r}: scored as trec_eval scores them "
-                   f"(nDCG from their grades, the other metrics 0).")
+        out.append(f"{counted(len(result.below_level), 'query has', 'queries have')} no document at level "
+                   f"{config.relevance_level}, only lower grades, e.g. {result.below_level[0]!r}: scored as "
+                   f"trec_eval scores them (nDCG from their grades, the other metrics 0).")
     if result.missing:
         verb = "left out" if args.skip_missing else "scored 0"
-        out.append(f"{len(result.missing)} judged queries are absent from the run ({verb}), e.g. {result.missing[0]!r}.")
+        out.append(f"{counted(len(result.missing), 'judged query is', 'judged queries are')} absent from the run "
+                   f"({verb}), e.g. {result.missing[0]!r}.")
     if result.short:
-        depth = config.depth
-        out.append(f"{len(result.short)} queries returned fewer than {depth} documents.")
+        out.append(f"{counted(len(result.short), 'query', 'queries')} returned fewer than {config.depth} documents.")
     print("\n".join(out))
     return 0

@@ -68,7 +68,7 @@ def aggregate_table(v: Verdict) -> str:
     if v.new:
         now_all = ", ".join(f"{r.metric} {r.now:.4f}" for r in v.aggregate if r.now is not None)
         lines.append(f"{counted(len(v.new), 'new query', 'new queries')} not in the baseline (scored, not compared): "
-                     f"{', '.join(v.new[:10])}{' …' if len(v.new) > 10 else ''}; with them: {now_all}")
+                     f"{_listed(v.new)}; with them: {now_all}")
     return "\n".join(lines)
 
 
@@ -125,6 +125,12 @@ def drops_text(drops: Sequence[Drop], indent: str = "") -> str:
     return "\n".join(lines)
 
 
+def _listed(items: Sequence[str], shown: int = 10) -> str:
+    """The first ``shown`` items, then how many more: a list is never cut without a word."""
+    more = f" … and {len(items) - shown} more" if len(items) > shown else ""
+    return ", ".join(items[:shown]) + more
+
+
 def _entries_text(entries: Sequence[Regression], limit: int, shown_returned: int) -> list[str]:
     """Numbered entries (question, drops, gold, what came back) and a "… and N more" line."""
     lines = []
@@ -134,7 +140,7 @@ def _entries_text(entries: Sequence[Regression], limit: int, shown_returned: int
             lines.append(f"       ERROR: {r.error}")
         if r.drops:
             lines.append(drops_text(r.drops, indent="       "))
-        gold = ", ".join(f"{d} ({g})" for d, g in r.gold) or "—"
+        gold = ", ".join(f"{d} ({g})" for d, g in r.gold) or "— (not in the inputs; pass --golden or --qrels to name it)"
         lines.append(f"       gold:     {gold}")
         if r.returned:
             golds = {d for d, _ in r.gold}
@@ -214,16 +220,14 @@ def verdict_text(v: Verdict, worst_n: int) -> str:
     notes = []
     if v.unscorable:
         notes.append(f"{counted(len(v.unscorable), 'query has', 'queries have')} no relevant document and "
-                     f"{'was' if len(v.unscorable) == 1 else 'were'} not scored: "
-                     f"{', '.join(v.unscorable[:10])}")
+                     f"{'was' if len(v.unscorable) == 1 else 'were'} not scored: {_listed(v.unscorable)}")
     if v.short:
         notes.append(f"{counted(len(v.short), 'query', 'queries')} came back with fewer documents than the "
-                     "deepest cutoff "
-                     f"(after mapping chunks to documents and dedup): "
-                     + ", ".join(f"{q} ({n})" for q, n in list(v.short.items())[:10]))
+                     "deepest cutoff (after the id rule and dedup): "
+                     + _listed([f"{q} ({n})" for q, n in v.short.items()]))
     if v.removed:
         notes.append(f"{counted(len(v.removed), 'baseline query is', 'baseline queries are')} gone from the golden "
-                     f"set: {', '.join(v.removed[:10])}")
+                     f"set: {_listed(v.removed)}")
     if notes:
         parts.append("\n".join(notes))
     if v.has_baseline:

@@ -35,7 +35,7 @@ def test_smoke_runs_only_tagged_queries_against_their_own_baseline(smoke_project
     assert re.search(r"\| recall@10 +\| 1\.0000 +\| 1\.0000 +\| ±0 +\|", summary)
     assert "n = 3 queries" in summary
     assert "gone from the golden set" not in summary  # queries outside the subset are not "removed"
-    assert "ragmetrics: 3 of 6 queries (smoke)" in result.stdout.str()
+    assert "ragmetrics: 3 of 6 queries (smoke: tag:smoke)" in result.stdout.str()
 
 
 def test_smoke_ignores_regressions_outside_the_subset(smoke_project: RagProject) -> None:
@@ -71,7 +71,7 @@ def test_stratified_sample_is_stable(baselined: RagProject) -> None:
     # one per stratum (first tag): standard = q-001/002/004, paraphrase = q-003/005/006
     qids = [n.split("::")[1] for n in chosen]
     assert len({q in ("q-001", "q-002", "q-004") for q in qids}) == 2
-    assert "ragmetrics: 2 of 6 queries (smoke)" in first.stdout.str()
+    assert "ragmetrics: 2 of 6 queries (smoke: sample:2:7)" in first.stdout.str()
 
 
 def test_bad_smoke_rules_are_usage_errors(baselined: RagProject) -> None:
@@ -121,7 +121,7 @@ def test_a_stratified_sample_takes_one_query_from_every_stratum_it_can(
     project.ini(rag_smoke=f"sample:{size}:11")
     result = project.run("--rag-subset", "smoke")
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()
-    assert f"ragmetrics: {size} of 10 queries (smoke)" in result.stdout.str()
+    assert f"ragmetrics: {size} of 10 queries (smoke: sample:{size}:11)" in result.stdout.str()
     chosen = [n.split("::")[1] for n in outcomes(result) if "::gate::" not in n]
     assert {tag: sum(q.startswith(tag + "-") for q in chosen) for tag in expected} == expected
 

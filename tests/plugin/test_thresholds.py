@@ -256,3 +256,11 @@ def test_a_repeated_key_is_refused_not_last_one_wins(baselined: RagProject) -> N
             in result.stderr.str())
     no_traceback(result)
     assert baselined.calls() == []
+
+
+def test_an_empty_flag_value_means_no_thresholds_file_too(baselined: RagProject) -> None:
+    baselined.thresholds({"max_regressed_queries": 0})
+    baselined.ini(rag_thresholds="baselines/thresholds.json")
+    result = baselined.run("--rag-thresholds=")
+    assert "golden.yaml::gate::regressed-queries" not in outcomes(result)
+    result.stdout.fnmatch_lines(["ragmetrics: thresholds defaults; ids map to documents before '#', repeats dropped (first kept)"])

@@ -60,8 +60,9 @@ def test_an_unwritable_report_path_is_a_clear_error(baselined: TrustProject, fla
     assert result.ret == pytest.ExitCode.TESTS_FAILED  # every query passed; the missing report fails the run
     summary = rag_summary(result)
     assert "All gates passed" in summary
-    assert f"cannot write the {what} {baselined.path / 'notadir' / 'out'}: " \
-           f"{baselined.path / 'notadir'} is a file, not a folder" in summary
+    assert f"ERROR: cannot write the {what} {baselined.path / 'notadir' / 'out'}: " \
+           f"{baselined.path / 'notadir'} is a file, not a folder; the run fails, as a report it was asked " \
+           "to write is missing" in summary
 
 
 def test_reports_are_written_atomically(baselined: TrustProject) -> None:

@@ -515,8 +515,12 @@ def test_unknown_metric_through_the_cli(tmp_path: Path, capsys: pytest.CaptureFi
                                "leave it unset or write 'none'"]),
         (["--rag-k", "0"], ["rag_k must be a positive integer, got 0"]),
         (["--rag-metrics", "recall@ten"], ["recall"]),
+        (["--rag-repeat=0"], ["--rag-repeat must be an integer >= 1, got 0"]),
+        (["--rag-batch-size=0"], ["--rag-batch-size must be an integer >= 1, got 0"]),
+        (["--rag-worst=-1"], ["--rag-worst must be an integer >= 0, got -1"]),
     ],
-    ids=["timeout-word", "timeout-negative", "timeout-zero", "k-zero", "metric-cutoff-word"],
+    ids=["timeout-word", "timeout-negative", "timeout-zero", "k-zero", "metric-cutoff-word", "repeat-zero",
+         "batch-size-zero", "worst-negative"],
 )
 def test_malformed_options(baselined: RagProject, args: list[str], needles: list[str]) -> None:
     before = snapshot(baselined.path)
