@@ -77,7 +77,8 @@ def run(cwd: Path, *args: str) -> float:
 def per_query_cost(rag_dir: Path, n: int) -> float:
     """Microseconds per query inside RagSession.run_query (map, dedup, score, compare)."""
     sys.path.insert(0, str(rag_dir))
-    from pytest_ragmetrics._plugin.session import RagSession, build_options
+    from pytest_ragmetrics._plugin.options import build_options
+    from pytest_ragmetrics._plugin.session import RagSession
 
     ini = {"rag_golden": "golden.jsonl", "rag_baseline": "baselines/baseline.json",
            "rag_thresholds": None, "rag_metrics": "", "rag_k": "",  # None: unset, as in pytest.ini

@@ -11,6 +11,7 @@ from pytest_ragmetrics.errors import RagMetricsError
 from pytest_ragmetrics.gate.verdict import Drop, Gate, QueryRecord, query_drops
 from pytest_ragmetrics.golden import Query
 from pytest_ragmetrics.report.text import gate_line, regressions_text
+from pytest_ragmetrics._plugin.xdist import xdist_queue
 from pytest_ragmetrics._plugin.retriever import PROTOCOL, retriever_problem
 from pytest_ragmetrics._plugin.session import RECORD_KEY, RagSession
 
@@ -111,13 +112,13 @@ class QueryItem(pytest.Function):
         rag = self.config.stash[RAG_SESSION]
         items = self.session.items
         size = rag.options.batch_size
-        queue = _xdist_queue(self.config)
+        queue = xdist_queue(self.config)
         if queue is not None:
             following = [items[i] for i in queue]
         else:
-            order = rag.__dict__.get("_item_index")
-            if order is None:
-                order = rag.__dict__["_item_index"] = {it.nodeid: n for n, it in enumerate(items)}
+            if rag.item_index is None:
+                rag.item_index = {it.nodeid: n for n, it in enumerate(items)}
+            order = rag.item_index
             start = order.get(self.nodeid, len(items))
             following = items[start + 1:start + size]
         ahead = [i.query for i in following if isinstance(i, QueryItem)]
@@ -143,28 +144,6 @@ class QueryItem(pytest.Function):
 
     def reportinfo(self) -> tuple[Path, int | None, str]:
         return self.path, None, f"rag query {self.query.qid}"
-
-
-def _xdist_queue(config: pytest.Config) -> list[int] | None:
-    """Indices of the items this xdist worker has been handed and not yet run.
-
-    Reads pytest-xdist's WorkerInteractor (not a public API, hence every guard):
-    ``None`` outside a worker or if xdist's internals change, and the caller
-    falls back to the items that follow in run order.
-    """
-    if not hasattr(config, "workerinput"):
-        return None
-    for plugin in config.pluginmanager.get_plugins():
-        if type(plugin).__name__ != "WorkerInteractor":
-            continue
-        try:
-            nxt = plugin.nextitem_index
-            with plugin.torun.lock() as pending:
-                queued = [i for i in pending if isinstance(i, int)]
-        except Exception:
-            return None
-        return ([nxt] if isinstance(nxt, int) else []) + queued
-    return None
 
 
 def junit_properties(rag: RagSession, record: QueryRecord) -> list[tuple[str, object]]:

@@ -6,13 +6,16 @@ Used for the terminal summary, the gate reports and the CLI. Tables are Markdown
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from pytest_ragmetrics.gate.verdict import EPS, Drop, Gate, Regression, Verdict
 from pytest_ragmetrics.report.tables import counted, markdown_table, sample_size_note
 
+if TYPE_CHECKING:
+    from pytest_ragmetrics.gate.baseline import Baseline
+
 __all__ = ["aggregate_table", "strata_table", "parent_table", "regressions_text", "moved_heading", "moved_text",
-           "drops_text", "gate_line", "signed_delta", "verdict_text"]
+           "drops_text", "gate_line", "signed_delta", "verdict_text", "baseline_change_text"]
 
 
 def signed_delta(value: float) -> str:
@@ -239,3 +242,45 @@ def verdict_text(v: Verdict, worst_n: int) -> str:
         if moved:
             parts.append(moved)
     return "\n\n".join(parts)
+
+
+def baseline_change_text(old: Baseline | None, new: Baseline, metrics: Sequence[str],
+                         unreadable: str | None = None) -> str:
+    """What a baseline refresh changes, for the terminal and the pull request.
+
+    ``unreadable`` is why the previous file could not be read, when there was one:
+    it was replaced, and saying "no previous baseline" would hide that.
+    """
+    lines = [f"Baseline written: {new.path} ({counted(len(new.per_query), 'query', 'queries')})."]
+    if old is None:
+        lines.append(f"The previous file could not be read and was replaced, so nothing was compared: {unreadable}"
+                     if unreadable else "No previous baseline.")
+        return "\n".join(lines)
+    added = sorted(set(new.per_query) - set(old.per_query))
+    removed = sorted(set(old.per_query) - set(new.per_query))
+    if added:
+        lines.append(f"Queries added: {len(added)} ({_listed(added)})")
+    if removed:
+        lines.append(f"Queries removed: {len(removed)} ({_listed(removed)})")
+    both = sorted(set(new.per_query) & set(old.per_query))
+    for m in metrics:
+        before, after = old.aggregate.get(m), new.aggregate.get(m)
+        ups, downs = [], []
+        for qid in both:
+            a, b = old.per_query[qid].get(m), new.per_query[qid].get(m)
+            if a is None or b is None:
+                continue
+            if b > a + 1e-9:
+                ups.append(qid)
+            elif b < a - 1e-9:
+                downs.append(qid)
+        if after is None:
+            lines.append(f"  {m}: no scored query")
+        elif before is None:
+            lines.append(f"  {m}: {after:.4f} (new metric)")
+        else:
+            moved = [f"{word} {len(q)}" + (f" ({_listed(q, 3)})" if q else "")
+                     for word, q in (("up", ups), ("down", downs))]
+            lines.append(f"  {m}: {before:.4f} -> {after:.4f} ({signed_delta(after - before)}); "
+                         f"queries {', '.join(moved)}")
+    return "\n".join(lines)

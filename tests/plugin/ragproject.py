@@ -133,24 +133,25 @@ WRITE_SPY = r'''
 def pytest_configure(config):
     if not config.getoption("rag_eval", False):
         return
+    import pytest_ragmetrics._plugin.outputs as outputs_module
     import pytest_ragmetrics._plugin.session as session_module
 
     who = "worker" if hasattr(config, "workerinput") else "controller"
     real_write_baseline = session_module.write_baseline
-    real_write_artifact = session_module.RagSession.write_artifact
+    real_write_artifact = outputs_module.write_artifact
 
     def write_baseline(path, baseline):
         _log("write-baseline\t" + who)
         return real_write_baseline(path, baseline)
 
-    def write_artifact(self, path):
+    def write_artifact(rag, path):
         _log("write-artifact\t" + who)
-        return real_write_artifact(self, path)
+        return real_write_artifact(rag, path)
 
     session_module.write_baseline = write_baseline
-    session_module.RagSession.write_artifact = write_artifact
+    outputs_module.write_artifact = write_artifact
     config.add_cleanup(lambda: setattr(session_module, "write_baseline", real_write_baseline))
-    config.add_cleanup(lambda: setattr(session_module.RagSession, "write_artifact", real_write_artifact))
+    config.add_cleanup(lambda: setattr(outputs_module, "write_artifact", real_write_artifact))
 '''
 
 #: Plugins that play no part here and slow every run: hypothesis' terminal summary

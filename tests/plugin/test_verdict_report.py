@@ -217,7 +217,7 @@ def test_a_baseline_update_names_the_queries_that_went_up_and_down(baselined: Ra
     assert "hit_rate@10: 0.6667 -> 0.8333 (+0.1667); queries up 1 (q-003), down 0" in summary
     baselined.answer(q_002=["chain-lube"], q_003=["rim-wear"], q_004=["derailleur"], q_005=["noise-doc"])
     summary = rag_summary(baselined.run("--rag-update-baseline"))
-    assert "recall@10: 0.8333 -> 0.3333 (-0.5000); queries up 0, down 4 (q-002, q-003, q-004 …)" in summary
+    assert "recall@10: 0.8333 -> 0.3333 (-0.5000); queries up 0, down 4 (q-002, q-003, q-004 … and 1 more)" in summary
 
 
 def test_an_unchanged_metric_reads_plus_minus_zero(baselined: RagProject) -> None:

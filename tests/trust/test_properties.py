@@ -39,7 +39,7 @@ from pytest_ragmetrics.measures import MEASURE_NAMES, MeasurementConfig
 from pytest_ragmetrics.metrics import document_ranking
 from pytest_ragmetrics.report.html import render_html
 from pytest_ragmetrics.report.text import verdict_text
-from pytest_ragmetrics._plugin.session import describe_change
+from pytest_ragmetrics.report.text import baseline_change_text as describe_change
 from pytest_ragmetrics.trec import read_run
 
 EXAMPLES = int(os.environ.get("RAGMETRICS_HYPOTHESIS_EXAMPLES", "150"))

@@ -1,0 +1,184 @@
+"""The hooks of the process that judges (a serial run, or the xdist controller).
+
+Query items' records arrive here in their reports (from this process or from
+xdist workers); at the end of the session this class builds the verdict, reports
+the gate items under xdist, writes the baseline or the reports, and assembles the
+terminal summary. Workers never register it, so they never write anything.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+__all__ = ["Controller"]
+
+
+class Controller:
+    """Hooks that run in the process that judges: a serial run or the xdist controller."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        from pytest_ragmetrics._plugin.items import RAG_SESSION
+
+        self.config = config
+        self.rag = config.stash[RAG_SESSION]
+        self.prefix = None  # node id of the golden file, learnt from the first report
+        self.retriever_problem: str | None = None
+
+    @pytest.hookimpl(tryfirst=True)  # before junitxml and other report writers see the record
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        from pytest_ragmetrics.gate.verdict import QueryRecord
+        from pytest_ragmetrics._plugin.items import RETRIEVER_PROBLEM_KEY, junit_properties
+        from pytest_ragmetrics._plugin.session import RECORD_KEY
+
+        problems = [value for key, value in report.user_properties if key == RETRIEVER_PROBLEM_KEY]
+        if problems:  # an xdist worker stopped at its first query
+            self.retriever_problem = problems[0]
+            report.user_properties = [p for p in report.user_properties if p[0] != RETRIEVER_PROBLEM_KEY]
+            return
+        records = [value for key, value in report.user_properties if key == RECORD_KEY]
+        if records:
+            # The record has reached the process that judges; what stays on the report is
+            # flat name=value properties (JUnit XML shows them as they are).
+            report.user_properties = [p for p in report.user_properties if p[0] != RECORD_KEY]
+            value = records[0]
+            self.rag.add_record(value)
+            if self.prefix is None and report.nodeid.endswith("::" + value["qid"]):
+                self.prefix = report.nodeid[: -len(value["qid"]) - 2]
+        elif report.failed and report.when == "setup" and "::gate::" not in report.nodeid:
+            qid = report.nodeid.rsplit("::", 1)[-1]
+            if qid in self.rag.golden and qid not in self.rag.records:
+                message = report.longreprtext.strip().splitlines()
+                crash = getattr(report.longrepr, "reprcrash", None)  # "OSError: index not built", not "file:line: OSError"
+                text = crash.message if crash is not None else (message[-1] if message else "?")
+                self.rag.records[qid] = QueryRecord(qid, "error", error=f"setup failed: {text}")
+        if report.when == "teardown" and "::gate::" not in report.nodeid:
+            qid = records[0]["qid"] if records else report.nodeid.rsplit("::", 1)[-1]
+            record = self.rag.records.get(qid)
+            if record is not None and (self.prefix is None or report.nodeid == f"{self.prefix}::{qid}"):
+                # junitxml takes a test case's properties from its teardown report
+                report.user_properties.extend(junit_properties(self.rag, record))
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        from pytest_ragmetrics._plugin.items import GateItem
+
+        gates = [i for i in items if isinstance(i, GateItem)]
+        if gates:
+            items[:] = [i for i in items if not isinstance(i, GateItem)] + gates
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        from pytest_ragmetrics._plugin import outputs
+        from pytest_ragmetrics.errors import BaselineError
+        from pytest_ragmetrics.report.text import verdict_text
+
+        rag = self.rag
+        if self.retriever_problem is not None:  # nothing was measured: a usage error, as in a serial run
+            session.exitstatus = pytest.ExitCode.USAGE_ERROR
+            return
+        if exitstatus == pytest.ExitCode.INTERRUPTED:
+            rag.summary = "Interrupted: no baseline or report written."
+            return
+        if self.config.option.collectonly or exitstatus == pytest.ExitCode.USAGE_ERROR:
+            return  # nothing was meant to be measured, or a usage error already said why
+        if rag.options.update_baseline:
+            if self.config.pluginmanager.has_plugin("dsession"):
+                self._report_gates(session)  # as skipped, like the serial gate items
+            try:
+                rag.summary = rag.write_baseline()
+            except BaselineError as exc:
+                rag.summary = str(exc)
+                session.exitstatus = pytest.ExitCode.TESTS_FAILED
+            problems = self._write_reports(session, html=False)
+            if problems:
+                rag.summary = "\n\n".join([rag.summary or "", *problems]).strip()
+            return
+        verdict = rag.verdict()
+        if self.config.pluginmanager.has_plugin("dsession"):
+            self._report_gates(session)
+        if not verdict.passed and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        problems = self._write_reports(session, html=True)
+        rag.summary = verdict_text(verdict, rag.worst_n)
+        if rag.mismatch:
+            rag.summary += "\n\nCompared despite a different measurement (--rag-accept-mismatch):\n  - " + \
+                "\n  - ".join(rag.mismatch)
+        if problems:
+            rag.summary += "\n\n" + "\n".join(problems)
+        leakage = outputs.leakage_warning(rag)
+        if leakage:
+            rag.summary += "\n\n" + leakage
+
+    def _write_reports(self, session: pytest.Session, html: bool) -> list[str]:
+        """Write the requested reports; return a line for each that could not be written.
+
+        A run artifact or HTML report that cannot be written fails the session: a
+        nightly job that uploads it must not go green without it. The Markdown
+        summary (``--rag-markdown``, ``$GITHUB_STEP_SUMMARY``) only presents the
+        verdict printed in the log, so failing to write it is a warning and never
+        turns a green gate red. Each Markdown file is appended to once, even when
+        ``--rag-markdown`` names the step summary.
+        """
+        from pytest_ragmetrics._plugin import outputs
+        from pytest_ragmetrics.errors import RagMetricsError
+
+        rag, problems = self.rag, []
+        writes = [(rag.options.report, outputs.write_artifact, True)]
+        if html:
+            writes.append((rag.options.html, outputs.write_html, True))
+            step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
+            seen: set[Path] = set()
+            for path in (rag.options.markdown, Path(step_summary) if step_summary else None):
+                if path is not None and path.resolve() not in seen:
+                    seen.add(path.resolve())
+                    writes.append((path, outputs.append_markdown, False))
+        for path, write, needed in writes:
+            if not path:
+                continue
+            try:
+                write(rag, path)
+            except RagMetricsError as exc:
+                if not needed:
+                    problems.append(f"WARNING: {exc}; the verdict above stands")
+                    continue
+                problems.append(f"ERROR: {exc}; the run fails, as a report it was asked to write is missing")
+                if session.exitstatus == pytest.ExitCode.OK:
+                    session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        return problems
+
+    def _report_gates(self, session: pytest.Session) -> None:
+        """Under xdist the gates cannot run on a worker: report them from here."""
+        from pytest_ragmetrics._plugin.items import gate_report_text
+        from pytest_ragmetrics._plugin.xdist import hide_progress_counter
+
+        rag = self.rag
+        try:  # the file the items hang from (a folder's queries.jsonl), as the workers named it
+            golden_id = self.prefix or str(rag.collect_path.relative_to(self.config.rootpath.resolve()).as_posix())
+        except ValueError:
+            golden_id = str(rag.collect_path)
+        hook = self.config.hook
+        updating = rag.options.update_baseline
+        gates = rag.verdict().gates
+        hide_progress_counter(self.config)  # its counter only knows the workers' items
+        for gate in gates:
+            nodeid = f"{golden_id}::gate::{gate.name}"
+            location = (golden_id, None, f"rag gate {gate.name}")
+            failed = not gate.passed and rag.thresholds.fail_on_regression and not updating
+            # No logstart/logfinish: xdist's progress counter only knows the workers' items.
+            for when in ("setup", "call", "teardown"):
+                outcome = "failed" if failed and when == "call" else "passed"
+                longrepr: Any = gate_report_text(rag, gate) if outcome == "failed" else None
+                if updating and when == "call":
+                    outcome, longrepr = "skipped", (location[0], None, "Skipped: the baseline is being updated")
+                report = pytest.TestReport(nodeid, location, {}, outcome, longrepr, when)
+                hook.pytest_runtest_logreport(report=report)
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if self.rag.summary:
+            terminalreporter.write_sep("=", "ragmetrics")
+            for line in self.rag.summary.splitlines():
+                terminalreporter.write_line(line)

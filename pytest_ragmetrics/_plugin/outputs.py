@@ -1,0 +1,119 @@
+"""What a run writes: its metadata, the JSON run artifact, the HTML report, the
+Markdown summary, and the leakage warning of the terminal summary.
+
+Only the process that judges (a serial run, the xdist controller) calls these.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pytest_ragmetrics.errors import RagMetricsError
+from pytest_ragmetrics.gate.baseline import atomic_write_json, atomic_write_text, git_commit, write_problem
+
+if TYPE_CHECKING:
+    from pytest_ragmetrics._plugin.session import RagSession
+
+__all__ = ["meta", "artifact", "write_artifact", "write_html", "append_markdown", "leakage_warning"]
+
+
+def meta(rag: RagSession) -> dict[str, Any]:
+    """What was measured, on what, by whom and when: the fingerprint a comparison checks."""
+    from pytest_ragmetrics import __version__
+
+    try:
+        source = str(rag.options.golden.resolve().relative_to(rag.rootdir.resolve()))
+    except ValueError:
+        source = str(rag.options.golden)
+    return {
+        "golden": {"source": source, "sha256": rag.full_golden.fingerprint(),
+                   "n_queries": len(rag.full_golden)},
+        "measurement": rag.config.to_dict(),
+        "k": rag.options.k,
+        "retriever": rag.retriever_description,
+        "package_version": __version__,
+        "git_commit": git_commit(rag.rootdir),
+        "created": rag.created,
+    }
+
+
+def artifact(rag: RagSession) -> dict[str, Any]:
+    """The JSON run artifact: config, per-query results, aggregates, comparison."""
+    verdict = rag.verdict()
+    per_query = {}
+    for q in rag.golden:
+        r = rag.records.get(q.qid)
+        if r is None:
+            continue
+        per_query[q.qid] = {"status": r.status, "metrics": r.metrics, "ranking": r.ranking,
+                            "tags": list(q.tags), "error": r.error, "n_docs": r.n_docs,
+                            "_judgments": q.judgments_digest()}  # lets `ragmetrics compare` spot changed labels
+        if r.parent_level is not None:
+            per_query[q.qid]["parent_level"] = r.parent_level
+        if rag.baseline is not None and q.qid in rag.baseline.per_query and not rag.options.update_baseline:
+            per_query[q.qid]["baseline"] = rag.baseline.metrics_of(q.qid)
+    data = meta(rag)
+    data["subset"] = rag.options.subset
+    return {
+        "_meta": data,
+        "aggregate": {row.metric: row.now for row in verdict.aggregate},
+        "n": verdict.n,
+        "per_query": per_query,
+        "comparison": verdict.to_dict(),
+    }
+
+
+def write_artifact(rag: RagSession, path: Path) -> None:
+    """Write the run artifact atomically; an unwritable path is a :class:`RagMetricsError`."""
+    try:
+        atomic_write_json(path, artifact(rag))
+    except OSError as exc:
+        raise RagMetricsError(f"cannot write the run report {path}: {write_problem(path, exc)}") from None
+
+
+def write_html(rag: RagSession, path: Path) -> None:
+    """Write the self-contained HTML report of the run artifact, atomically."""
+    from pytest_ragmetrics.report.html import render_html
+
+    data = artifact(rag)
+    data["_meta"]["worst_n"] = rag.worst_n
+    try:
+        atomic_write_text(path, render_html(data))
+    except OSError as exc:
+        raise RagMetricsError(f"cannot write the HTML report {path}: {write_problem(path, exc)}") from None
+
+
+def leakage_warning(rag: RagSession) -> str | None:
+    """Golden questions found (near-)verbatim in ``rag_corpus``: numbers that look too
+    good usually mean the questions themselves are in the index."""
+    if rag.options.corpus is None:
+        return None
+    from pytest_ragmetrics.tools.leakage import check_leakage
+
+    try:
+        report = check_leakage(rag.golden, rag.options.corpus)
+    except RagMetricsError as exc:
+        return f"Leakage check skipped: {exc}"
+    leaked = report.leaked_qids
+    if not leaked:
+        return None
+    best: dict[str, Any] = {}
+    for leak in report.leaks:
+        if leak.qid not in best or leak.overlap > best[leak.qid].overlap:
+            best[leak.qid] = leak
+    shown = ", ".join(f"{q} ({best[q].doc_id}, {best[q].kind} {best[q].overlap:.2f})" for q in leaked[:10])
+    return (f"WARNING: {len(leaked)} of {report.n_questions} golden questions appear verbatim or nearly so in "
+            f"the corpus {rag.options.corpus}: {shown}{' …' if len(leaked) > 10 else ''}. Scores on them "
+            f"measure copying, not retrieval; `ragmetrics leakage` lists every match.")
+
+
+def append_markdown(rag: RagSession, path: Path) -> None:
+    """Append the Markdown verdict (``$GITHUB_STEP_SUMMARY`` is appended to, never replaced)."""
+    from pytest_ragmetrics.report.markdown import verdict_markdown
+
+    try:
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(verdict_markdown(rag.verdict(), rag.worst_n) + "\n")
+    except OSError as exc:
+        raise RagMetricsError(f"cannot append the Markdown summary to {path}: {write_problem(path, exc)}") from None

@@ -1,0 +1,115 @@
+"""How the retriever is called: one query at a time or in ``search_batch`` calls, under
+``--rag-timeout``, never twice at once unless it declares itself thread-safe.
+
+A broken ``search_batch`` is said once (a warning at the user's own source line)
+and not called again, so a run never pays for every query twice without knowing.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any, Callable, Sequence
+
+from pytest_ragmetrics._plugin.deadline import RetrievalTimeout, RetrieverCaller
+from pytest_ragmetrics._plugin.retriever import declares_thread_safe
+from pytest_ragmetrics.errors import RagMetricsWarning
+from pytest_ragmetrics.golden import Query, brief_repr
+
+__all__ = ["Retrieval"]
+
+
+class Retrieval:
+    """The calls into one process's retriever, and what ``search_batch`` fetched ahead."""
+
+    def __init__(self, k: int, timeout: float | None, batching: bool, fallback_location: str) -> None:
+        self.k = k
+        self.timeout = timeout
+        #: whether ``search_batch`` may be used at all (not with --rag-repeat, which calls search again)
+        self.batching = batching
+        #: where a batch warning points when the retriever's source is unknown
+        self.fallback_location = fallback_location
+        self._prefetched: dict[str, Any] = {}
+        self._batch_off = False  # set when search_batch overran --rag-timeout or answered out of shape
+        self._batch_warned = False
+        self._unbatched: set[str] = set()  # queries of a batch that raised: searched one at a time
+        self._calls: RetrieverCaller | None = None
+
+    def _caller(self, retriever: Any) -> RetrieverCaller:
+        """The one caller of this process's retriever, made at its first query."""
+        if self._calls is None:
+            self._calls = RetrieverCaller(self.timeout, declares_thread_safe(retriever))
+        return self._calls
+
+    def search(self, retriever: Any, query: Query) -> Any:
+        """One ``search`` call for ``query``, under the deadline and the one-call-at-a-time rule."""
+        __tracebackhide__ = True
+        return self._caller(retriever).call(f"query {brief_repr(query.qid)}", retriever.search, query.text,
+                                            self.k)
+
+    def _prefetch(self, retriever: Any, upcoming: Sequence[Query]) -> None:
+        """Fill the cache with one ``search_batch`` call; on failure fall back to per-query.
+
+        With a timeout the batch may take ``timeout`` seconds per query in it. A
+        batch that overruns, or returns something other than one result list per
+        query, turns batching off for the rest of the run (each query then gets
+        its own ``search`` and deadline), and a warning says so once: the user
+        would otherwise pay for every query twice without knowing.
+        """
+        __tracebackhide__ = True
+        self._prefetched.clear()
+        upcoming = [q for q in upcoming if q.qid not in self._unbatched]
+        texts = [q.text for q in upcoming]
+        what = f"search_batch of {len(texts)} queries"
+        try:
+            results = self._caller(retriever).call(what, retriever.search_batch, texts, self.k,
+                                                   queries=len(texts))
+        except RetrievalTimeout:
+            per_query = self.timeout or 0.0  # set: only a deadline raises this
+            self._stop_batching(retriever, f"{what} did not finish within its deadline of {per_query * len(texts):g} "
+                                           f"s (--rag-timeout {per_query:g} s per query) and was abandoned")
+            return
+        except Exception as exc:  # one bad query must not fail its neighbours: retry one by one
+            self._unbatched.update(q.qid for q in upcoming)  # and never batch them again
+            self._warn_batch(retriever, f"search_batch raised {brief_repr(exc)}; the {len(texts)} queries "
+                                        "of that batch are searched one at a time with search instead (later "
+                                        "batches still use search_batch; their failures are not reported again)")
+            return
+        try:
+            results = list(results)
+        except TypeError:
+            self._stop_batching(retriever, f"search_batch returned {brief_repr(results)} for a batch of "
+                                           f"{len(texts)} queries, expected a list of {len(texts)} result lists")
+            return
+        if len(results) != len(upcoming):
+            self._stop_batching(retriever, f"search_batch returned {len(results)} result lists for a batch of "
+                                           f"{len(texts)} queries; it must return one per query, in order")
+            return
+        for q, r in zip(upcoming, results):
+            self._prefetched[q.qid] = r
+
+    def _stop_batching(self, retriever: Any, why: str) -> None:
+        self._batch_off = True
+        self._warn_batch(retriever, f"{why}. The plugin stopped calling search_batch and calls search once per "
+                                    "query for the rest of this run")
+
+    def _warn_batch(self, retriever: Any, text: str) -> None:
+        """Warn once a run, pointing at the retriever's search_batch when its source is known."""
+        if self._batch_warned:
+            return
+        self._batch_warned = True
+        function = getattr(retriever.search_batch, "__func__", retriever.search_batch)
+        code = getattr(function, "__code__", None)
+        where = (code.co_filename, code.co_firstlineno) if code is not None else (self.fallback_location, 1)
+        warnings.warn_explicit(f"ragmetrics: {text}", RagMetricsWarning, *where)
+
+    def retrieve(self, retriever: Any, query: Query, upcoming: Callable[[], Sequence[Query]]) -> Any:
+        """``query``'s raw results: from the last ``search_batch`` when it fetched them, else one ``search``."""
+        __tracebackhide__ = True
+        if query.qid in self._prefetched:
+            return self._prefetched.pop(query.qid)
+        if (callable(getattr(retriever, "search_batch", None)) and self.batching and not self._batch_off
+                and query.qid not in self._unbatched):
+            self._prefetch(retriever, upcoming())
+            if query.qid in self._prefetched:
+                return self._prefetched.pop(query.qid)
+        return self.search(retriever, query)
