@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Iterable, Literal
 
 from pytest_ragmetrics.errors import MeasureError
@@ -147,10 +147,11 @@ def parse_measures(texts: Iterable[str | Measure]) -> tuple[Measure, ...]:
     return tuple(seen)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class MeasurementConfig:
     """Everything, besides the retriever and the judgments, that decides a number.
 
+    - ``measures``: names (``"ndcg@10"``) or :class:`Measure` objects, in output order.
     - ``relevance_level``: a document is relevant when its grade >= this (default 1).
       nDCG uses the grades themselves and ignores it.
     - ``gain``: nDCG gain, ``exponential`` (2^g - 1) or ``linear`` (g, as trec_eval).
@@ -159,22 +160,26 @@ class MeasurementConfig:
       repeated documents are dropped keeping the first (best) occurrence.
     """
 
-    measures: tuple[Measure, ...] = field(
-        default_factory=lambda: parse_measures(DEFAULT_METRICS)
-    )
-    relevance_level: int = 1
-    gain: str = "exponential"
-    id_separator: str | None = "#"
+    measures: tuple[Measure, ...]
+    relevance_level: int
+    gain: str
+    id_separator: str | None
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "measures", parse_measures(self.measures))
-        level = self.relevance_level
-        if isinstance(level, bool) or not isinstance(level, int) or level < 1:
-            raise MeasureError(f"relevance level must be an integer >= 1, got {level!r}")
-        if self.gain not in GAINS:
-            raise MeasureError(f"gain must be one of {', '.join(GAINS)}, got {self.gain!r}")
-        if self.id_separator == "":
-            object.__setattr__(self, "id_separator", None)
+    def __init__(
+        self,
+        measures: Iterable[str | Measure] = DEFAULT_METRICS,
+        relevance_level: int = 1,
+        gain: str = "exponential",
+        id_separator: str | None = "#",
+    ) -> None:
+        if isinstance(relevance_level, bool) or not isinstance(relevance_level, int) or relevance_level < 1:
+            raise MeasureError(f"relevance level must be an integer >= 1, got {relevance_level!r}")
+        if gain not in GAINS:
+            raise MeasureError(f"gain must be one of {', '.join(GAINS)}, got {gain!r}")
+        object.__setattr__(self, "measures", parse_measures(measures))
+        object.__setattr__(self, "relevance_level", relevance_level)
+        object.__setattr__(self, "gain", gain)
+        object.__setattr__(self, "id_separator", id_separator or None)
 
     @property
     def metric_names(self) -> list[str]:

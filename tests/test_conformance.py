@@ -157,7 +157,7 @@ def test_random_graded_runs_match_trec_eval(level: int, seed: int, tmp_path: Pat
     # the generator really produced the awkward cases
     assert min(cases.values()) >= 10, cases
 
-    config = MeasurementConfig(measures=tuple(our_names(KS)), relevance_level=level, gain="linear", id_separator=None)  # type: ignore[arg-type]
+    config = MeasurementConfig(measures=tuple(our_names(KS)), relevance_level=level, gain="linear", id_separator=None)
     theirs = reference(qrels, run, level)
 
     # (1) ranked lists sorted here by trec_eval's rule
@@ -205,7 +205,7 @@ def test_exponential_gain_matches_trec_eval_on_transformed_grades(seed: int) -> 
     transformed = {qid: {d: 2**g - 1 for d, g in grades.items()} for qid, grades in qrels.items()}
     ks = (1, 5, 10, 20)
     names = [f"ndcg@{k}" for k in ks] + ["ndcg"]
-    config = MeasurementConfig(measures=tuple(names), gain="exponential", id_separator=None)  # type: ignore[arg-type]
+    config = MeasurementConfig(measures=tuple(names), gain="exponential", id_separator=None)
     result = evaluate({qid: trec_order(docs) for qid, docs in run.items()}, qrels, config)
     theirs = reference(transformed, run, 1, ks)
     scorable = list(result.per_query)
@@ -219,7 +219,7 @@ def test_a_query_with_only_zero_grades_is_unscorable_not_zero() -> None:
     run = {"q1": {"a": 1.0}, "q2": {"a": 1.0}}
     theirs = reference(qrels, run, 1, (10,))
     assert theirs["q2"]["recall@10"] == 0.0  # pytrec_eval scores it 0 and would drag the mean down
-    config = MeasurementConfig(measures=("recall@10", "ndcg@10"), gain="linear", id_separator=None)  # type: ignore[arg-type]
+    config = MeasurementConfig(measures=("recall@10", "ndcg@10"), gain="linear", id_separator=None)
     result = evaluate({q: trec_order(d) for q, d in run.items()}, qrels, config)
     assert result.unscorable == ["q2"]
     assert result.aggregate == {"recall@10": 1.0, "ndcg@10": 1.0}

@@ -420,7 +420,7 @@ def test_unscorable_queries_are_reported_and_never_scored(tmp_path: Path) -> Non
     assert golden.unscorable() == ["only-zero"]
     assert golden.unscorable(2) == ["only-zero", "only-one"]
     run = {"fine": ["x"], "only-zero": ["x"], "only-one": ["y"]}
-    result = evaluate(run, golden.qrels, MeasurementConfig(measures=("recall@5",), relevance_level=2))  # type: ignore[arg-type]
+    result = evaluate(run, golden.qrels, MeasurementConfig(measures=("recall@5",), relevance_level=2))
     assert result.unscorable == ["only-zero"]  # evaluate follows trec_eval: grades below the level still score
     assert result.below_level == ["only-one"]
     assert result.per_query == {"fine": {"recall@5": 1.0}, "only-one": {"recall@5": 0.0}}

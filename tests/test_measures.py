@@ -156,7 +156,7 @@ def test_default_config() -> None:
 
 
 def test_config_parses_measure_strings() -> None:
-    config = MeasurementConfig(measures=("P@5", "ndcg@10", "P@5"))  # type: ignore[arg-type]
+    config = MeasurementConfig(measures=("P@5", "ndcg@10", "P@5"))
     assert config.measures == (Measure("precision", 5), Measure("ndcg", 10))
     assert config.metric_names == ["precision@5", "ndcg@10"]
 
@@ -171,24 +171,24 @@ def test_config_parses_measure_strings() -> None:
     ],
 )
 def test_depth_is_the_deepest_cutoff(measures: tuple[str, ...], depth: int | None) -> None:
-    assert MeasurementConfig(measures=measures).depth == depth  # type: ignore[arg-type]
+    assert MeasurementConfig(measures=measures).depth == depth
 
 
 @pytest.mark.parametrize("level", [0, -1, True, 1.0, "2", None])
 def test_config_rejects_bad_relevance_level(level: object) -> None:
     with pytest.raises(MeasureError, match="relevance level must be an integer >= 1"):
-        MeasurementConfig(relevance_level=level)  # type: ignore[arg-type]
+        MeasurementConfig(relevance_level=level)
 
 
 @pytest.mark.parametrize("gain", ["exp", "Linear", "log", "", None])
 def test_config_rejects_bad_gain(gain: object) -> None:
     with pytest.raises(MeasureError, match="gain must be one of exponential, linear"):
-        MeasurementConfig(gain=gain)  # type: ignore[arg-type]
+        MeasurementConfig(gain=gain)
 
 
 def test_config_rejects_bad_measure() -> None:
     with pytest.raises(MeasureError, match="unknown metric"):
-        MeasurementConfig(measures=("ndcg@10", "ncdg@10"))  # type: ignore[arg-type]
+        MeasurementConfig(measures=("ndcg@10", "ncdg@10"))
 
 
 def test_empty_separator_means_no_mapping() -> None:
@@ -198,7 +198,7 @@ def test_empty_separator_means_no_mapping() -> None:
 
 
 def test_to_dict_is_the_recorded_form() -> None:
-    config = MeasurementConfig(measures=("ndcg@10", "recall@100"), relevance_level=2, gain="linear", id_separator="::")  # type: ignore[arg-type]
+    config = MeasurementConfig(measures=("ndcg@10", "recall@100"), relevance_level=2, gain="linear", id_separator="::")
     assert config.to_dict() == {
         "metrics": ["ndcg@10", "recall@100"],
         "relevance_level": 2,
@@ -212,8 +212,8 @@ def test_to_dict_is_the_recorded_form() -> None:
     "config",
     [
         MeasurementConfig(),
-        MeasurementConfig(measures=("P@5", "mrr", "map@100"), relevance_level=3, gain="linear", id_separator=None),  # type: ignore[arg-type]
-        MeasurementConfig(measures=("success@1",), id_separator="|"),  # type: ignore[arg-type]
+        MeasurementConfig(measures=("P@5", "mrr", "map@100"), relevance_level=3, gain="linear", id_separator=None),
+        MeasurementConfig(measures=("success@1",), id_separator="|"),
     ],
 )
 def test_to_dict_from_dict_round_trip_through_json(config: MeasurementConfig) -> None:

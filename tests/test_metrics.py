@@ -269,7 +269,7 @@ def test_document_ranking_without_separator_only_dedups() -> None:
 
 
 def test_ten_chunks_of_the_one_gold_document_do_not_exceed_one() -> None:
-    config = MeasurementConfig(measures=("recall@10", "precision@10", "hit_rate@10", "mrr@10", "ndcg@10", "map@10"))  # type: ignore[arg-type]
+    config = MeasurementConfig(measures=("recall@10", "precision@10", "hit_rate@10", "mrr@10", "ndcg@10", "map@10"))
     chunks = [f"gold#{i}-10" for i in range(1, 11)]
     docs, got = score_query(chunks, {"gold": 1}, config)
     assert docs == ["gold"]
@@ -281,7 +281,7 @@ def test_ten_chunks_of_the_one_gold_document_do_not_exceed_one() -> None:
 
 def test_duplicates_never_push_a_metric_above_one() -> None:
     # Without dedup, g would earn gain at ranks 1, 2 and 4 over an ideal of one document (nDCG > 1).
-    config = MeasurementConfig(measures=("recall@5", "ndcg@5", "map@5", "precision@5"), id_separator=None)  # type: ignore[arg-type]
+    config = MeasurementConfig(measures=("recall@5", "ndcg@5", "map@5", "precision@5"), id_separator=None)
     docs, got = score_query(["g", "g", "x", "g"], {"g": 2}, config)
     assert docs == ["g", "x"]
     assert got == approx({"recall@5": 1.0, "ndcg@5": 1.0, "map@5": 1.0, "precision@5": 1 / 5})
@@ -289,7 +289,7 @@ def test_duplicates_never_push_a_metric_above_one() -> None:
 
 def test_dedup_happens_before_the_cutoff() -> None:
     # 3 chunks of a, then b: after mapping, b is at rank 2, inside the top 2.
-    config = MeasurementConfig(measures=("recall@2", "mrr@2"))  # type: ignore[arg-type]
+    config = MeasurementConfig(measures=("recall@2", "mrr@2"))
     docs, got = score_query(["a#1", "a#2", "a#3", "b#1"], {"b": 1}, config)
     assert docs == ["a", "b"]
     assert got == approx({"recall@2": 1.0, "mrr@2": 1 / 2})
@@ -297,7 +297,7 @@ def test_dedup_happens_before_the_cutoff() -> None:
 
 def test_chunk_ids_are_judged_as_documents() -> None:
     # ranking [x#1, d1#4, d7#2] maps to [x, d1, d7]: the worked example at level 1.
-    config = MeasurementConfig(measures=("ndcg@3", "map@3"), gain="linear")  # type: ignore[arg-type]
+    config = MeasurementConfig(measures=("ndcg@3", "map@3"), gain="linear")
     docs, got = score_query(["x#1-2", "d1#4-9", "d7#2-2", "d1#1-9"], JUDGMENTS, config)
     assert docs == ["x", "d1", "d7"]
     assert got == approx({"ndcg@3": (2 / log2(3) + 1 / 2) / (3 + 2 / log2(3) + 1 / 2), "map@3": 7 / 18})
@@ -312,7 +312,7 @@ def test_chunk_ids_are_judged_as_documents() -> None:
 )
 def test_no_metric_leaves_zero_one(ranking: list[str], grades: dict[str, int], level: int, gain: str) -> None:
     config = MeasurementConfig(
-        measures=("recall@5", "precision@5", "hit_rate@5", "mrr@5", "ndcg@5", "map@5", "mrr", "ndcg", "map", "recall@100"),  # type: ignore[arg-type]
+        measures=("recall@5", "precision@5", "hit_rate@5", "mrr@5", "ndcg@5", "map@5", "mrr", "ndcg", "map", "recall@100"),
         relevance_level=level,
         gain=gain,
     )
@@ -332,7 +332,7 @@ def test_no_metric_leaves_zero_one(ranking: list[str], grades: dict[str, int], l
 
 
 def test_evaluate_lists_unscorable_queries_and_leaves_them_out_of_the_mean() -> None:
-    config = MeasurementConfig(measures=("recall@2",), id_separator=None)  # type: ignore[arg-type]
+    config = MeasurementConfig(measures=("recall@2",), id_separator=None)
     qrels = {"q1": {"a": 1}, "q2": {"b": 0}, "q3": {"c": 1, "d": 1}}
     run = {"q1": ["a"], "q2": ["b"], "q3": ["c", "x"]}
     result = evaluate(run, qrels, config)
@@ -343,7 +343,7 @@ def test_evaluate_lists_unscorable_queries_and_leaves_them_out_of_the_mean() -> 
 
 
 def test_evaluate_missing_queries_zero_or_skip() -> None:
-    config = MeasurementConfig(measures=("hit_rate@1",), id_separator=None)  # type: ignore[arg-type]
+    config = MeasurementConfig(measures=("hit_rate@1",), id_separator=None)
     qrels = {"q1": {"a": 1}, "q2": {"b": 1}, "q3": {"c": 1}}
     run = {"q1": ["a"], "q2": ["b"], "unjudged": ["z"]}
     zero = evaluate(run, qrels, config)
@@ -360,7 +360,7 @@ def test_evaluate_missing_queries_zero_or_skip() -> None:
 
 
 def test_evaluate_reports_short_rankings_after_dedup() -> None:
-    config = MeasurementConfig(measures=("recall@3",))  # type: ignore[arg-type]
+    config = MeasurementConfig(measures=("recall@3",))
     qrels = {"q1": {"a": 1}, "q2": {"a": 1}}
     run = {"q1": ["a#1", "a#2", "a#3"], "q2": ["a", "b", "c", "d"]}
     result = evaluate(run, qrels, config)
@@ -370,14 +370,14 @@ def test_evaluate_reports_short_rankings_after_dedup() -> None:
 def test_evaluate_uses_the_gain_and_level_of_the_config() -> None:
     qrels = {"q": JUDGMENTS}
     run = {"q": RANKING}
-    linear = evaluate(run, qrels, MeasurementConfig(measures=("ndcg@3", "recall@3"), gain="linear", relevance_level=2))  # type: ignore[arg-type]
-    exponential = evaluate(run, qrels, MeasurementConfig(measures=("ndcg@3",), gain="exponential"))  # type: ignore[arg-type]
+    linear = evaluate(run, qrels, MeasurementConfig(measures=("ndcg@3", "recall@3"), gain="linear", relevance_level=2))
+    exponential = evaluate(run, qrels, MeasurementConfig(measures=("ndcg@3",), gain="exponential"))
     assert linear.per_query["q"] == approx({"ndcg@3": (2 / log2(3) + 1 / 2) / (3 + 2 / log2(3) + 1 / 2), "recall@3": 1 / 2})
     assert exponential.per_query["q"] == approx({"ndcg@3": (3 / log2(3) + 1 / 2) / (7 + 3 / log2(3) + 1 / 2)})
 
 
 def test_evaluate_mean_does_not_depend_on_query_order() -> None:
-    config = MeasurementConfig(measures=("mrr@10",), id_separator=None)  # type: ignore[arg-type]
+    config = MeasurementConfig(measures=("mrr@10",), id_separator=None)
     qrels = {f"q{i}": {"g": 1} for i in range(50)}
     run = {f"q{i}": [f"x{j}" for j in range(i % 7)] + ["g"] for i in range(50)}
     forward = evaluate(run, qrels, config).aggregate

@@ -60,7 +60,7 @@ def configs(draw: st.DrawFn) -> MeasurementConfig:
     names = draw(st.lists(st.sampled_from(CUTOFF_METRICS), min_size=1, max_size=6, unique=True))
     measures = [f"{n}@{draw(st.integers(1, 50))}" for n in names]
     measures += [n for n in draw(st.lists(st.sampled_from(["mrr", "ndcg", "map", "recall"]), max_size=2, unique=True))]
-    return MeasurementConfig(measures=tuple(dict.fromkeys(measures)),  # type: ignore[arg-type]
+    return MeasurementConfig(measures=tuple(dict.fromkeys(measures)),
                              relevance_level=draw(st.integers(1, 4)),
                              gain=draw(st.sampled_from(["linear", "exponential"])))
 
@@ -89,7 +89,7 @@ def test_the_ideal_ranking_scores_exactly_one(judgments: dict[str, int], level: 
     if not any(g >= level for g in judgments.values()):
         return
     ideal = sorted(judgments, key=lambda d: -judgments[d])
-    config = MeasurementConfig(measures=(f"ndcg@{k}", "ndcg", f"hit_rate@{k}", "mrr"),  # type: ignore[arg-type]
+    config = MeasurementConfig(measures=(f"ndcg@{k}", "ndcg", f"hit_rate@{k}", "mrr"),
                                relevance_level=level, gain=gain)
     _, metrics = score_query(ideal, judgments, config)
     assert metrics == {f"ndcg@{k}": 1.0, "ndcg": 1.0, f"hit_rate@{k}": 1.0, "mrr": 1.0}
@@ -105,7 +105,7 @@ def test_recall_hit_rate_mrr_and_map_never_decrease_as_k_grows(ranking: list[str
                                                                level: int, cutoffs: list[int]) -> None:
     cutoffs.sort()
     names = ["recall", "hit_rate", "mrr", "map"]
-    config = MeasurementConfig(measures=tuple(f"{n}@{k}" for n in names for k in cutoffs),  # type: ignore[arg-type]
+    config = MeasurementConfig(measures=tuple(f"{n}@{k}" for n in names for k in cutoffs),
                                relevance_level=level)
     _, metrics = score_query(ranking, judgments, config)
     if metrics is None:
