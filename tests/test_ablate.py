@@ -1,4 +1,5 @@
-"""Ablations and sweeps (pytest_ragmetrics.tools.ablate, `ragmetrics ablate`, eval/eval_retrieval.py).
+"""Ablations and sweeps (pytest_ragmetrics.tools.ablate and .ablate_report, `ragmetrics ablate`,
+eval/eval_retrieval.py).
 
 Two kinds of tests: exact ones over a scripted retriever (fixed rankings per mode,
 so the expected table and breakdown are known by hand), and ones over the real
@@ -18,22 +19,28 @@ from typing import Any
 import pytest
 
 from pytest_ragmetrics import MeasurementConfig, load_golden, score_query
+from pytest_ragmetrics.cli import main
+from pytest_ragmetrics.cli.ablate import FLAGS, parse_sweep
+from pytest_ragmetrics.errors import RagMetricsError
+from pytest_ragmetrics.golden import GoldenSet, Query
+from pytest_ragmetrics.report.tables import sample_size_note
+from pytest_ragmetrics.stack.factory import Chunking, stack_factory
 from pytest_ragmetrics.tools.ablate import (
     NO_RERANKER,
+    PARAMETER_NAMES,
     AblationError,
-    Chunking,
     Setting,
     ablate,
     bind_metrics,
-    parse_sweep,
-    render_json,
-    render_markdown,
-    stack_factory,
     sweep_settings,
 )
-from pytest_ragmetrics.golden import GoldenSet, Query
-from pytest_ragmetrics.report.tables import sample_size_note
-from pytest_ragmetrics.cli import main
+from pytest_ragmetrics.tools.ablate_report import (
+    ablation_breakdown,
+    ablation_notes,
+    ablation_table,
+    render_json,
+    render_markdown,
+)
 from tiny_models import build_tiny_cross_encoder
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -102,13 +109,13 @@ def test_modes_table_has_one_row_per_mode_and_the_sample_size_note() -> None:
     r = Scripted()
     result = ablate(scripted_golden(), r, MODES3, CONFIG)
     assert [c[0] for c in r.calls] == ["bm25", "vector", "hybrid"]  # one search_batch per setting
-    lines = result.table().splitlines()
+    lines = ablation_table(result).splitlines()
     assert lines[0].split("|")[1:-1] == [" mode   ", " recall@3 ", " mrr@3  "]
     assert len(lines) == 2 + 3
     assert lines[2].startswith("| bm25 ") and lines[4].startswith("| hybrid ")
     # three scored questions ("none" has nothing relevant): 1/n = 0.3333 under the table
     assert result.n == 3
-    notes = result.notes()
+    notes = ablation_notes(result)
     assert notes[0] == sample_size_note(3) and "1/n = 0.3333" in notes[0]
     assert any("no relevant document" in n and "'none'" in n for n in notes)
     # means by hand: recall same 1, moved 0|1|1, partly 1/2|1|1/2
@@ -126,7 +133,7 @@ def test_breakdown_lists_exactly_the_questions_that_differ() -> None:
     assert moved["moved"] == {"bm25": 0.0, "vector": 1.0, "hybrid": 1.0}
     assert list(moved) == ["moved", "partly"]  # widest spread first
     assert dict(result.differing("mrr@3")).keys() == {"moved"}  # partly: c first everywhere
-    text = result.breakdown("recall@3")
+    text = ablation_breakdown(result, "recall@3")
     assert "| moved " in text and "| partly " in text
     assert "| same " not in text and "| none " not in text
     assert text.startswith("2 of 3 questions score differently across rows on recall@3")
@@ -141,10 +148,14 @@ def test_rerank_row_is_skipped_without_a_cross_encoder_and_says_why() -> None:
     result = ablate(scripted_golden(), r, settings, CONFIG)
     assert [c[0] for c in r.calls] == ["bm25", "vector", "hybrid"]  # never asked to rerank
     skipped = result.row("hybrid+rerank")
-    assert skipped.skipped == NO_RERANKER and skipped.per_query == {}
-    assert len(result.table().splitlines()) == 2 + 3
+    assert skipped.skipped == NO_RERANKER.format_map(PARAMETER_NAMES) and skipped.per_query == {}
+    assert len(ablation_table(result).splitlines()) == 2 + 3
+    # the library names its parameter; a command passes its flags instead
+    assert any(n.startswith("hybrid+rerank: skipped, no cross-encoder given (rerank_model)")
+               for n in ablation_notes(result))
+    flagged = ablate(scripted_golden(), Scripted(reranker=None), settings, CONFIG, spelling=FLAGS)
     assert any(n.startswith("hybrid+rerank: skipped, no cross-encoder given (--rerank-model PATH)")
-               for n in result.notes())
+               for n in ablation_notes(flagged))
     assert "hybrid+rerank" not in dict(result.differing("recall@3")).get("moved", {})
     # with a reranker the row is measured
     result = ablate(scripted_golden(), Scripted(reranker=object()), settings, CONFIG)
@@ -159,8 +170,8 @@ def test_sweeps_give_one_row_per_value_and_pass_the_value_on() -> None:
                     parameter="fetch_k")
     assert [row.label for row in result.rows] == ["10", "30", "60"]
     assert [c[2] for c in r.calls] == [10, 30, 60] and {c[0] for c in r.calls} == {"hybrid"}
-    assert result.table().splitlines()[0].startswith("| fetch_k ")
-    assert len(result.table().splitlines()) == 2 + 3
+    assert ablation_table(result).splitlines()[0].startswith("| fetch_k ")
+    assert len(ablation_table(result).splitlines()) == 2 + 3
 
     # top_k with @k columns: each row is cut at its own k
     result = ablate(scripted_golden(), Scripted(), sweep_settings(base, "top_k", [1, 2, 3]), CONFIG,
@@ -169,7 +180,7 @@ def test_sweeps_give_one_row_per_value_and_pass_the_value_on() -> None:
     assert [row.names for row in result.rows] == [("recall@1", "mrr@1"), ("recall@2", "mrr@2"), ("recall@3", "mrr@3")]
     recall = [row.aggregate["recall@k"] for row in result.rows]
     assert recall == pytest.approx([(1 + 0 + 0.5) / 3, (1 + 1 + 0.5) / 3, (1 + 1 + 1) / 3])
-    assert any("not comparable across different k" in n for n in result.notes())
+    assert any("not comparable across different k" in n for n in ablation_notes(result))
 
     # rrf_k is handed to search_batch; chunk sweeps set the chunking
     r = Scripted()
@@ -193,12 +204,15 @@ def test_a_single_retriever_refuses_another_chunking() -> None:
 def test_cutoff_deeper_than_top_k_and_short_rankings_are_noted() -> None:
     result = ablate(scripted_golden(), Scripted(), [Setting(mode="bm25", top_k=2), Setting(mode="vector", top_k=3)],
                     MeasurementConfig(measures=("recall@3",)))
-    notes = result.notes()
+    notes = ablation_notes(result)
     assert any(n.startswith("bm25: top_k=2 is below the @3 cutoff") for n in notes)
     # vector's "same" ranking holds two chunks of one document: 2 documents, not 3
     short = next(n for n in notes if n.startswith("vector:"))
     assert "1 of 3 queries came back with fewer than 3 distinct documents (fewest 2)" in short
-    assert "--unique-docs" in short
+    assert "unique_docs=True fills the ranking" in short and "--" not in short
+    flagged = ablate(scripted_golden(), Scripted(), [Setting(mode="vector", top_k=3)],
+                     MeasurementConfig(measures=("recall@3",)), spelling=FLAGS)
+    assert any("--unique-docs fills the ranking" in n for n in ablation_notes(flagged))
 
 
 def test_settings_and_sweeps_are_validated() -> None:
@@ -211,7 +225,7 @@ def test_settings_and_sweeps_are_validated() -> None:
     assert parse_sweep("rrf_k=0,60") == ("rrf_k", [0, 60])
     for bad, message in [("top_k", "PARAM=V1,V2"), ("depth=3", "cannot sweep 'depth'"),
                          ("top_k=5,x", "not an integer"), ("fetch_k=0", "must be >= 1")]:
-        with pytest.raises(AblationError, match=message):
+        with pytest.raises(RagMetricsError, match=message):
             parse_sweep(bad)
     assert bind_metrics(["P@5", "recall@k", "ndcg@10", "recall@K"], 7) == (
         ["precision@5", "recall@k", "ndcg@10"], ["precision@5", "recall@7", "ndcg@10"])
@@ -225,12 +239,14 @@ def test_json_and_markdown_rendering() -> None:
     assert payload["corpus"] == "c" and payload["config"]["metrics"] == ["recall@3", "mrr@3"]
     assert table["n"] == 3 and table["one_over_n"] == pytest.approx(1 / 3)
     assert [r["label"] for r in table["rows"]] == ["bm25", "vector", "hybrid", "hybrid+rerank"]
-    assert table["rows"][3]["skipped"] == NO_RERANKER
+    assert table["rows"][3]["skipped"] == NO_RERANKER.format_map(PARAMETER_NAMES)
     assert table["rows"][0]["per_query"]["moved"] == {"recall@3": 0.0, "mrr@3": 0.0}
     assert [d["qid"] for d in table["differing"]["queries"]] == ["moved", "partly"]
     text = render_markdown([result], breakdown=False)
     assert text.startswith("## Modes\n\n| mode ")
-    assert "2 of 3 questions score differently across rows on recall@3 (--per-query lists them)." in text
+    assert "2 of 3 questions score differently across rows on recall@3 (breakdown=True lists them)." in text
+    flagged = ablate(scripted_golden(), Scripted(), settings, CONFIG, title="Modes", spelling=FLAGS)
+    assert "(--per-query lists them)." in render_markdown([flagged], breakdown=False)
     assert "### Questions that moved (mrr@3)" in render_markdown([result], column="mrr@3")
 
 
@@ -299,7 +315,7 @@ def test_stack_modes_match_one_query_at_a_time(car_golden: Path, car_factory: An
     settings = [Setting(mode=m, top_k=3, fetch_k=10) for m in ("bm25", "vector", "hybrid", "hybrid+rerank")]
     result = ablate(golden, car_factory, settings, config)
     assert [r.label for r in result.measured] == ["bm25", "vector", "hybrid", "hybrid+rerank"]
-    assert result.n == 5 and len(result.table().splitlines()) == 2 + 4
+    assert result.n == 5 and len(ablation_table(result).splitlines()) == 2 + 4
     retriever = car_factory(None)
     expected: dict[str, dict[str, float]] = {}
     for s in settings:
@@ -336,7 +352,7 @@ def test_stack_chunk_size_sweep_uses_one_index_dir_per_setting(
     assert dirs[1] == car_factory(None).data_dir  # the default chunking's index, shared with other tables
     chunks = [r.chunks for r in result.rows]
     assert chunks[0] > chunks[1] > chunks[2] == 30  # whole documents: one chunk each
-    table = result.table().splitlines()
+    table = ablation_table(result).splitlines()
     assert table[0].startswith("| chunk_size | chunks |") and table[4].startswith("| whole ")
 
     # with an explicit data dir: a subdirectory per chunking

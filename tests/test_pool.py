@@ -1,4 +1,4 @@
-"""Candidate pooling (pytest_ragmetrics.tools.pool, `ragmetrics pool`): seed 001, section 3.
+"""Candidate pooling (pytest_ragmetrics.tools.pool, `ragmetrics pool`): candidates for annotators.
 
 Exact checks run over a scripted retriever (fixed rankings per mode, chunk ids
 included, so dedup within and across modes is known by hand); one test and the

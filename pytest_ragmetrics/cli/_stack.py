@@ -70,7 +70,7 @@ def stack_factory(args: argparse.Namespace, builds: list[dict[str, Any]], **kwar
     if args.overlap < 0:
         raise RagMetricsError(f"--overlap must be >= 0, got {args.overlap}")
     try:
-        from pytest_ragmetrics.tools.ablate import Chunking, stack_factory
+        from pytest_ragmetrics.stack.factory import Chunking, stack_factory
     except ImportError as exc:  # pragma: no cover - depends on the installation
         raise RagMetricsError(f"the reference stack needs the 'stack' extra: pip install 'pytest-ragmetrics[stack]' ({exc})") from None
 

@@ -18,6 +18,10 @@ from pytest_ragmetrics.cli._stack import (
 from pytest_ragmetrics.errors import RagMetricsError
 from pytest_ragmetrics.measures import DEFAULT_METRICS, GAINS, MeasurementConfig
 
+#: The flags that set what the library's notes name by parameter, so the notes tell a user of
+#: this command what to type (``ablate(spelling=...)``).
+FLAGS = {"rerank_model": "--rerank-model PATH", "unique_docs": "--unique-docs", "breakdown": "--per-query"}
+
 
 def register(verbs: Any) -> None:
     parser = verbs.add_parser(
@@ -60,8 +64,9 @@ def register(verbs: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pytest_ragmetrics.tools.ablate import Setting, ablate, bind_metrics, parse_sweep, render_json, render_markdown, sweep_settings
     from pytest_ragmetrics.golden import load_golden
+    from pytest_ragmetrics.tools.ablate import Setting, ablate, bind_metrics, sweep_settings
+    from pytest_ragmetrics.tools.ablate_report import render_json, render_markdown
 
     modes = parse_modes(args.modes)
     sweeps = [parse_sweep(s) for s in args.sweep]
@@ -106,7 +111,8 @@ def run(args: argparse.Namespace) -> int:
     ablations = []
     for param, title, settings in plans:
         try:
-            result = ablate(golden, factory, settings, config, metrics=specs, parameter=param, title=title)
+            result = ablate(golden, factory, settings, config, metrics=specs, parameter=param, title=title,
+                            spelling=FLAGS)
         except ValueError as exc:
             if isinstance(exc, RagMetricsError):
                 raise
@@ -127,3 +133,39 @@ def run(args: argparse.Namespace) -> int:
               f"relevance level {args.relevance_level}, {args.gain} gain")
     sys.stdout.write(header + "\n\n" + render_markdown(ablations, breakdown=args.per_query, column=by))
     return 0
+
+
+def _int_value(param: str, raw: str, minimum: int) -> int:
+    try:
+        value = int(raw)
+    except ValueError:
+        raise RagMetricsError(f"--sweep {param}: {raw!r} is not an integer") from None
+    if value < minimum:
+        raise RagMetricsError(f"--sweep {param}: {value} must be >= {minimum}")
+    return value
+
+
+def parse_sweep(text: str) -> tuple[str, list[Any]]:
+    """``"top_k=5,10,20"`` -> ``("top_k", [5, 10, 20])``; chunk sizes may be ``none``/``whole``."""
+    from pytest_ragmetrics.tools.ablate import SWEEPABLE
+
+    param, sep, raw = text.partition("=")
+    param = param.strip().replace("-", "_")
+    if not sep or not raw.strip():
+        raise RagMetricsError(f"--sweep {text!r}: write it as PARAM=V1,V2,... e.g. top_k=5,10,20")
+    if param not in SWEEPABLE:
+        raise RagMetricsError(f"--sweep {text!r}: cannot sweep {param!r}; sweepable: {', '.join(SWEEPABLE)}")
+    values: list[Any] = []
+    for part in raw.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        if param == "chunk_size":
+            value: Any = None if part.lower() in ("none", "whole", "0") else _int_value(param, part, 1)
+        else:
+            value = _int_value(param, part, 0 if param == "rrf_k" else 1)
+        if value not in values:
+            values.append(value)
+    if not values:
+        raise RagMetricsError(f"--sweep {text!r}: no values")
+    return param, values

@@ -21,6 +21,7 @@ from .bm25 import (
 from .chunking import Chunk, chunk_documents, split_spans, split_text
 from .corpus import CorpusError, Document, load_corpus
 from .embed import DEFAULT_MODEL_NAME, ENCODER_BACKENDS, Embedder, default_model_path, model_fingerprint
+from .factory import Chunking, RetrieverFactory, cached_factory, stack_factory
 from .fusion import reciprocal_rank_fusion
 from .index import DEFAULT_HNSW, HnswSettings, VectorIndex, connect
 from .paths import ragmetrics_home
@@ -37,6 +38,7 @@ __all__ = [
     "MODES",
     "BM25Index",
     "Chunk",
+    "Chunking",
     "CorpusError",
     "Document",
     "Embedder",
@@ -44,7 +46,9 @@ __all__ = [
     "HnswSettings",
     "Reranker",
     "Retriever",
+    "RetrieverFactory",
     "VectorIndex",
+    "cached_factory",
     "chinese_tokenizer",
     "chunk_documents",
     "connect",
@@ -58,4 +62,5 @@ __all__ = [
     "reciprocal_rank_fusion",
     "split_spans",
     "split_text",
+    "stack_factory",
 ]

@@ -3,7 +3,7 @@
 BM25 scores are unbounded and cosine similarities live in [-1, 1], so the stack
 fuses ranks: ``score(c) = sum over routes of 1 / (k + rank_route(c))`` with
 1-based ranks and ``k = 60`` by default (Cormack et al., 2009). A consequence worth
-knowing (seed 000): with k = 60 a candidate found by both routes at modest ranks
+knowing: with k = 60 a candidate found by both routes at modest ranks
 (1/61 + 1/74 = 0.0299) beats one found by a single route at rank 1 (1/61 = 0.0164),
 so a larger ``fetch_k`` can lower MRR.
 """

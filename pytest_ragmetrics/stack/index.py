@@ -114,22 +114,19 @@ def connect(data_dir: str | Path | None = None, chroma_url: str | None = None) -
 
 @contextlib.contextmanager
 def _build_lock(data_dir: Path | None) -> Iterator[None]:
-    """Serialise builds of one local data dir across processes (e.g. pytest-xdist workers)."""
+    """Serialise builds of one local data dir across processes (e.g. pytest-xdist workers).
+
+    An OS lock on every platform (``flock`` on POSIX, ``msvcrt`` on Windows): it
+    dies with its holder, so a build killed half-way never leaves the folder locked.
+    """
     if data_dir is None:
         yield
         return
-    try:
-        import fcntl
-    except ImportError:  # Windows: no cross-process lock; builds are still correct alone
-        yield
-        return
+    from filelock import FileLock  # installed with the stack; imported only when an index is opened
+
     data_dir.mkdir(parents=True, exist_ok=True)
-    with open(data_dir / ".build.lock", "w") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
+    with FileLock(data_dir / ".build.lock"):
+        yield
 
 
 class VectorIndex:

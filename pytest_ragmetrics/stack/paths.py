@@ -1,8 +1,8 @@
 """Where the stack keeps its state: one home per project, one index dir per setting.
 
-Experiments must never pollute each other's index (seed 000's lesson: a sweep
-run against the default dir silently leaves the last setting's chunks behind),
-so every setting gets a directory named after the hash of what it measures,
+Experiments must never pollute each other's index (a sweep run against one
+shared directory silently leaves the last setting's chunks behind), so every
+setting gets a directory named after the hash of what it measures,
 while the embedding cache is shared: it is keyed by content, never by setting.
 """
 

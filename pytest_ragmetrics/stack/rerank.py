@@ -2,7 +2,8 @@
 
 A reranker replaces the fused score entirely; it does not nudge it. That is why
 the ablation table keeps ``hybrid`` and ``hybrid+rerank`` as separate rows: a
-stronger model can fix some queries and break others (seed 000 measured both).
+stronger model can fix some queries and break others, and only the per-query
+comparison of the two rows shows both.
 No cross-encoder ships on PyPI, so the model is always a path the user gives.
 """
 

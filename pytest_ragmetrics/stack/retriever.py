@@ -210,12 +210,10 @@ class Retriever:
             except ValueError as exc:
                 raise ValueError(f"environment variable {var}={raw!r}: {exc}") from None
         size = kwargs.get("chunk_size", 300)
-        if (
-            size is not None
-            and "RAGMETRICS_OVERLAP" not in env
-            and kwargs.get("overlap", 60) >= size
-        ):
-            kwargs["overlap"] = size // 5
+        if size is not None and "RAGMETRICS_OVERLAP" not in env:
+            from .factory import Chunking  # the factory builds Retrievers: imported here, not at the top
+
+            kwargs["overlap"] = Chunking.of(size, kwargs.get("overlap", 60)).overlap
         return cls(corpus, **kwargs)
 
     def _index_settings(self) -> dict[str, str | int | float | bool]:

@@ -1,11 +1,11 @@
 """Agreement between two annotators' judgments: Cohen's kappa and the pairs to discuss.
 
-Seed 001 asks for at least two annotators with overlapping samples, and for the
-grading standard to be re-discussed when their agreement is low: a golden set
-whose labels drift between people measures the people, not the retriever. This
-module compares two judgment files (any format :func:`load_golden` reads,
-typically seed 001's JSONL with graded ``rel``) over the (question, document)
-pairs both annotators judged:
+A golden set whose labels drift between people measures the people, not the
+retriever: so at least two annotators judge overlapping samples, and when their
+agreement is low the grading standard is discussed again before the labels are
+used. This module compares two judgment files (any format :func:`load_golden`
+reads, typically the JSONL golden format with graded ``rel``) over the
+(question, document) pairs both annotators judged:
 
 - Cohen's kappa, unweighted for binary labels and linear- or quadratic-weighted
   for graded ones (so 0 vs 2 counts as a worse disagreement than 1 vs 2);

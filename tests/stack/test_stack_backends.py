@@ -131,9 +131,10 @@ def test_batch_size_defaults_per_backend_and_is_checked() -> None:
 
 def test_cli_offers_every_backend() -> None:
     from pytest_ragmetrics.cli import _stack, build_parser
-    from pytest_ragmetrics.stack import ENCODER_BACKENDS
+    from pytest_ragmetrics.stack import ENCODER_BACKENDS, MODES
 
     assert _stack.ENCODER_BACKENDS == ENCODER_BACKENDS == tuple(DEFAULT_BATCH_SIZE)
+    assert _stack._BASE_MODES == MODES  # --modes is checked without importing the stack
     args = build_parser().parse_args(["ablate", "--corpus", "c", "--golden", "g", "--embed-backend", "torch-bf16"])
     assert args.embed_backend == "torch-bf16"
 
@@ -242,7 +243,7 @@ def test_int8_retriever_builds_and_retrieves(
 
 
 def test_ablate_takes_the_backend() -> None:
-    from pytest_ragmetrics.tools.ablate import Chunking, stack_factory
+    from pytest_ragmetrics.stack.factory import Chunking, stack_factory
     from pytest_ragmetrics.cli import build_parser
 
     args = build_parser().parse_args(

@@ -20,7 +20,7 @@ def test_hand_computed_scores_and_order() -> None:
 
 
 def test_two_weak_routes_beat_one_strong_route() -> None:
-    # Seed 000's fetch_k surprise: bm25 #1 + vector #14 (1/61 + 1/74 = 0.0299)
+    # Why a larger fetch_k can lower MRR: bm25 #1 + vector #14 (1/61 + 1/74 = 0.0299)
     # outranks a chunk only the vector route found, at rank 1 (1/61 = 0.0164).
     vector = ["right"] + [f"v{i}" for i in range(2, 14)] + ["wrong"]
     fused = reciprocal_rank_fusion({"bm25": ["wrong"], "vector": vector})
