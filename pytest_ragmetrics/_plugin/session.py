@@ -17,23 +17,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from pytest_ragmetrics.gate.baseline import (
-    Baseline,
-    Thresholds,
-    atomic_write_json,
-    atomic_write_text,
-    fingerprint_mismatch,
-    git_commit,
-    load_baseline,
-    load_thresholds,
-    write_baseline,
-    write_problem,
-)
+from pytest_ragmetrics.files import atomic_write_json, atomic_write_text, git_commit, write_problem
+from pytest_ragmetrics.gate.baseline import Baseline, fingerprint_mismatch, load_baseline, write_baseline
+from pytest_ragmetrics.gate.thresholds import Thresholds, load_thresholds
 from pytest_ragmetrics._plugin.deadline import RetrievalTimeout, RetrieverCaller
-from pytest_ragmetrics.errors import BaselineError, RagMetricsError, RagMetricsWarning, RetrieverError
+from pytest_ragmetrics.errors import BaselineError, RagMetricsError, RagMetricsWarning, RetrieverError, brief_repr
 from pytest_ragmetrics.evaluation import mean_metrics, score_query
 from pytest_ragmetrics.gate.verdict import QueryRecord, Verdict, build_verdict, gate_names, query_drops, Drop
-from pytest_ragmetrics.golden import GoldenSet, Query, brief_repr, load_golden
+from pytest_ragmetrics.golden import GoldenSet, Query, load_golden
 from pytest_ragmetrics.measures import MeasurementConfig, parse_measures
 from pytest_ragmetrics.metrics import ideal_grades
 from pytest_ragmetrics.parents import score_parents

@@ -23,7 +23,8 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
-from pytest_ragmetrics.gate.baseline import Baseline, Thresholds
+from pytest_ragmetrics.gate.baseline import Baseline
+from pytest_ragmetrics.gate.thresholds import Thresholds
 from pytest_ragmetrics.evaluation import mean_metrics
 from pytest_ragmetrics.golden import GoldenSet
 from pytest_ragmetrics.parents import ParentLevel, summarize_parents

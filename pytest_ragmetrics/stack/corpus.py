@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_ragmetrics.errors import InputError
-from pytest_ragmetrics.golden import loads_json
+from pytest_ragmetrics.files import loads_json
 
 __all__ = ["CHUNK_SEPARATOR", "TEXT_SUFFIXES", "CorpusError", "Document", "load_corpus"]
 

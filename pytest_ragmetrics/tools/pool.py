@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from pytest_ragmetrics.errors import InputError, RagMetricsError
-from pytest_ragmetrics.golden import _check_grade, _check_id, _check_tags, _json_lines, load_golden, query_fields, read_text
+from pytest_ragmetrics.files import read_text
+from pytest_ragmetrics.golden import _check_grade, _check_id, _check_tags, _json_lines, load_golden, query_fields
 from pytest_ragmetrics.results import normalize_results
 
 __all__ = [
