@@ -2,7 +2,8 @@
 
 Documents are the unit the golden set judges, so every loader problem (a bad
 JSON line, a missing field, two documents with one id) fails here, naming the
-file and line, before anything is embedded.
+file and line, before anything is embedded. Plain Python (json, dataclasses), so the
+leakage check reads a corpus without importing the reference stack that indexes it.
 """
 
 from __future__ import annotations
