@@ -30,11 +30,17 @@ from typing import Any, Iterator, Mapping
 from pytest_ragmetrics.errors import InputError, brief_repr
 from pytest_ragmetrics.files import loads_json, read_text
 
-__all__ = ["Query", "GoldenSet", "load_golden", "load_qrels", "MAX_GRADE"]
+__all__ = ["Query", "GoldenSet", "by_grade", "load_golden", "load_qrels", "MAX_GRADE"]
 
 #: Highest grade accepted. Real scales are 0-3 or so; beyond this, the exponential
 #: gain 2^g - 1 overflows a float (2^1024), so a larger number is a typo, not a grade.
 MAX_GRADE = 1000
+
+
+def by_grade(judgments: Mapping[str, int], relevance_level: int = 0) -> list[tuple[str, int]]:
+    """(document, grade) pairs graded at least ``relevance_level``, best grade first, ties
+    by id: one order, so every report and pool lists the same gold the same way."""
+    return sorted(((d, g) for d, g in judgments.items() if g >= relevance_level), key=lambda p: (-p[1], p[0]))
 
 
 @dataclass(frozen=True)
@@ -49,10 +55,13 @@ class Query:
     def n_relevant(self, relevance_level: int = 1) -> int:
         return sum(1 for g in self.judgments.values() if g >= relevance_level)
 
+    def gold(self, relevance_level: int = 1) -> list[tuple[str, int]]:
+        """Relevant (document, grade) pairs in the order reports list gold: see :func:`by_grade`."""
+        return by_grade(self.judgments, relevance_level)
+
     def relevant(self, relevance_level: int = 1) -> list[str]:
         """Relevant document ids, best grade first (ties by id), for reports."""
-        pairs = [(d, g) for d, g in self.judgments.items() if g >= relevance_level]
-        return [d for d, _ in sorted(pairs, key=lambda p: (-p[1], p[0]))]
+        return [d for d, _ in self.gold(relevance_level)]
 
     def judgments_digest(self) -> str:
         """A short hash of this query's text and judgments, to spot changed labels."""

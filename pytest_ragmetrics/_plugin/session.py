@@ -26,7 +26,7 @@ from pytest_ragmetrics.evaluation import mean_metrics, score_query
 from pytest_ragmetrics.gate.verdict import QueryRecord, Verdict, build_verdict, gate_names, query_drops, Drop
 from pytest_ragmetrics.golden import GoldenSet, Query, load_golden
 from pytest_ragmetrics.measures import MeasurementConfig, parse_measures
-from pytest_ragmetrics.metrics import ideal_grades
+from pytest_ragmetrics.metrics import document_of, ideal_grades
 from pytest_ragmetrics.parents import score_parents
 from pytest_ragmetrics.results import normalize_results
 from pytest_ragmetrics._plugin.retriever import declares_thread_safe
@@ -533,7 +533,7 @@ def _explains_per_document(returned: Any, docs: list[str], separator: str | None
         return []
     first: dict[str, str | None] = {}
     for rid, why in zip(returned.ids, returned.explains):
-        doc = rid.split(separator, 1)[0] if separator else rid
+        doc = document_of(rid, separator)
         if doc not in first:
             first[doc] = (f"{rid}: {why}" if rid != doc and why else why)
     return [first.get(d) for d in docs]

@@ -29,7 +29,9 @@ from typing import Any, Sequence
 
 from pytest_ragmetrics.errors import InputError, RagMetricsError
 from pytest_ragmetrics.files import read_text
-from pytest_ragmetrics.golden import _check_grade, _check_id, _check_tags, _json_lines, load_golden, query_fields
+from pytest_ragmetrics.golden import _check_grade, _check_id, _check_tags, _json_lines, by_grade, load_golden, query_fields
+from pytest_ragmetrics.measures import DEFAULT_ID_SEPARATOR
+from pytest_ragmetrics.metrics import document_of
 from pytest_ragmetrics.results import normalize_results
 
 __all__ = [
@@ -201,10 +203,9 @@ def _read_text(path: Path) -> list[PoolQuery]:
 
 
 def _doc_of(item: Any, rid: str, separator: str | None) -> str:
+    """The document of a result: its own ``doc_id`` when it carries one, else the id's prefix."""
     doc = getattr(item, "doc_id", None)
-    if isinstance(doc, str):
-        return doc
-    return rid.partition(separator)[0] if separator else rid
+    return doc if isinstance(doc, str) else document_of(rid, separator)
 
 
 def pool(
@@ -213,7 +214,7 @@ def pool(
     modes: Sequence[str] = ("bm25", "vector", "hybrid"),
     depth: int = 10,
     *,
-    id_separator: str | None = "#",
+    id_separator: str | None = DEFAULT_ID_SEPARATOR,
     unique_docs: bool = True,
 ) -> list[PooledQuery]:
     """Union the top ``depth`` documents of each mode per question, deduplicated by document.
@@ -270,7 +271,7 @@ def pool(
             found.values(),
             key=lambda c: (c.best_rank, -len(c.found_by), min(mode_order[m] for m in c.found_by), c.doc_id),
         )
-        missed = [Candidate(doc) for doc in sorted(q.judgments, key=lambda d: (-q.judgments[d], d)) if doc not in found]
+        missed = [Candidate(doc) for doc, _ in by_grade(q.judgments) if doc not in found]
         for cand in pooled + missed:
             cand.rel = q.judgments.get(cand.doc_id)
             cand.note = q.notes.get(cand.doc_id, "")
