@@ -22,12 +22,36 @@ from pytest_ragmetrics.measures import MeasurementConfig, parse_measure
 __all__ = ["Thresholds", "load_thresholds"]
 
 
-def _reject_constant(token: str) -> float:
-    raise ValueError(f"{token} is not a valid metric value")
-
-
 _SUFFIXES = ("_query_tolerance", "_tolerance", "_min")
 _SCALARS = {"max_regressed_queries", "worst_n", "fail_on_regression"}
+
+#: Why a value above 1 gates nothing, by key suffix: metrics lie in [0, 1].
+_ABOVE_ONE = {
+    "_tolerance": "no mean can fall by more than 1, so this gate would never fail",
+    "_query_tolerance": "no query can fall by more than 1, so its item would never fail",
+    "_min": "no run reaches a floor above 1, so this gate would never pass",
+}
+
+
+@dataclass(frozen=True)
+class _NonFinite:
+    """What ``NaN``/``Infinity`` parse to here, so the message can name the key holding it."""
+
+    token: str
+
+
+def _non_finite(value: Any) -> _NonFinite | None:
+    """The first NaN or Infinity anywhere inside ``value`` (walked without recursion)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, _NonFinite):
+            return item
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return None
 
 
 @dataclass
@@ -73,8 +97,9 @@ def load_thresholds(path: str | Path | None, config: MeasurementConfig, *, requi
     would run fewer gates than asked for without a word. Only the plugin's default
     path, ``baselines/thresholds.json``, may be absent (``required=False``), and
     then the defaults apply. Unknown keys, metrics that are not measured, negative
-    tolerances, values of the wrong type and repeated keys are errors naming the
-    file and the key.
+    tolerances, values above 1 (metrics lie in [0, 1], so such a gate never acts),
+    NaN, values of the wrong type and repeated keys are errors naming the file and
+    the key.
     """
     result = Thresholds.defaults(config)
     if path is None:
@@ -88,13 +113,14 @@ def load_thresholds(path: str | Path | None, config: MeasurementConfig, *, requi
         return result
     result.path = name
     try:
-        data = loads_json(path.read_text(encoding="utf-8-sig"), parse_constant=_reject_constant)
+        data = loads_json(path.read_text(encoding="utf-8-sig"), parse_constant=_NonFinite)
     except json.JSONDecodeError as exc:
         raise ThresholdsError(f"{name}, line {exc.lineno}: not valid JSON ({exc.msg})") from None
     except RecursionError:
         raise ThresholdsError(f"{name}: not a thresholds file (JSON nested too deeply)") from None
     except (ValueError, OSError) as exc:
         raise ThresholdsError(f"{name}: {exc}") from None
+    _refuse_non_finite(name, data)
     if not isinstance(data, dict):
         raise ThresholdsError(f"{name}: expected a JSON object of flat keys like \"recall@10_tolerance\"")
     measured = set(config.metric_names)
@@ -116,8 +142,13 @@ def load_thresholds(path: str | Path | None, config: MeasurementConfig, *, requi
                     raise ThresholdsError(f"{name}: {key!r} must be a number, got {brief_repr(value)}")
                 if suffix != "_min" and value < 0:
                     raise ThresholdsError(f"{name}: {key!r} is {value}; a tolerance is an allowed drop, so it must be >= 0")
-                if suffix == "_min" and not 0 <= value <= 1:
+                if suffix == "_min" and value < 0:
                     raise ThresholdsError(f"{name}: {key!r} is {value}; a floor must lie in [0, 1]")
+                if value > 1:
+                    raise ThresholdsError(
+                        f"{name}: {key!r} is {value}, above 1; metrics lie in [0, 1]: {_ABOVE_ONE[suffix]}. "
+                        f"Give a value in [0, 1], or remove the key to not gate {metric} this way"
+                    )
                 target = {"_tolerance": result.tolerance, "_min": result.minimum,
                           "_query_tolerance": result.query_tolerance}[suffix]
                 target[metric] = float(value)
@@ -128,6 +159,23 @@ def load_thresholds(path: str | Path | None, config: MeasurementConfig, *, requi
                 "<metric>_query_tolerance, max_regressed_queries, worst_n, fail_on_regression or _comment"
             )
     return result
+
+
+def _refuse_non_finite(name: str, data: Any) -> None:
+    """NaN or Infinity anywhere is an error naming the key that holds it (JSON allows
+    neither; Python's reader does, and a NaN tolerance would compare false everywhere)."""
+    items = list(data.items()) if isinstance(data, dict) else [(None, data)]
+    for key, value in items:
+        found = _non_finite(value)
+        if found is None:
+            continue
+        problem = f"{found.token} is not a valid metric value"
+        if key is None:
+            raise ThresholdsError(f"{name}: {problem}")
+        gates = any(key.endswith(suffix) for suffix in _SUFFIXES)
+        raise ThresholdsError(f"{name}: {key!r} {'is' if value is found else 'holds'} {found.token}; {problem}. "
+                              + ("Write a number in [0, 1], or remove the key to not gate this way"
+                                 if gates else "Write the value as a number or string JSON allows"))
 
 
 def _canonical_metric(text: str) -> str:
