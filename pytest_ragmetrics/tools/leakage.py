@@ -1,10 +1,9 @@
 """Leakage check: golden questions that appear verbatim or near-verbatim in the corpus.
 
-Seed 001's first troubleshooting row: when the numbers look too good, the usual
-cause is that the questions themselves sit in the indexed text (written by
-copying a sentence from the document, or the evaluation set was indexed). Such
-a question is found by lexical match alone and says nothing about how the
-retriever serves a user who words things their own way.
+When the numbers look too good, the usual cause is that the questions themselves
+sit in the indexed text (written by copying a sentence from the document, or the
+evaluation set was indexed). Such a question is found by lexical match alone and
+says nothing about how the retriever serves a user who words things their own way.
 
 How a match is decided:
 

@@ -1,10 +1,10 @@
-"""Candidate pooling for annotation (seed 001, section 3).
+"""Candidate pooling for annotation.
 
 A golden set judged only on what one retriever returned cannot see a better
 retriever's improvements: the documents only the new one finds were never
 judged, so they count as misses. Pooling takes the top ``depth`` documents of
 several modes for each question, unions them, drops repeats (by document id),
-and writes them out for annotators in the seed-001 JSONL golden format::
+and writes them out for annotators in the JSONL golden format ``load_golden`` reads::
 
     {"qid": "...", "query": "...", "candidates": [
         {"doc_id": "...", "chunk": "doc#2-3", "text": "...", "rel": null, "note": "",
