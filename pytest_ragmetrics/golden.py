@@ -128,6 +128,15 @@ def _check_id(value: Any, path: str, where: str, what: str) -> str:
     return value
 
 
+def _required_id(record: dict[str, Any], fields: tuple[str, ...], path: str, where: str) -> str:
+    """Check that a question record has every field in ``fields`` and return its id
+    (the first field), so a missing field is named before any value is read."""
+    for key in fields:
+        if key not in record:
+            raise InputError(path, where, f"missing field {key!r}")
+    return _check_id(record[fields[0]], path, where, fields[0])
+
+
 def _check_grade(value: Any, path: str, where: str, doc: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise InputError(path, where, f"grade of {brief_repr(doc)} must be an integer >= 0, got {brief_repr(value)}")
@@ -248,10 +257,7 @@ def _load_yaml(path: Path, id_separator: str | None = None) -> GoldenSet:
             raise InputError(name, f"record {number}", f"expected a mapping with id, question, gold_chunks; got {brief_repr(record)}")
         line = record.pop("__line__", None)
         where = f"record {number} (line {line})"
-        for key in ("id", "question", "gold_chunks"):
-            if key not in record:
-                raise InputError(name, where, f"missing field {key!r}")
-        qid = _check_id(record["id"], name, where, "id")
+        qid = _required_id(record, ("id", "question", "gold_chunks"), name, where)
         where = f"record {number} (line {line}, id {brief_repr(qid)})"
         question = _check_id(record["question"], name, where, "question")
         judgments = _yaml_gold(record["gold_chunks"], name, where)
@@ -308,10 +314,7 @@ def _load_jsonl(path: Path, id_separator: str | None = None) -> GoldenSet:
         where = f"line {number}"
         if not isinstance(record, dict):
             raise InputError(name, where, "expected a JSON object with qid, query, candidates")
-        for key in ("qid", "query", "candidates"):
-            if key not in record:
-                raise InputError(name, where, f"missing field {key!r}")
-        qid = _check_id(record["qid"], name, where, "qid")
+        qid = _required_id(record, ("qid", "query", "candidates"), name, where)
         where = f"line {number} (qid {brief_repr(qid)})"
         text = _check_id(record["query"], name, where, "query")
         candidates = record["candidates"]
