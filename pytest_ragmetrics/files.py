@@ -9,6 +9,7 @@ indent), so a reader never sees half a file and a committed file diffs well.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -141,14 +142,16 @@ def write_problem(path: Path, exc: OSError) -> str:
     return f"{exc.strerror or exc}{where}"
 
 
-def atomic_write_text(path: Path, text: str) -> None:
+def atomic_write_text(path: Path, text: str, *, overwrite: bool = True) -> None:
     """Write ``text`` to a temp file in ``path``'s folder, fsync it, then rename it over ``path``.
 
     Readers (and a process killed at any moment) see the old file or the new one,
     never a mix. A kill between creating and renaming the temp file can leave a
-    hidden ``.<name>.*.tmp`` behind; the target itself is never partial.
+    hidden ``.<name>.*.tmp`` behind; the target itself is never partial. With
+    ``overwrite=False`` a file that exists at ``path`` by the time of the rename
+    (one that may hold someone's work) is left alone: :class:`FileExistsError`.
     """
-    _atomic_write(path, lambda fh: fh.write(text))
+    _atomic_write(path, lambda fh: fh.write(text), overwrite)
 
 
 def atomic_write_json(path: Path, data: Any) -> None:
@@ -174,7 +177,7 @@ def atomic_write_json(path: Path, data: Any) -> None:
     _atomic_write(path, write)
 
 
-def _atomic_write(path: Path, write: Any) -> None:
+def _atomic_write(path: Path, write: Any, overwrite: bool = True) -> None:
     """Run ``write(fh)`` on a temp file in ``path``'s folder, fsync it, rename it over
     ``path``, then fsync the folder so the rename itself survives a power cut.
 
@@ -190,6 +193,8 @@ def _atomic_write(path: Path, write: Any) -> None:
             write(fh)
             fh.flush()
             os.fsync(fh.fileno())
+        if not overwrite and (path.exists() or path.is_symlink()):
+            raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), str(path))
         os.replace(tmp, path)
     except BaseException:
         try:

@@ -21,14 +21,12 @@ still holds an unannotated candidate: a pool is not a golden set until every
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
 from pytest_ragmetrics.errors import InputError, RagMetricsError
-from pytest_ragmetrics.files import read_text
+from pytest_ragmetrics.files import atomic_write_text, read_text
 from pytest_ragmetrics.golden import _check_grade, _check_id, _check_tags, _json_lines, by_grade, load_golden, query_fields
 from pytest_ragmetrics.measures import DEFAULT_ID_SEPARATOR
 from pytest_ragmetrics.metrics import document_of
@@ -322,16 +320,11 @@ def write_pool(pooled: Sequence[PooledQuery], out: str | Path, *, force: bool = 
         raise RagMetricsError(f"{path} already exists; pass --force to overwrite it (it may hold annotations)")
     if path.is_dir():
         raise RagMetricsError(f"{path} is a directory; give a file name such as candidates.jsonl")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    text = "".join(json.dumps(p.to_dict(), ensure_ascii=False) + "\n" for p in pooled)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            for p in pooled:
-                fh.write(json.dumps(p.to_dict(), ensure_ascii=False) + "\n")
-        if path.exists() and not force:  # appeared while we were writing
-            raise RagMetricsError(f"{path} already exists; pass --force to overwrite it")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+        atomic_write_text(path, text, overwrite=force)
+    except FileExistsError as exc:
+        if exc.filename != str(path):  # a folder on the way is a file: not the pool's own question
+            raise
+        raise RagMetricsError(f"{path} already exists; pass --force to overwrite it") from None  # appeared meanwhile
     return path
