@@ -18,8 +18,8 @@ import time
 from pathlib import Path
 
 from pytest_ragmetrics.stack.bm25 import BACKENDS, BM25Index, make_tokenizer
-from pytest_ragmetrics.stack.chunking import chunk_documents
-from pytest_ragmetrics.stack.corpus import load_corpus
+from pytest_ragmetrics.chunking import chunk_documents
+from pytest_ragmetrics.corpus import load_corpus
 
 COLLECTIONS = Path(__file__).resolve().parents[1].parent / "shared" / "collections"
 

@@ -105,6 +105,23 @@ def _name(obj: Any) -> str:
     return f"{cls.__module__}.{cls.__qualname__}"
 
 
+def _metadata(obj: Any) -> Mapping[str, Any]:
+    """A result's metadata; none, or something that is not a mapping, reads as empty."""
+    metadata = getattr(obj, "metadata", None)
+    return metadata if isinstance(metadata, Mapping) else {}
+
+
+def _from_metadata(metadata: Mapping[str, Any], key: str) -> tuple[str, str] | None:
+    """The id under ``key`` with where it was found (for describe()), or None."""
+    value = _as_id(metadata.get(key))
+    return (value, f"metadata[{key!r}]") if value is not None else None
+
+
+def _keys_present(metadata: Mapping[str, Any]) -> str:
+    """The metadata keys a result does have, for the message about the one it lacks."""
+    return ", ".join(repr(k) for k in metadata) or "none"
+
+
 def _key_label(key: IdKey) -> str:
     return key if isinstance(key, str) else f"callable {getattr(key, '__qualname__', repr(key))}"
 
@@ -161,8 +178,7 @@ class _Adapter:
             return None
         if callable(key):
             return _as_id(key(obj))
-        metadata = getattr(obj, "metadata", None)
-        return _as_id(metadata.get(key)) if isinstance(metadata, Mapping) else None
+        return _as_id(_metadata(obj).get(key))
 
     def _warn_depth(self, k: int) -> None:
         if self._warned_depth:
@@ -247,8 +263,7 @@ class LangChainRetriever(_Adapter):
         return ", ".join(parts)
 
     def _id_of(self, doc: Any, query: str, position: int) -> tuple[str, str]:
-        metadata = getattr(doc, "metadata", None)
-        metadata = metadata if isinstance(metadata, Mapping) else {}
+        metadata = _metadata(doc)
         for key in self._keys():
             if callable(key):
                 value = _as_id(key(doc))
@@ -259,14 +274,13 @@ class LangChainRetriever(_Adapter):
                 value = _as_id(getattr(doc, "id", None))
                 if value is not None:
                     return value, "doc.id"
-            value = _as_id(metadata.get(key))
-            if value is not None:
-                return value, f"metadata[{key!r}]"
-        present = ", ".join(repr(k) for k in metadata) or "none"
+            found = _from_metadata(metadata, key)
+            if found is not None:
+                return found
         raise RetrieverError(
             f"query {_short(query)!r}, result {position}: the LangChain document carries no id "
-            f"(tried {self._tried()}; metadata keys present: {present}). Put the document id the golden "
-            f"set uses in its metadata and pass from_langchain(retriever, id_key='<key>')."
+            f"(tried {self._tried()}; metadata keys present: {_keys_present(metadata)}). Put the document id "
+            f"the golden set uses in its metadata and pass from_langchain(retriever, id_key='<key>')."
         )
 
     def configured_depth(self) -> tuple[str, int] | None:
@@ -367,15 +381,14 @@ class LlamaIndexRetriever(_Adapter):
             )
         if key is not None:
             # No fallback here: every node has a node_id, so falling back would hide a missing key.
-            metadata = getattr(node, "metadata", None)
-            metadata = metadata if isinstance(metadata, Mapping) else {}
-            value = _as_id(metadata.get(key))
-            if value is not None:
-                return value, f"metadata[{key!r}]"
-            present = ", ".join(repr(k) for k in metadata) or "none"
+            metadata = _metadata(node)
+            found = _from_metadata(metadata, key)
+            if found is not None:
+                return found
             raise RetrieverError(
                 f"query {_short(query)!r}, result {position}: node {getattr(node, 'node_id', '?')!r} has no "
-                f"metadata[{key!r}] (metadata keys present: {present}); id_key=None uses ref_doc_id, then node_id"
+                f"metadata[{key!r}] (metadata keys present: {_keys_present(metadata)}); id_key=None uses "
+                "ref_doc_id, then node_id"
             )
         for attr in ("ref_doc_id", "node_id"):
             value = _as_id(getattr(node, attr, None))

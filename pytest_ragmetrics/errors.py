@@ -3,12 +3,17 @@
 Every problem a user can cause (a bad golden set, a malformed run file, a baseline
 measured under another configuration) raises a subclass of :class:`RagMetricsError`
 whose message names the file, the record and what is wrong, so the pytest plugin
-and the CLI can print it as a usage error instead of a traceback.
+and the CLI can print it as a usage error instead of a traceback. :func:`brief_repr`
+quotes the user's value in those messages without letting a hostile one swell them.
 """
 
 from __future__ import annotations
 
+import reprlib
+from typing import Any
+
 __all__ = [
+    "brief_repr",
     "RagMetricsError",
     "InputError",
     "MeasureError",
@@ -17,6 +22,21 @@ __all__ = [
     "RetrieverError",
     "RagMetricsWarning",
 ]
+
+_REPR = reprlib.Repr()
+_REPR.maxstring = _REPR.maxother = 60
+_REPR.maxlevel = 2
+_REPR.maxlist = _REPR.maxtuple = _REPR.maxdict = _REPR.maxset = 4
+
+
+def brief_repr(value: Any, limit: int = 80) -> str:
+    """A bounded repr for error messages: a hostile value (a YAML alias bomb, a
+    10 MB line, a 5,000-digit integer) must not make the message itself huge or slow."""
+    try:
+        text = _REPR.repr(value)
+    except Exception:  # e.g. int too large to convert to str
+        return f"<{type(value).__name__}>"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 class RagMetricsError(Exception):

@@ -23,33 +23,24 @@ from __future__ import annotations
 
 import hashlib
 import json
-import reprlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
-from pytest_ragmetrics.errors import InputError
+from pytest_ragmetrics.errors import InputError, brief_repr
+from pytest_ragmetrics.files import loads_json, read_text
 
-__all__ = ["Query", "GoldenSet", "load_golden", "load_qrels", "read_text", "loads_json", "brief_repr", "MAX_GRADE"]
+__all__ = ["Query", "GoldenSet", "by_grade", "load_golden", "load_qrels", "MAX_GRADE"]
 
 #: Highest grade accepted. Real scales are 0-3 or so; beyond this, the exponential
 #: gain 2^g - 1 overflows a float (2^1024), so a larger number is a typo, not a grade.
 MAX_GRADE = 1000
 
-_REPR = reprlib.Repr()
-_REPR.maxstring = _REPR.maxother = 60
-_REPR.maxlevel = 2
-_REPR.maxlist = _REPR.maxtuple = _REPR.maxdict = _REPR.maxset = 4
 
-
-def brief_repr(value: Any, limit: int = 80) -> str:
-    """A bounded repr for error messages: a hostile value (a YAML alias bomb, a
-    10 MB line, a 5,000-digit integer) must not make the message itself huge or slow."""
-    try:
-        text = _REPR.repr(value)
-    except Exception:  # e.g. int too large to convert to str
-        return f"<{type(value).__name__}>"
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+def by_grade(judgments: Mapping[str, int], relevance_level: int = 0) -> list[tuple[str, int]]:
+    """(document, grade) pairs graded at least ``relevance_level``, best grade first, ties
+    by id: one order, so every report and pool lists the same gold the same way."""
+    return sorted(((d, g) for d, g in judgments.items() if g >= relevance_level), key=lambda p: (-p[1], p[0]))
 
 
 @dataclass(frozen=True)
@@ -64,10 +55,13 @@ class Query:
     def n_relevant(self, relevance_level: int = 1) -> int:
         return sum(1 for g in self.judgments.values() if g >= relevance_level)
 
+    def gold(self, relevance_level: int = 1) -> list[tuple[str, int]]:
+        """Relevant (document, grade) pairs in the order reports list gold: see :func:`by_grade`."""
+        return by_grade(self.judgments, relevance_level)
+
     def relevant(self, relevance_level: int = 1) -> list[str]:
         """Relevant document ids, best grade first (ties by id), for reports."""
-        pairs = [(d, g) for d, g in self.judgments.items() if g >= relevance_level]
-        return [d for d, _ in sorted(pairs, key=lambda p: (-p[1], p[0]))]
+        return [d for d, _ in self.gold(relevance_level)]
 
     def judgments_digest(self) -> str:
         """A short hash of this query's text and judgments, to spot changed labels."""
@@ -123,91 +117,7 @@ class GoldenSet:
         return h.hexdigest()
 
 
-# --------------------------------------------------------------------------- reading
-
-
-def read_text(path: Path) -> str:
-    """Read a UTF-8 file (a BOM is accepted); a decoding problem names the byte offset."""
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise InputError(str(path), None, "file not found") from None
-    except IsADirectoryError:
-        raise InputError(str(path), None, "is a directory, expected a file") from None
-    except OSError as exc:
-        raise InputError(str(path), None, f"cannot read: {exc.strerror or exc}") from None
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line = data[: exc.start].count(b"\n") + 1
-        raise InputError(
-            str(path), f"line {line}", f"not valid UTF-8 (byte offset {exc.start}); save the file as UTF-8"
-        ) from None
-
-
-class _DuplicateKey(ValueError):
-    def __init__(self, key: str, offset: int = -1) -> None:
-        super().__init__(key)
-        self.key = key
-        self.offset = offset
-
-
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    obj = dict(pairs)
-    if len(obj) != len(pairs):
-        seen: set[str] = set()
-        for key, _ in pairs:
-            if key in seen:
-                raise _DuplicateKey(key)
-            seen.add(key)
-    return obj
-
-
-def loads_json(text: str, **kwargs: Any) -> Any:
-    """``json.loads`` that refuses an object holding the same key twice.
-
-    The standard library keeps the last value silently, so
-    ``{"recall@5_tolerance": 0, "recall@5_tolerance": 0.5}`` would loosen a gate
-    without a word. A repeated key raises :class:`json.JSONDecodeError` whose
-    message names the key and whose position is the repeat, so every reader's
-    existing "line N: not valid JSON" message applies. ``kwargs`` go to ``json.loads``.
-    """
-    try:
-        return json.loads(text, object_pairs_hook=_no_duplicates, **kwargs)
-    except _DuplicateKey as exc:
-        offset = _duplicate_offset(text, kwargs)
-        raise json.JSONDecodeError(f"duplicate key {brief_repr(exc.key)} (a later value would silently "
-                                   "replace the earlier one)", text, max(offset, 0)) from None
-
-
-def _duplicate_offset(text: str, kwargs: dict[str, Any]) -> int:
-    """Where the first repeated key sits: parsed again (only on this error path) with the
-    pure-Python scanner, whose object parser knows offsets, unlike the C one."""
-    import json.decoder
-    import json.scanner
-
-    decoder = json.JSONDecoder(**kwargs)
-
-    def parse_object(s_and_end: tuple[str, int], *args: Any, **kw: Any) -> tuple[dict[str, Any], int]:
-        pairs, end = json.decoder.JSONObject(s_and_end, *args[:2], None, list, *args[4:], **kw)
-        seen: set[str] = set()
-        for key, _ in pairs:
-            if key in seen:  # innermost objects close first, so this object holds the repeat
-                start, needle = s_and_end[1], json.dumps(key, ensure_ascii=False)
-                first = s_and_end[0].find(needle, start, end)
-                raise _DuplicateKey(key, s_and_end[0].find(needle, first + 1, end))
-            seen.add(key)
-        return dict(pairs), end
-
-    decoder.parse_object = parse_object  # type: ignore[assignment]
-    decoder.scan_once = json.scanner.py_make_scanner(decoder)  # type: ignore[attr-defined]
-    try:
-        decoder.decode(text)
-    except _DuplicateKey as exc:
-        return exc.offset
-    except (ValueError, RecursionError):
-        pass
-    return -1
+# --------------------------------------------------------------------------- checks
 
 
 def _check_id(value: Any, path: str, where: str, what: str) -> str:
@@ -216,6 +126,15 @@ def _check_id(value: Any, path: str, where: str, what: str) -> str:
     if not value.strip():
         raise InputError(path, where, f"{what} is empty")
     return value
+
+
+def _required_id(record: dict[str, Any], fields: tuple[str, ...], path: str, where: str) -> str:
+    """Check that a question record has every field in ``fields`` and return its id
+    (the first field), so a missing field is named before any value is read."""
+    for key in fields:
+        if key not in record:
+            raise InputError(path, where, f"missing field {key!r}")
+    return _check_id(record[fields[0]], path, where, fields[0])
 
 
 def _check_grade(value: Any, path: str, where: str, doc: str) -> int:
@@ -338,10 +257,7 @@ def _load_yaml(path: Path, id_separator: str | None = None) -> GoldenSet:
             raise InputError(name, f"record {number}", f"expected a mapping with id, question, gold_chunks; got {brief_repr(record)}")
         line = record.pop("__line__", None)
         where = f"record {number} (line {line})"
-        for key in ("id", "question", "gold_chunks"):
-            if key not in record:
-                raise InputError(name, where, f"missing field {key!r}")
-        qid = _check_id(record["id"], name, where, "id")
+        qid = _required_id(record, ("id", "question", "gold_chunks"), name, where)
         where = f"record {number} (line {line}, id {brief_repr(qid)})"
         question = _check_id(record["question"], name, where, "question")
         judgments = _yaml_gold(record["gold_chunks"], name, where)
@@ -398,10 +314,7 @@ def _load_jsonl(path: Path, id_separator: str | None = None) -> GoldenSet:
         where = f"line {number}"
         if not isinstance(record, dict):
             raise InputError(name, where, "expected a JSON object with qid, query, candidates")
-        for key in ("qid", "query", "candidates"):
-            if key not in record:
-                raise InputError(name, where, f"missing field {key!r}")
-        qid = _check_id(record["qid"], name, where, "qid")
+        qid = _required_id(record, ("qid", "query", "candidates"), name, where)
         where = f"line {number} (qid {brief_repr(qid)})"
         text = _check_id(record["query"], name, where, "query")
         candidates = record["candidates"]

@@ -17,6 +17,7 @@ from typing import Any, Iterable, Literal
 from pytest_ragmetrics.errors import MeasureError
 
 __all__ = [
+    "DEFAULT_ID_SEPARATOR",
     "DEFAULT_METRICS",
     "GAINS",
     "MEASURE_NAMES",
@@ -28,6 +29,10 @@ __all__ = [
 
 #: What is measured when nothing is asked for: the gate's four at 10.
 DEFAULT_METRICS = ("recall@10", "hit_rate@10", "mrr@10", "ndcg@10")
+
+#: Ranked ids map to documents by the prefix before this: ``guide#2-3`` is ``guide``.
+#: The reference stack builds its chunk ids with it, so they map back without a setting.
+DEFAULT_ID_SEPARATOR = "#"
 
 Gain = Literal["exponential", "linear"]
 GAINS: tuple[str, ...] = ("exponential", "linear")
@@ -170,7 +175,7 @@ class MeasurementConfig:
         measures: Iterable[str | Measure] = DEFAULT_METRICS,
         relevance_level: int = 1,
         gain: str = "exponential",
-        id_separator: str | None = "#",
+        id_separator: str | None = DEFAULT_ID_SEPARATOR,
     ) -> None:
         if isinstance(relevance_level, bool) or not isinstance(relevance_level, int) or relevance_level < 1:
             raise MeasureError(f"relevance level must be an integer >= 1, got {relevance_level!r}")
@@ -209,5 +214,5 @@ class MeasurementConfig:
             measures=tuple(data["metrics"]),
             relevance_level=data.get("relevance_level", 1),
             gain=data.get("gain", "exponential"),
-            id_separator=data.get("id_separator", "#"),
+            id_separator=data.get("id_separator", DEFAULT_ID_SEPARATOR),
         )

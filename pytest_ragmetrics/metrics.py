@@ -30,9 +30,9 @@ from bisect import bisect_right
 from functools import lru_cache
 from typing import Callable, Iterable, Mapping, Sequence
 
-from pytest_ragmetrics.measures import Measure
+from pytest_ragmetrics.measures import DEFAULT_ID_SEPARATOR, Measure
 
-__all__ = ["Judged", "judge", "score", "document_ranking", "ideal_grades"]
+__all__ = ["Judged", "judge", "score", "document_of", "document_ranking", "ideal_grades"]
 
 
 class Judged:
@@ -177,13 +177,21 @@ def score(
     return {str(m): _KERNELS[m.name](judged, m.cutoff, gain) for m in measures}
 
 
-def document_ranking(ids: Iterable[str], separator: str | None = "#") -> list[str]:
-    """Map chunk ids to document ids and drop repeats, keeping the first.
+def document_of(rid: str, separator: str | None = DEFAULT_ID_SEPARATOR) -> str:
+    """The document a ranked id belongs to: the prefix before the first ``separator``
+    (``"guide#2-3"`` is ``"guide"`` with ``"#"``); without a separator, the id itself.
 
-    ``"guide#2-3"`` becomes ``"guide"`` with separator ``"#"``; the first
-    occurrence of a document is its best rank, so later ones are removed and no
-    metric can exceed 1.
+    The one mapping rule: scores, explanations and pools must agree on which
+    document a chunk is.
     """
-    if separator:
-        ids = [raw.partition(separator)[0] for raw in ids]
-    return list(dict.fromkeys(ids))  # dicts keep insertion order: first occurrence wins
+    return rid.partition(separator)[0] if separator else rid
+
+
+def document_ranking(ids: Iterable[str], separator: str | None = DEFAULT_ID_SEPARATOR) -> list[str]:
+    """Map ranked ids to documents (:func:`document_of`) and drop repeats, keeping the first.
+
+    The first occurrence of a document is its best rank, so later ones are
+    removed and no metric can exceed 1.
+    """
+    # dicts keep insertion order: the first occurrence wins
+    return list(dict.fromkeys(document_of(rid, separator) for rid in ids))

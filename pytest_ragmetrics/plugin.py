@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 
+from pytest_ragmetrics.measures import DEFAULT_ID_SEPARATOR
+
 _INI = {
     "rag_golden": ("golden set: YAML, JSONL, a queries.jsonl+qrels folder or qrels file", "eval/golden.yaml"),
     "rag_baseline": ("baseline file", "baselines/baseline.json"),
@@ -21,7 +23,7 @@ _INI = {
     "rag_k": ("results asked of the retriever per query (default: deepest metric cutoff, or 10)", ""),
     "rag_relevance_level": ("grade >= this counts as relevant (default 1)", "1"),
     "rag_gain": ("nDCG gain: exponential (default) or linear", "exponential"),
-    "rag_id_separator": ("ranked ids map to documents by the prefix before this ('none' to keep ids)", "#"),
+    "rag_id_separator": ("ranked ids map to documents by the prefix before this ('none' to keep ids)", DEFAULT_ID_SEPARATOR),
     "rag_subset": ("default subset: full or smoke", "full"),
     "rag_smoke": ("smoke subset rule: tag:NAME, sample:N or sample:N:SEED", "tag:smoke"),
     "rag_corpus": ("corpus the retriever indexes; golden questions found in it are warned about", ""),

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from pytest_ragmetrics.errors import RetrieverError
-from pytest_ragmetrics.golden import brief_repr
+from pytest_ragmetrics.errors import brief_repr
 
 __all__ = ["Returned", "normalize_results"]
 

@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Iterable, Mapping, Sequence, TextIO
 
 from pytest_ragmetrics.errors import InputError
-from pytest_ragmetrics.golden import brief_repr, read_text
+from pytest_ragmetrics.errors import brief_repr
+from pytest_ragmetrics.files import read_text
 
 __all__ = ["read_run", "write_run", "write_qrels"]
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -11,7 +13,7 @@ from pytest_ragmetrics import RagMetricsError
 from pytest_ragmetrics.golden import GoldenSet, Query
 from pytest_ragmetrics.cli import main as cli_main
 from pytest_ragmetrics.tools.leakage import check_leakage, find_leaks, is_cjk, normalize, tokens
-from pytest_ragmetrics.stack.corpus import Document
+from pytest_ragmetrics.corpus import Document
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -121,6 +123,26 @@ def test_one_row_per_question_and_document_with_best_chunk(tmp_path: Path) -> No
     whole = check_leakage(gold, [Document(r["doc_id"], r["title"], r["text"]) for r in records])
     assert [(x.doc_id, x.chunk_id, x.kind) for x in whole.leaks] == [("pads", None, "verbatim")]
     assert whole.n_units == 2 and whole.judged_qids() == ["q1"]
+
+
+def test_leakage_check_imports_no_stack(tmp_path: Path) -> None:
+    """The plugin's leakage warning runs in every --rag-eval session with rag_corpus set:
+    loading and chunking a corpus must not import the reference stack (or its heavy libraries)."""
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text(json.dumps({"doc_id": "pads", "title": "Brake pads", "text": FILLER + VERBATIM_Q}) + "\n",
+                      encoding="utf-8")
+    code = (
+        "import json, sys\n"
+        "from pytest_ragmetrics.golden import GoldenSet, Query\n"
+        "from pytest_ragmetrics.tools.leakage import check_leakage\n"
+        f"gold = GoldenSet('t', (Query('q1', {VERBATIM_Q!r}, {{'pads': 1}}),))\n"
+        f"for size in (None, 200):\n"
+        f"    assert check_leakage(gold, {str(corpus)!r}, chunk_size=size).leaked_qids == ['q1']\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.startswith('pytest_ragmetrics.stack'))))"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == []
 
 
 def test_threshold_is_validated() -> None:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from pytest_ragmetrics.gate.baseline import Baseline, Thresholds
+from pytest_ragmetrics.gate.baseline import Baseline
+from pytest_ragmetrics.gate.thresholds import Thresholds
 from pytest_ragmetrics.gate.verdict import QueryRecord, build_verdict
 from pytest_ragmetrics.golden import GoldenSet, Query
 from pytest_ragmetrics.measures import MeasurementConfig

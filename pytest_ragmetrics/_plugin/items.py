@@ -131,8 +131,7 @@ class QueryItem(pytest.Function):
         exceeded = [d for d in drops if d.exceeded]
         head = "; ".join(f"{d.metric} fell {d.before:.4f} -> {d.after:.4f} (allowed drop {d.tolerance:g})"
                          for d in exceeded)
-        gold = sorted(((d, g) for d, g in self.query.judgments.items() if g >= rag.config.relevance_level),
-                      key=lambda p: (-p[1], p[0]))
+        gold = self.query.gold(rag.config.relevance_level)
         regression = Regression(self.query.qid, self.query.text, drops, gold, record.ranking, record.explains)
         entry = regressions_text([regression], 1).split("\n", 1)[1]
         return f"{head}\n{entry}"

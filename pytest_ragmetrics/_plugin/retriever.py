@@ -9,7 +9,7 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
-from pytest_ragmetrics.golden import brief_repr
+from pytest_ragmetrics.errors import brief_repr
 
 __all__ = ["MISSING", "PROTOCOL", "declares_thread_safe", "retriever_problem"]
 

@@ -16,20 +16,14 @@ from typing import Any, Callable, Sequence
 from pytest_ragmetrics._plugin.options import RagOptions
 from pytest_ragmetrics._plugin.outputs import meta
 from pytest_ragmetrics._plugin.retrieval import Retrieval
-from pytest_ragmetrics.errors import BaselineError, RagMetricsError, RetrieverError
+from pytest_ragmetrics.errors import BaselineError, RagMetricsError, RetrieverError, brief_repr
 from pytest_ragmetrics.evaluation import mean_metrics, score_query
-from pytest_ragmetrics.gate.baseline import (
-    Baseline,
-    Thresholds,
-    fingerprint_mismatch,
-    load_baseline,
-    load_thresholds,
-    write_baseline,
-)
+from pytest_ragmetrics.gate.baseline import Baseline, fingerprint_mismatch, load_baseline, write_baseline
+from pytest_ragmetrics.gate.thresholds import Thresholds, load_thresholds
 from pytest_ragmetrics.gate.subset import select_smoke
 from pytest_ragmetrics.gate.verdict import Drop, QueryRecord, Verdict, build_verdict, gate_names, query_drops
-from pytest_ragmetrics.golden import GoldenSet, Query, brief_repr, load_golden
-from pytest_ragmetrics.metrics import document_ranking, ideal_grades
+from pytest_ragmetrics.golden import GoldenSet, Query, load_golden
+from pytest_ragmetrics.metrics import document_of, document_ranking, ideal_grades
 from pytest_ragmetrics.parents import score_parents
 from pytest_ragmetrics.report.tables import counted
 from pytest_ragmetrics.report.text import baseline_change_text
@@ -238,7 +232,7 @@ def _explains_per_document(returned: Any, docs: list[str], separator: str | None
         return []
     first: dict[str, str | None] = {}
     for rid, why in zip(returned.ids, returned.explains):
-        doc = rid.split(separator, 1)[0] if separator else rid
+        doc = document_of(rid, separator)
         if doc not in first:
             first[doc] = (f"{rid}: {why}" if rid != doc and why else why)
     return [first.get(d) for d in docs]

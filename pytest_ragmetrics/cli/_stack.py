@@ -62,7 +62,7 @@ def stack_factory(args: argparse.Namespace, builds: list[dict[str, Any]], **kwar
     # Models load from local folders only: without these a hub name would hang for a minute.
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    from pytest_ragmetrics.stack.corpus import CorpusError
+    from pytest_ragmetrics.corpus import CorpusError
 
     corpus = Path(args.corpus)
     if not corpus.exists():

@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from pytest_ragmetrics.errors import InputError, RagMetricsError
-from pytest_ragmetrics.gate.baseline import Thresholds, dumps_stable, load_thresholds
+from pytest_ragmetrics.files import dumps_stable
+from pytest_ragmetrics.gate.thresholds import Thresholds, load_thresholds
 from pytest_ragmetrics.golden import GoldenSet, Query, load_golden, load_qrels
 from pytest_ragmetrics.measures import GAINS, MeasurementConfig
 from pytest_ragmetrics.report.tables import markdown_table

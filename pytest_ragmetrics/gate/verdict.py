@@ -23,9 +23,11 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
-from pytest_ragmetrics.gate.baseline import Baseline, Thresholds
+from pytest_ragmetrics.gate.baseline import Baseline
+from pytest_ragmetrics.gate.thresholds import Thresholds
 from pytest_ragmetrics.evaluation import mean_metrics
 from pytest_ragmetrics.golden import GoldenSet
+from pytest_ragmetrics.measures import parse_measure
 from pytest_ragmetrics.parents import ParentLevel, summarize_parents
 
 if TYPE_CHECKING:  # numpy (behind _stats) loads only when a comparison is made
@@ -295,8 +297,9 @@ def build_verdict(
     counted = [qid for qid in order if records[qid].status in ("scored", "error")]
     errored = [qid for qid in order if records[qid].status == "error"]
     unscorable = [qid for qid in order if records[qid].status == "unscorable"]
+    deepest = _deepest_cutoff(metrics)
     short = {qid: records[qid].n_docs for qid in counted
-             if records[qid].status == "scored" and _depth_short(records[qid], metrics)}
+             if records[qid].status == "scored" and deepest is not None and records[qid].n_docs < deepest}
     values = {qid: _values(records[qid], metrics) for qid in counted}
 
     base_q = baseline.per_query if baseline else {}
@@ -336,10 +339,6 @@ def build_verdict(
         if baseline is not None and tagged_common:
             strata_stats[tag] = {m: st for m in metrics if (st := paired(tagged_common, m)) is not None}
 
-    def gold_of(qid: str) -> list[tuple[str, int]]:
-        return sorted(((d, g) for d, g in golden[qid].judgments.items() if g >= relevance_level),
-                      key=lambda p: (-p[1], p[0]))
-
     failing = [r.metric for r in aggregate if r.dropped_too_far or r.under_floor]
     regressions, moved = [], []
     for qid in common:
@@ -347,12 +346,13 @@ def build_verdict(
         drops = query_drops(None if record.status == "error" else record.metrics, baseline.metrics_of(qid), thresholds)  # type: ignore[union-attr]
         regressed = any(d.exceeded for d in drops) or record.status == "error"
         if regressed or any(d.metric in failing for d in drops):
-            entry = Regression(qid, golden[qid].text, drops, gold_of(qid), record.ranking, record.explains,
-                               record.error)
+            entry = Regression(qid, golden[qid].text, drops, golden[qid].gold(relevance_level), record.ranking,
+                               record.explains, record.error)
             (regressions if regressed else moved).append(entry)
     for qid in errored:
         if qid not in base_q:  # a new query that errored is still a failure to report
-            regressions.append(Regression(qid, golden[qid].text, [], gold_of(qid), [], [], records[qid].error))
+            regressions.append(Regression(qid, golden[qid].text, [], golden[qid].gold(relevance_level), [], [],
+                                          records[qid].error))
     regressions.sort(key=lambda r: (r.error is None, -r.severity, -sum(-d.delta for d in r.drops), r.qid))
     moved.sort(key=lambda r: (min(d.delta for d in r.drops if d.metric in failing), r.qid))
 
@@ -441,6 +441,7 @@ def _finite(value: float | None) -> float | None:
     return value if value is not None and math.isfinite(value) else None
 
 
-def _depth_short(record: QueryRecord, metrics: Sequence[str]) -> bool:
-    cutoffs = [int(m.split("@", 1)[1]) for m in metrics if "@" in m]
-    return bool(cutoffs) and record.n_docs < max(cutoffs)
+def _deepest_cutoff(metrics: Sequence[str]) -> int | None:
+    """The deepest cutoff among the metrics (those without one aside): a query that
+    returned fewer documents could not reach that metric's potential."""
+    return max((c for m in metrics if (c := parse_measure(m).cutoff) is not None), default=None)

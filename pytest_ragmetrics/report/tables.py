@@ -61,7 +61,8 @@ def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[object]], dig
 
 
 def sample_size_note(n: int) -> str:
-    """Seed 000's point, printed under every table: below 1/n a difference is one query."""
+    """Printed under every table: one query moves a mean by up to 1/n, so a smaller
+    difference is a single question, not evidence of a better or worse system."""
     if n <= 0:
         return "n = 0: no query was scored, so these numbers say nothing."
     return (

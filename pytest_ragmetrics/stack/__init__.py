@@ -9,6 +9,9 @@ and bm25s are imported only when an index is built or a model is used.
         print(hit.id, hit.explain_text())
 """
 
+from pytest_ragmetrics.chunking import Chunk, chunk_documents, split_spans, split_text
+from pytest_ragmetrics.corpus import CorpusError, Document, load_corpus
+
 from .bm25 import (
     BACKENDS,
     DEFAULT_BACKEND,
@@ -18,8 +21,6 @@ from .bm25 import (
     english_tokenizer,
     make_tokenizer,
 )
-from .chunking import Chunk, chunk_documents, split_spans, split_text
-from .corpus import CorpusError, Document, load_corpus
 from .embed import DEFAULT_MODEL_NAME, ENCODER_BACKENDS, Embedder, default_model_path, model_fingerprint
 from .factory import Chunking, RetrieverFactory, cached_factory, stack_factory
 from .fusion import reciprocal_rank_fusion

@@ -17,9 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_ragmetrics.chunking import Chunk, chunk_documents
+from pytest_ragmetrics.corpus import Document, load_corpus
+
 from .bm25 import BACKENDS, DEFAULT_BACKEND, BM25Index, Language, make_tokenizer, stored_bm25
-from .chunking import Chunk, chunk_documents
-from .corpus import Document, load_corpus
 from .embed import ENCODER_BACKENDS, Embedder
 from .fusion import reciprocal_rank_fusion
 from .index import DEFAULT_HNSW, HnswSettings, VectorIndex

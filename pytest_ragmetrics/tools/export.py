@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 
 from pytest_ragmetrics.errors import InputError
-from pytest_ragmetrics.golden import loads_json
+from pytest_ragmetrics.files import loads_json
 
 __all__ = ["artifact_rankings"]
 

@@ -1,10 +1,9 @@
 """Leakage check: golden questions that appear verbatim or near-verbatim in the corpus.
 
-When the numbers look too good, the first thing to rule out is that the
-questions themselves sit in the indexed text (written by
-copying a sentence from the document, or the evaluation set was indexed). Such
-a question is found by lexical match alone and says nothing about how the
-retriever serves a user who words things their own way.
+When the numbers look too good, the usual cause is that the questions themselves
+sit in the indexed text (written by copying a sentence from the document, or the
+evaluation set was indexed). Such a question is found by lexical match alone and
+says nothing about how the retriever serves a user who words things their own way.
 
 How a match is decided:
 
@@ -237,8 +236,8 @@ def check_leakage(
     sensitive test: a question split by a chunk boundary is still found.
     """
     from pytest_ragmetrics.golden import GoldenSet, load_golden
-    from pytest_ragmetrics.stack.chunking import chunk_documents
-    from pytest_ragmetrics.stack.corpus import load_corpus
+    from pytest_ragmetrics.chunking import chunk_documents
+    from pytest_ragmetrics.corpus import load_corpus
 
     gold = golden if isinstance(golden, GoldenSet) else load_golden(golden)
     docs = load_corpus(corpus) if isinstance(corpus, (str, Path)) else list(corpus)

@@ -1,10 +1,10 @@
-"""Candidate pooling for annotation: judge what any of several retrievers found.
+"""Candidate pooling for annotation.
 
 A golden set judged only on what one retriever returned cannot see a better
 retriever's improvements: the documents only the new one finds were never
 judged, so they count as misses. Pooling takes the top ``depth`` documents of
 several modes for each question, unions them, drops repeats (by document id),
-and writes them out for annotators in the JSONL golden format::
+and writes them out for annotators in the JSONL golden format ``load_golden`` reads::
 
     {"qid": "...", "query": "...", "candidates": [
         {"doc_id": "...", "chunk": "doc#2-3", "text": "...", "rel": null, "note": "",
@@ -21,14 +21,15 @@ still holds an unannotated candidate: a pool is not a golden set until every
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
 from pytest_ragmetrics.errors import InputError, RagMetricsError
-from pytest_ragmetrics.golden import _check_grade, _check_id, _check_tags, _json_lines, load_golden, query_fields, read_text
+from pytest_ragmetrics.files import atomic_write_text, read_text
+from pytest_ragmetrics.golden import _check_grade, _check_id, _check_tags, _json_lines, by_grade, load_golden, query_fields
+from pytest_ragmetrics.measures import DEFAULT_ID_SEPARATOR
+from pytest_ragmetrics.metrics import document_of
 from pytest_ragmetrics.results import normalize_results
 
 __all__ = [
@@ -200,10 +201,9 @@ def _read_text(path: Path) -> list[PoolQuery]:
 
 
 def _doc_of(item: Any, rid: str, separator: str | None) -> str:
+    """The document of a result: its own ``doc_id`` when it carries one, else the id's prefix."""
     doc = getattr(item, "doc_id", None)
-    if isinstance(doc, str):
-        return doc
-    return rid.partition(separator)[0] if separator else rid
+    return doc if isinstance(doc, str) else document_of(rid, separator)
 
 
 def pool(
@@ -212,7 +212,7 @@ def pool(
     modes: Sequence[str] = ("bm25", "vector", "hybrid"),
     depth: int = 10,
     *,
-    id_separator: str | None = "#",
+    id_separator: str | None = DEFAULT_ID_SEPARATOR,
     unique_docs: bool = True,
 ) -> list[PooledQuery]:
     """Union the top ``depth`` documents of each mode per question, deduplicated by document.
@@ -269,7 +269,7 @@ def pool(
             found.values(),
             key=lambda c: (c.best_rank, -len(c.found_by), min(mode_order[m] for m in c.found_by), c.doc_id),
         )
-        missed = [Candidate(doc) for doc in sorted(q.judgments, key=lambda d: (-q.judgments[d], d)) if doc not in found]
+        missed = [Candidate(doc) for doc, _ in by_grade(q.judgments) if doc not in found]
         for cand in pooled + missed:
             cand.rel = q.judgments.get(cand.doc_id)
             cand.note = q.notes.get(cand.doc_id, "")
@@ -320,16 +320,11 @@ def write_pool(pooled: Sequence[PooledQuery], out: str | Path, *, force: bool = 
         raise RagMetricsError(f"{path} already exists; pass --force to overwrite it (it may hold annotations)")
     if path.is_dir():
         raise RagMetricsError(f"{path} is a directory; give a file name such as candidates.jsonl")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    text = "".join(json.dumps(p.to_dict(), ensure_ascii=False) + "\n" for p in pooled)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            for p in pooled:
-                fh.write(json.dumps(p.to_dict(), ensure_ascii=False) + "\n")
-        if path.exists() and not force:  # appeared while we were writing
-            raise RagMetricsError(f"{path} already exists; pass --force to overwrite it")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+        atomic_write_text(path, text, overwrite=force)
+    except FileExistsError as exc:
+        if exc.filename != str(path):  # a folder on the way is a file: not the pool's own question
+            raise
+        raise RagMetricsError(f"{path} already exists; pass --force to overwrite it") from None  # appeared meanwhile
     return path

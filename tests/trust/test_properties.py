@@ -30,7 +30,9 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pytest_ragmetrics.gate.baseline import Baseline, Thresholds, dumps_stable, load_baseline, load_thresholds
+from pytest_ragmetrics.files import dumps_stable
+from pytest_ragmetrics.gate.baseline import Baseline, load_baseline
+from pytest_ragmetrics.gate.thresholds import Thresholds, load_thresholds
 from pytest_ragmetrics.errors import BaselineError, InputError, ThresholdsError
 from pytest_ragmetrics.evaluation import evaluate, score_query
 from pytest_ragmetrics.gate.verdict import QueryRecord, build_verdict

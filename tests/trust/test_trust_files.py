@@ -187,7 +187,7 @@ PAUSE_CONFTEST = r'''
 import os as _os
 import time as _time
 
-import pytest_ragmetrics.gate.baseline as _baseline_module
+import pytest_ragmetrics.files as _files_module
 
 _PAUSE = _os.environ.get("RAGMETRICS_TEST_PAUSE")
 
@@ -234,7 +234,7 @@ class _OsProxy:
 
 
 if _PAUSE:
-    _baseline_module.os = _OsProxy()
+    _files_module.os = _OsProxy()
 '''
 
 

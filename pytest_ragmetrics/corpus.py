@@ -2,7 +2,8 @@
 
 Documents are the unit the golden set judges, so every loader problem (a bad
 JSON line, a missing field, two documents with one id) fails here, naming the
-file and line, before anything is embedded.
+file and line, before anything is embedded. Plain Python (json, dataclasses), so the
+leakage check reads a corpus without importing the reference stack that indexes it.
 """
 
 from __future__ import annotations
@@ -13,12 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from pytest_ragmetrics.errors import InputError
-from pytest_ragmetrics.golden import loads_json
+from pytest_ragmetrics.files import loads_json
+from pytest_ragmetrics.measures import DEFAULT_ID_SEPARATOR
 
-__all__ = ["CHUNK_SEPARATOR", "TEXT_SUFFIXES", "CorpusError", "Document", "load_corpus"]
+__all__ = ["TEXT_SUFFIXES", "CorpusError", "Document", "load_corpus"]
 
-#: Chunk ids are ``doc_id#i-n``; a document id containing it could not be mapped back.
-CHUNK_SEPARATOR = "#"
 #: File suffixes read from a corpus folder.
 TEXT_SUFFIXES = (".md", ".markdown", ".txt")
 
@@ -61,9 +61,9 @@ def load_corpus(path: str | Path) -> list[Document]:
 def _check_id(doc_id: Any, path: str, where: str) -> str:
     if not isinstance(doc_id, str) or not doc_id.strip():
         raise CorpusError(path, where, f"doc_id must be a non-empty string, got {doc_id!r}")
-    if CHUNK_SEPARATOR in doc_id:
+    if DEFAULT_ID_SEPARATOR in doc_id:  # chunk ids are doc_id#i-n: this one could not be mapped back
         raise CorpusError(
-            path, where, f"doc_id {doc_id!r} contains {CHUNK_SEPARATOR!r}, the chunk id separator"
+            path, where, f"doc_id {doc_id!r} contains {DEFAULT_ID_SEPARATOR!r}, the chunk id separator"
         )
     return doc_id
 

@@ -2,7 +2,8 @@
 
 Chunk ids are ``{doc_id}#{i}-{n}`` (``i`` 1-based of ``n``), so any ranked chunk
 maps back to the document the golden set judges by the prefix before ``#``, and
-changing the chunking never means relabelling the golden set.
+changing the chunking never means relabelling the golden set. Plain Python, shared
+by the reference stack and the leakage check (which cuts a corpus as the stack does).
 """
 
 from __future__ import annotations
@@ -10,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from .corpus import CHUNK_SEPARATOR, Document
+from pytest_ragmetrics.corpus import Document
+from pytest_ragmetrics.measures import DEFAULT_ID_SEPARATOR
 
 __all__ = ["Chunk", "chunk_documents", "split_spans", "split_text"]
 
@@ -126,6 +128,6 @@ def chunk_documents(
         total = len(pieces)
         for i, piece in enumerate(pieces, start=1):
             text = f"{title}\n{piece}" if title and piece else (title or piece)
-            chunk_id = f"{doc.doc_id}{CHUNK_SEPARATOR}{i}-{total}"
+            chunk_id = f"{doc.doc_id}{DEFAULT_ID_SEPARATOR}{i}-{total}"
             chunks.append(Chunk(chunk_id, doc.doc_id, text, i, total))
     return chunks

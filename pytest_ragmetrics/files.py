@@ -1,0 +1,299 @@
+"""Reading and writing files safely: the one place every reader and writer goes through.
+
+Reads decode UTF-8 (a BOM accepted) and name the file in every error; JSON refuses
+a repeated key, which ``json.loads`` would resolve silently. Writes are atomic (a
+temp file in the same folder, then ``os.replace``) and stable (sorted keys, two-space
+indent), so a reader never sees half a file and a committed file diffs well.
+:func:`git_commit` reads the repository's HEAD for the provenance runs record.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import re
+import stat
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from pytest_ragmetrics.errors import InputError, brief_repr
+
+__all__ = [
+    "read_text",
+    "loads_json",
+    "dumps_stable",
+    "atomic_write_text",
+    "atomic_write_json",
+    "write_problem",
+    "git_commit",
+]
+
+# --------------------------------------------------------------------------- reading
+
+
+def read_text(path: Path) -> str:
+    """Read a UTF-8 file (a BOM is accepted); a decoding problem names the byte offset."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise InputError(str(path), None, "file not found") from None
+    except IsADirectoryError:
+        raise InputError(str(path), None, "is a directory, expected a file") from None
+    except OSError as exc:
+        raise InputError(str(path), None, f"cannot read: {exc.strerror or exc}") from None
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise InputError(
+            str(path), f"line {line}", f"not valid UTF-8 (byte offset {exc.start}); save the file as UTF-8"
+        ) from None
+
+
+class _DuplicateKey(ValueError):
+    def __init__(self, key: str, offset: int = -1) -> None:
+        super().__init__(key)
+        self.key = key
+        self.offset = offset
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _DuplicateKey(key)
+            seen.add(key)
+    return obj
+
+
+def loads_json(text: str, **kwargs: Any) -> Any:
+    """``json.loads`` that refuses an object holding the same key twice.
+
+    The standard library keeps the last value silently, so
+    ``{"recall@5_tolerance": 0, "recall@5_tolerance": 0.5}`` would loosen a gate
+    without a word. A repeated key raises :class:`json.JSONDecodeError` whose
+    message names the key and whose position is the repeat, so every reader's
+    existing "line N: not valid JSON" message applies. ``kwargs`` go to ``json.loads``.
+    """
+    try:
+        return json.loads(text, object_pairs_hook=_no_duplicates, **kwargs)
+    except _DuplicateKey as exc:
+        offset = _duplicate_offset(text, kwargs)
+        raise json.JSONDecodeError(f"duplicate key {brief_repr(exc.key)} (a later value would silently "
+                                   "replace the earlier one)", text, max(offset, 0)) from None
+
+
+def _duplicate_offset(text: str, kwargs: dict[str, Any]) -> int:
+    """Where the first repeated key sits: parsed again (only on this error path) with the
+    pure-Python scanner, whose object parser knows offsets, unlike the C one."""
+    import json.decoder
+    import json.scanner
+
+    decoder = json.JSONDecoder(**kwargs)
+
+    def parse_object(s_and_end: tuple[str, int], *args: Any, **kw: Any) -> tuple[dict[str, Any], int]:
+        pairs, end = json.decoder.JSONObject(s_and_end, *args[:2], None, list, *args[4:], **kw)
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:  # innermost objects close first, so this object holds the repeat
+                start, needle = s_and_end[1], json.dumps(key, ensure_ascii=False)
+                first = s_and_end[0].find(needle, start, end)
+                raise _DuplicateKey(key, s_and_end[0].find(needle, first + 1, end))
+            seen.add(key)
+        return dict(pairs), end
+
+    decoder.parse_object = parse_object  # type: ignore[assignment]
+    decoder.scan_once = json.scanner.py_make_scanner(decoder)  # type: ignore[attr-defined]
+    try:
+        decoder.decode(text)
+    except _DuplicateKey as exc:
+        return exc.offset
+    except (ValueError, RecursionError):
+        pass
+    return -1
+
+
+# --------------------------------------------------------------------------- writing
+
+
+_STABLE: dict[str, Any] = {"indent": 2, "sort_keys": True, "ensure_ascii": False, "allow_nan": False}
+_WRITE_BLOCK = 1 << 16  # characters per write of atomic_write_json
+
+
+def dumps_stable(data: Any) -> str:
+    """JSON with sorted keys and two-space indent, ending in a newline."""
+    return json.dumps(data, **_STABLE) + "\n"
+
+
+def write_problem(path: Path, exc: OSError) -> str:
+    """Why ``path`` could not be written, in words (``File exists`` would mislead
+    when a folder on the way is a file)."""
+    for folder in path.parents:
+        if folder.exists() or folder.is_symlink():
+            if not folder.is_dir():
+                return f"{folder} is a file, not a folder"
+            break
+    where = f" ({exc.filename})" if exc.filename and str(exc.filename) != str(path) else ""
+    return f"{exc.strerror or exc}{where}"
+
+
+def atomic_write_text(path: Path, text: str, *, overwrite: bool = True) -> None:
+    """Write ``text`` to a temp file in ``path``'s folder, fsync it, then rename it over ``path``.
+
+    Readers (and a process killed at any moment) see the old file or the new one,
+    never a mix. A kill between creating and renaming the temp file can leave a
+    hidden ``.<name>.*.tmp`` behind; the target itself is never partial. With
+    ``overwrite=False`` a file that exists at ``path`` by the time of the rename
+    (one that may hold someone's work) is left alone: :class:`FileExistsError`.
+    """
+    _atomic_write(path, lambda fh: fh.write(text), overwrite)
+
+
+def atomic_write_json(path: Path, data: Any) -> None:
+    """Write ``dumps_stable(data)`` atomically, encoding into the temp file 64 KB at a time.
+
+    The same bytes as ``atomic_write_text(path, dumps_stable(data))``, without
+    holding the whole text: with ``indent`` json builds a list of small chunks
+    before joining them, about 3 KB a query at the peak of a 100,000-query run
+    artifact (benchmarks/bench_scale_100k.py).
+    """
+    def write(fh: Any) -> None:
+        parts: list[str] = []
+        size = 0
+        for chunk in json.JSONEncoder(**_STABLE).iterencode(data):
+            parts.append(chunk)
+            size += len(chunk)
+            if size >= _WRITE_BLOCK:
+                fh.write("".join(parts))
+                parts, size = [], 0
+        parts.append("\n")
+        fh.write("".join(parts))
+
+    _atomic_write(path, write)
+
+
+def _atomic_write(path: Path, write: Any, overwrite: bool = True) -> None:
+    """Run ``write(fh)`` on a temp file in ``path``'s folder, fsync it, rename it over
+    ``path``, then fsync the folder so the rename itself survives a power cut.
+
+    The file gets the mode a plain ``open(path, "w")`` would give it (the old
+    file's mode, or 0666 less the umask), not the temp file's private 0600.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    mode = _mode_for(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            os.fchmod(fh.fileno(), mode)
+            write(fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        if not overwrite and (path.exists() or path.is_symlink()):
+            raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), str(path))
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    _fsync_folder(path.parent)
+
+
+def _mode_for(path: Path) -> int:
+    """The permission bits an ordinary write of ``path`` would leave."""
+    try:
+        return stat.S_IMODE(path.stat().st_mode)
+    except OSError:
+        return 0o666 & ~_umask()
+
+
+def _umask() -> int:
+    """The process umask, read without changing it where the system allows
+    (``os.umask`` can only be read by setting it, which races with other threads)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _fsync_folder(folder: Path) -> None:
+    """Make a rename in ``folder`` durable; a system that cannot fsync a folder is skipped."""
+    try:
+        fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+# -------------------------------------------------------------------------- provenance
+
+
+_GIT_HEAD = re.compile(r"^[0-9a-f]{40}$")
+
+
+def git_commit(start: Path) -> str | None:
+    """The checked-out commit, recorded in baselines and run artifacts.
+
+    Asks ``git rev-parse HEAD`` (it knows worktrees, packed refs and every other
+    layout); where git is absent, slow or fails, reads ``.git`` directly.
+    """
+    try:
+        done = subprocess.run(["git", "rev-parse", "HEAD"], cwd=start, capture_output=True, text=True,
+                              timeout=5, stdin=subprocess.DEVNULL)
+        head = done.stdout.strip()
+        if done.returncode == 0 and _GIT_HEAD.match(head):
+            return head
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return _git_commit_from_files(start)
+
+
+def _git_commit_from_files(start: Path) -> str | None:
+    """The commit read from ``.git`` without running git. In a worktree ``.git`` is a
+    file naming the worktree's git folder, whose ``commondir`` holds the branches."""
+    for folder in [start, *start.parents]:
+        git = folder / ".git"
+        if git.is_file():  # a worktree: "gitdir: <path>"
+            try:
+                git = (folder / git.read_text().split(":", 1)[1].strip()).resolve()
+            except (OSError, IndexError):
+                return None
+        if git.is_dir():
+            try:
+                common = git / (git / "commondir").read_text().strip() if (git / "commondir").is_file() else git
+                head = (git / "HEAD").read_text().strip()
+                if head.startswith("ref: "):
+                    ref = head[5:]
+                    head = ""
+                    for where in dict.fromkeys([git, common]):
+                        if (where / ref).is_file():
+                            head = (where / ref).read_text().strip()
+                            break
+                        packed = where / "packed-refs"
+                        if packed.is_file():
+                            for line in packed.read_text().splitlines():
+                                if line.endswith(" " + ref):
+                                    head = line.split()[0]
+                        if head:
+                            break
+                return head if _GIT_HEAD.match(head) else None
+            except OSError:
+                return None
+    return None

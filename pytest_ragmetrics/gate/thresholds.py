@@ -1,0 +1,199 @@
+"""thresholds.json: how far each metric may fall before the gate fails.
+
+Flat keys over documented defaults: ``<metric>_tolerance`` (allowed drop of the
+mean), ``<metric>_query_tolerance`` (allowed drop of one query), ``<metric>_min``
+(a floor), ``max_regressed_queries``, ``worst_n`` and ``fail_on_regression``.
+Every problem names the file and the key: a gate that silently loosened would
+be worse than none.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pytest_ragmetrics.errors import MeasureError, ThresholdsError, brief_repr
+from pytest_ragmetrics.files import loads_json
+from pytest_ragmetrics.measures import MeasurementConfig, parse_measure
+
+__all__ = ["Thresholds", "load_thresholds"]
+
+
+_SUFFIXES = ("_query_tolerance", "_tolerance", "_min")
+_SCALARS = {"max_regressed_queries", "worst_n", "fail_on_regression"}
+
+#: Why a value above 1 gates nothing, by key suffix: metrics lie in [0, 1].
+_ABOVE_ONE = {
+    "_tolerance": "no mean can fall by more than 1, so this gate would never fail",
+    "_query_tolerance": "no query can fall by more than 1, so its item would never fail",
+    "_min": "no run reaches a floor above 1, so this gate would never pass",
+}
+
+
+@dataclass(frozen=True)
+class _NonFinite:
+    """What ``NaN``/``Infinity`` parse to here, so the message can name the key holding it."""
+
+    token: str
+
+
+def _non_finite(value: Any) -> _NonFinite | None:
+    """The first NaN or Infinity anywhere inside ``value`` (walked without recursion)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, _NonFinite):
+            return item
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return None
+
+
+@dataclass
+class Thresholds:
+    """Tolerances as read from thresholds.json, with the documented defaults.
+
+    Defaults when a key is absent: every ``recall@k`` allows no drop, neither in
+    the aggregate nor for a single query; other metrics are reported, not gated;
+    no cap on the number of regressed queries; ``worst_n`` 10; failures fail.
+    """
+
+    tolerance: dict[str, float] = field(default_factory=dict)
+    minimum: dict[str, float] = field(default_factory=dict)
+    query_tolerance: dict[str, float] = field(default_factory=dict)
+    max_regressed_queries: int | None = None
+    worst_n: int = 10
+    fail_on_regression: bool = True
+    path: str | None = None
+
+    @classmethod
+    def defaults(cls, config: MeasurementConfig) -> "Thresholds":
+        recall = {str(m): 0.0 for m in config.measures if m.name == "recall"}
+        return cls(tolerance=dict(recall), query_tolerance=dict(recall))
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for metric, value in self.tolerance.items():
+            out[f"{metric}_tolerance"] = value
+        for metric, value in self.minimum.items():
+            out[f"{metric}_min"] = value
+        for metric, value in self.query_tolerance.items():
+            out[f"{metric}_query_tolerance"] = value
+        out["max_regressed_queries"] = self.max_regressed_queries
+        out["worst_n"] = self.worst_n
+        out["fail_on_regression"] = self.fail_on_regression
+        return out
+
+
+def load_thresholds(path: str | Path | None, config: MeasurementConfig, *, required: bool = True) -> Thresholds:
+    """Read thresholds.json over the defaults.
+
+    A path the user gave (``required``) must exist: falling back to the defaults
+    would run fewer gates than asked for without a word. Only the plugin's default
+    path, ``baselines/thresholds.json``, may be absent (``required=False``), and
+    then the defaults apply. Unknown keys, metrics that are not measured, negative
+    tolerances, values above 1 (metrics lie in [0, 1], so such a gate never acts),
+    NaN, values of the wrong type and repeated keys are errors naming the file and
+    the key.
+    """
+    result = Thresholds.defaults(config)
+    if path is None:
+        return result
+    path = Path(path)
+    name = str(path)
+    if not path.exists():
+        if required:
+            raise ThresholdsError(f"{name}: thresholds file not found; fix the path, create the file, "
+                                  "or leave the option unset to gate with the defaults")
+        return result
+    result.path = name
+    try:
+        data = loads_json(path.read_text(encoding="utf-8-sig"), parse_constant=_NonFinite)
+    except json.JSONDecodeError as exc:
+        raise ThresholdsError(f"{name}, line {exc.lineno}: not valid JSON ({exc.msg})") from None
+    except RecursionError:
+        raise ThresholdsError(f"{name}: not a thresholds file (JSON nested too deeply)") from None
+    except (ValueError, OSError) as exc:
+        raise ThresholdsError(f"{name}: {exc}") from None
+    _refuse_non_finite(name, data)
+    if not isinstance(data, dict):
+        raise ThresholdsError(f"{name}: expected a JSON object of flat keys like \"recall@10_tolerance\"")
+    measured = set(config.metric_names)
+    for key, value in data.items():
+        if key.startswith("_"):
+            continue
+        if key in _SCALARS:
+            _set_scalar(result, name, key, value)
+            continue
+        for suffix in _SUFFIXES:
+            if key.endswith(suffix):
+                metric = _canonical_metric(key[: -len(suffix)])
+                if metric not in measured:
+                    raise ThresholdsError(
+                        f"{name}: key {key!r} names metric {key[: -len(suffix)]!r}, which is not measured "
+                        f"(measured: {', '.join(config.metric_names)}); measure it or remove the key"
+                    )
+                if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                    raise ThresholdsError(f"{name}: {key!r} must be a number, got {brief_repr(value)}")
+                if suffix != "_min" and value < 0:
+                    raise ThresholdsError(f"{name}: {key!r} is {value}; a tolerance is an allowed drop, so it must be >= 0")
+                if suffix == "_min" and value < 0:
+                    raise ThresholdsError(f"{name}: {key!r} is {value}; a floor must lie in [0, 1]")
+                if value > 1:
+                    raise ThresholdsError(
+                        f"{name}: {key!r} is {value}, above 1; metrics lie in [0, 1]: {_ABOVE_ONE[suffix]}. "
+                        f"Give a value in [0, 1], or remove the key to not gate {metric} this way"
+                    )
+                target = {"_tolerance": result.tolerance, "_min": result.minimum,
+                          "_query_tolerance": result.query_tolerance}[suffix]
+                target[metric] = float(value)
+                break
+        else:
+            raise ThresholdsError(
+                f"{name}: unknown key {key!r}; expected <metric>_tolerance, <metric>_min, "
+                "<metric>_query_tolerance, max_regressed_queries, worst_n, fail_on_regression or _comment"
+            )
+    return result
+
+
+def _refuse_non_finite(name: str, data: Any) -> None:
+    """NaN or Infinity anywhere is an error naming the key that holds it (JSON allows
+    neither; Python's reader does, and a NaN tolerance would compare false everywhere)."""
+    items = list(data.items()) if isinstance(data, dict) else [(None, data)]
+    for key, value in items:
+        found = _non_finite(value)
+        if found is None:
+            continue
+        problem = f"{found.token} is not a valid metric value"
+        if key is None:
+            raise ThresholdsError(f"{name}: {problem}")
+        gates = any(key.endswith(suffix) for suffix in _SUFFIXES)
+        raise ThresholdsError(f"{name}: {key!r} {'is' if value is found else 'holds'} {found.token}; {problem}. "
+                              + ("Write a number in [0, 1], or remove the key to not gate this way"
+                                 if gates else "Write the value as a number or string JSON allows"))
+
+
+def _canonical_metric(text: str) -> str:
+    try:
+        return str(parse_measure(text))
+    except MeasureError:
+        return text
+
+
+def _set_scalar(result: Thresholds, name: str, key: str, value: Any) -> None:
+    if key == "fail_on_regression":
+        if not isinstance(value, bool):
+            raise ThresholdsError(f"{name}: 'fail_on_regression' must be true or false, got {brief_repr(value)}")
+        result.fail_on_regression = value
+        return
+    if value is None and key == "max_regressed_queries":
+        result.max_regressed_queries = None
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ThresholdsError(f"{name}: {key!r} must be a non-negative integer, got {brief_repr(value)}")
+    setattr(result, key, value)
