@@ -138,8 +138,17 @@ def write_problem(path: Path, exc: OSError) -> str:
             if not folder.is_dir():
                 return f"{folder} is a file, not a folder"
             break
-    where = f" ({exc.filename})" if exc.filename and str(exc.filename) != str(path) else ""
+    # The temp file beside ``path`` is an implementation detail: name only another path.
+    other = exc.filename and str(exc.filename) != str(path) and not _is_temp_of(path, exc.filename)
+    where = f" ({exc.filename})" if other else ""
     return f"{exc.strerror or exc}{where}"
+
+
+def _is_temp_of(path: Path, name: Any) -> bool:
+    """Whether ``name`` is one of the temp files :func:`_atomic_write` makes for ``path``."""
+    candidate = Path(str(name))
+    return candidate.parent == path.parent and candidate.name.startswith(f".{path.name}.") \
+        and candidate.name.endswith(".tmp")
 
 
 def atomic_write_text(path: Path, text: str, *, overwrite: bool = True) -> None:

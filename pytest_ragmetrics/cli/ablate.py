@@ -7,6 +7,7 @@ import json
 import sys
 from typing import Any
 
+from pytest_ragmetrics.cli.argtypes import measurement_arguments
 from pytest_ragmetrics.cli._stack import (
     check_corpus_covers,
     first_retriever,
@@ -16,7 +17,7 @@ from pytest_ragmetrics.cli._stack import (
     stack_factory,
 )
 from pytest_ragmetrics.errors import RagMetricsError
-from pytest_ragmetrics.measures import DEFAULT_METRICS, GAINS, MeasurementConfig
+from pytest_ragmetrics.measures import DEFAULT_METRICS, MeasurementConfig
 
 #: The flags that set what the library's notes name by parameter, so the notes tell a user of
 #: this command what to type (``ablate(spelling=...)``).
@@ -56,10 +57,7 @@ def register(verbs: Any) -> None:
                         help="list the questions whose value differs between rows (JSON always has every query)")
     parser.add_argument("--by", default=None, metavar="METRIC",
                         help="metric of the per-query breakdown (default: the first column)")
-    parser.add_argument("--relevance-level", type=int, default=1, metavar="L",
-                        help="grade >= L counts as relevant (default 1)")
-    parser.add_argument("--gain", choices=GAINS, default="exponential",
-                        help="nDCG gain: exponential 2^g-1 (default) or linear g (trec_eval)")
+    measurement_arguments(parser, ids=False)
     parser.add_argument("--format", choices=("markdown", "json"), default="markdown")
 
 

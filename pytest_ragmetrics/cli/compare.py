@@ -7,14 +7,22 @@ import sys
 from pathlib import Path
 from typing import Any, Mapping
 
+from pytest_ragmetrics.cli.argtypes import measurement_arguments
 from pytest_ragmetrics.errors import InputError, RagMetricsError
 from pytest_ragmetrics.files import dumps_stable
 from pytest_ragmetrics.gate.thresholds import Thresholds, load_thresholds
 from pytest_ragmetrics.golden import GoldenSet, Query, load_golden, load_qrels
-from pytest_ragmetrics.measures import GAINS, MeasurementConfig
+from pytest_ragmetrics.measures import MeasurementConfig
 from pytest_ragmetrics.report.tables import markdown_table
 from pytest_ragmetrics.report.text import verdict_text
-from pytest_ragmetrics.tools.compare import describe_measurement, metric_names, compare, load_run_data, mismatch, missing_from
+from pytest_ragmetrics.tools.compare import (
+    compare,
+    describe_measurement,
+    load_run_data,
+    metric_names,
+    mismatch,
+    missing_from,
+)
 
 HELP = "judge run B against reference A with the plugin's gate (artifacts, baselines, TREC runs)"
 
@@ -37,14 +45,7 @@ def register(verbs: Any) -> None:
     parser.add_argument("--accept-mismatch", action="store_true",
                         help="compare even when A and B were measured differently (measurement config, k or "
                              "judgments); the differences are printed with the report")
-    parser.add_argument("--relevance-level", type=int, default=1, metavar="L",
-                        help="TREC runs: grade >= L counts as relevant (default 1)")
-    parser.add_argument("--gain", choices=GAINS, default="exponential",
-                        help="TREC runs: nDCG gain, exponential 2^g-1 (default) or linear g (trec_eval)")
-    parser.add_argument("--id-separator", default="", metavar="SEP",
-                        help="TREC runs: map ranked ids to documents by the prefix before SEP, then drop repeats "
-                             "(default: ids as given, as in `ragmetrics evaluate`; artifacts and baselines "
-                             "keep the rule they were measured with)")
+    measurement_arguments(parser, scope="TREC runs")  # artifacts and baselines keep their own rules
     parser.add_argument("--html", metavar="PATH", help="also write the self-contained HTML report")
     parser.add_argument("--format", choices=("table", "json"), default="table")
 

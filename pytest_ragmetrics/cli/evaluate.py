@@ -8,9 +8,10 @@ import json
 import sys
 from typing import Any
 
+from pytest_ragmetrics.cli.argtypes import measurement_arguments
 from pytest_ragmetrics.evaluation import evaluate, id_rule
 from pytest_ragmetrics.golden import load_qrels
-from pytest_ragmetrics.measures import DEFAULT_METRICS, GAINS, MeasurementConfig
+from pytest_ragmetrics.measures import DEFAULT_METRICS, MeasurementConfig
 from pytest_ragmetrics.report.tables import counted, markdown_table, sample_size_note
 from pytest_ragmetrics.trec import read_run
 
@@ -22,13 +23,7 @@ def register(verbs: Any) -> None:
     parser.add_argument("--run", required=True, help="TREC run file (qid Q0 doc rank score tag)")
     parser.add_argument("-m", "--metric", action="append", dest="metrics", metavar="NAME@K",
                         help=f"metric to compute, repeatable (default: {' '.join(DEFAULT_METRICS)})")
-    parser.add_argument("--relevance-level", type=int, default=1, metavar="L",
-                        help="grade >= L counts as relevant (default 1)")
-    parser.add_argument("--gain", choices=GAINS, default="exponential",
-                        help="nDCG gain: exponential 2^g-1 (default) or linear g (trec_eval)")
-    parser.add_argument("--id-separator", default="", metavar="SEP",
-                        help="map ranked ids to documents by the prefix before SEP, then drop repeats "
-                             "(default: ids as given; TREC runs are document-level)")
+    measurement_arguments(parser)
     parser.add_argument("--skip-missing", action="store_true",
                         help="leave out judged queries absent from the run (trec_eval without -c); "
                              "by default they score 0")

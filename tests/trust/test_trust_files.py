@@ -526,3 +526,13 @@ def test_a_tampered_pickle_in_the_index_is_never_executed(tmp_path: Path) -> Non
     assert not marker.exists()
     after = _result(tmp_path, "after.json")
     assert after["rebuilt"] is True and after["found"] == expected
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs a /proc where no file can be created")
+def test_an_unwritable_report_names_the_path_asked_for_not_the_temp_file(baselined: TrustProject) -> None:
+    result = baselined.run("--rag-report=/proc/ragmetrics-run.json")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    summary = rag_summary(result)
+    assert "ERROR: cannot write the run report /proc/ragmetrics-run.json: No such file or directory; " \
+           "the run fails, as a report it was asked to write is missing" in summary
+    assert ".tmp" not in summary
