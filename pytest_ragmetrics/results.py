@@ -10,7 +10,6 @@ explanation: ``explain_text()`` or ``explain`` as text or a mapping, and a
 from __future__ import annotations
 
 import math
-import numbers
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 

@@ -61,6 +61,13 @@ def test_degraded_run_is_the_same_under_xdist(baselined: RagProject) -> None:
     assert searches == sorted(f"search\t{r['question']}" for r in baselined.records)
     assert _writes(baselined) == ["write-artifact\tcontroller"]
 
+    # q-005 errors: no baseline from a broken run, under xdist as in a serial run
+    baselined.reset_calls()
+    refused = baselined.run_subprocess("-n", "2", "--rag-update-baseline")
+    assert "not writing" in rag_summary(refused) and "not writing" in rag_summary(
+        baselined.run("--rag-update-baseline"))
+    assert _writes(baselined) == []
+
 
 def test_clean_run_is_the_same_under_xdist(baselined: RagProject) -> None:
     serial = baselined.run("--rag-report", "serial.json")
@@ -80,7 +87,7 @@ def test_update_baseline_under_xdist_writes_once_and_right(project: RagProject) 
     project.baseline_path.unlink()
     project.spy_writes()
     project.reset_calls()
-    result = project.run_subprocess("-n", "2", "--rag-update-baseline")
+    result = project.run_subprocess("-n", "2", "--rag-update-baseline", "--rag-report=run.json")
     assert result.ret == pytest.ExitCode.OK
     assert "Baseline written:" in rag_summary(result)
     parallel = project.baseline()
@@ -88,7 +95,7 @@ def test_update_baseline_under_xdist_writes_once_and_right(project: RagProject) 
     parallel["_meta"].pop("created")
     assert parallel == serial
     assert parallel["per_query"]["q-002"]["recall@10"] == 0.5
-    assert _writes(project) == ["write-baseline\tcontroller"]
+    assert sorted(_writes(project)) == ["write-artifact\tcontroller", "write-baseline\tcontroller"]
     assert sorted(p.name for p in project.baseline_path.parent.iterdir()) == ["baseline.json"]
 
 

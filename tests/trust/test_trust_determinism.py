@@ -69,29 +69,6 @@ def test_two_baseline_updates_give_identical_baselines(project: TrustProject) ->
     assert _without_created((project.path / "baselines" / "a.json").read_text(encoding="utf-8")) == before
 
 
-@pytest.mark.slow
-def test_serial_and_xdist_runs_agree(baselined: TrustProject) -> None:
-    import xdist  # noqa: F401  - dev extra
-    _degraded(baselined)
-    serial = baselined.run("--rag-report=serial.json")
-    parallel = baselined.run_subprocess("-n", "2", "--rag-report=parallel.json")
-    assert serial.ret == parallel.ret == pytest.ExitCode.TESTS_FAILED
-    assert outcomes(serial) == outcomes(parallel)
-    assert rag_summary(serial) == rag_summary(parallel)
-    texts = [(baselined.path / f"{n}.json").read_text(encoding="utf-8") for n in ("serial", "parallel")]
-    assert _without_created(texts[0]) == _without_created(texts[1])
-    for name in ("a", "b"):
-        args = ("--rag-update-baseline", f"--rag-baseline=baselines/{name}.json")
-        result = baselined.run(*args) if name == "a" else baselined.run_subprocess("-n", "2", *args)
-        assert "not writing" in rag_summary(result)  # q-005 errors: no baseline from a broken run
-    baselined.answer(q_005=["tire-pressure"])  # the error gone, the degradations kept
-    assert baselined.run("--rag-update-baseline", "--rag-baseline=baselines/a.json").ret == pytest.ExitCode.OK
-    result = baselined.run_subprocess("-n", "2", "--rag-update-baseline", "--rag-baseline=baselines/b.json")
-    assert result.ret == pytest.ExitCode.OK
-    a, b = ((baselined.path / "baselines" / f"{n}.json").read_text(encoding="utf-8") for n in "ab")
-    assert _without_created(a) == _without_created(b)
-
-
 def _demo(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = clean_env(RAGMETRICS_HOME=str(tmp_path / "home"))
     return subprocess.run([sys.executable, "-m", "pytest", "--rag-eval", "-p", "no:cacheprovider", *args],

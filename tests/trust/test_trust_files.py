@@ -329,27 +329,6 @@ def test_sigkill_at_random_moments_of_a_large_update_never_loses_the_baseline(pr
     assert leftovers == []
 
 
-# ------------------------------------------------------------------------ xdist
-
-
-@pytest.mark.slow
-def test_xdist_workers_never_write(baselined: TrustProject) -> None:
-    """Only the controller writes the baseline and the reports, each exactly once."""
-    import xdist  # noqa: F401  - dev extra
-    baselined.spy_writes()
-    baselined.reset_calls()
-    result = baselined.run_subprocess("-n", "2", "--rag-update-baseline", "--rag-report", "run.json")
-    assert result.ret == pytest.ExitCode.OK, result.stdout.str()[-3000:]
-    writes = [c for c in baselined.calls() if c.startswith("write-")]
-    assert sorted(writes) == ["write-artifact\tcontroller", "write-baseline\tcontroller"]
-    baselined.reset_calls()
-    result = baselined.run_subprocess("-n", "2", "--rag-report", "run.json")
-    assert result.ret == pytest.ExitCode.OK
-    assert [c for c in baselined.calls() if c.startswith("write-")] == ["write-artifact\tcontroller"]
-    searches = [c for c in baselined.calls() if c.startswith("search")]
-    assert len(searches) == len(GOLDEN)  # the workers did the retrieval
-
-
 # ------------------------------------------------------------------ the stack's index
 
 INDEX_SCRIPT = r'''
