@@ -25,7 +25,7 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Iterator, Mapping, Sequence
 
 from pytest_ragmetrics.errors import InputError, brief_repr
 from pytest_ragmetrics.files import loads_json, read_text
@@ -259,11 +259,30 @@ def _load_yaml(path: Path, id_separator: str | None = None) -> GoldenSet:
         where = f"record {number} (line {line})"
         qid = _required_id(record, ("id", "question", "gold_chunks"), name, where)
         where = f"record {number} (line {line}, id {brief_repr(qid)})"
+        _refuse_unknown_keys(record, _YAML_KEYS, name, where)
         question = _check_id(record["question"], name, where, "question")
         judgments = _yaml_gold(record["gold_chunks"], name, where)
         tags = _check_tags(record.get("tags"), name, where)
         queries.append((Query(qid, question, judgments, tags), where))
     return _finish(name, queries, id_separator=id_separator)
+
+
+#: The keys of a YAML golden record; anything else is a typo (``tag:``) or a question cut short
+#: by YAML itself (an unquoted ``?`` or ``:`` in a flow mapping starts a new key).
+_YAML_KEYS = ("id", "question", "gold_chunks", "tags")
+
+
+def _refuse_unknown_keys(record: dict[str, Any], known: Sequence[str], path: str, where: str) -> None:
+    import difflib
+
+    for key in record:
+        if key in known:
+            continue
+        close = difflib.get_close_matches(str(key), known, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else (
+            "; if it is part of the question, quote the question (in a {...} mapping YAML ends plain text at a "
+            "comma, ': ' or ' ?')")
+        raise InputError(path, where, f"unknown key {brief_repr(key)} (a record has {', '.join(known)}){hint}")
 
 
 def _yaml_gold(gold: Any, path: str, where: str) -> dict[str, int]:

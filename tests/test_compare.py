@@ -194,3 +194,32 @@ def test_trec_compare_shows_gold_from_the_qrels_and_no_empty_question(tmp_path: 
     worst = proc.stdout.split("Worst regressed queries", 1)[1]
     assert "gold:     good (2), ok (1)" in worst
     assert "  1. q1\n" in worst and "''" not in worst
+
+
+def test_compare_judges_with_the_thresholds_the_run_was_gated_with(tmp_path: Path) -> None:
+    """Without --thresholds, an artifact's recorded thresholds apply: an nDCG drop the
+    plugin failed on must not pass `compare --fail-on-regression` by default."""
+    gated = {"source": "baselines/thresholds.json", "values": {"ndcg@10_tolerance": 0.01, "recall@10_tolerance": 0.0}}
+    a = measured_artifact(tmp_path / "a.json", {"q1": 1.0, "q2": 1.0})
+    b = measured_artifact(tmp_path / "b.json", {"q1": 0.5, "q2": 0.5})
+    for path in (a, b):
+        data = json.loads(path.read_text())
+        data["_meta"]["thresholds"] = gated
+        path.write_text(json.dumps(data))
+    proc = ragmetrics("compare", a, b, "--fail-on-regression")
+    assert proc.returncode == 1, proc.stdout
+    assert "Thresholds: " + str(b) + " (as gated: baselines/thresholds.json)" in proc.stdout
+    assert "gate ndcg@10: ndcg@10 fell 0.5000 against A" in proc.stdout
+    # an explicit file still wins
+    lenient = tmp_path / "lenient.json"
+    lenient.write_text('{"ndcg@10_tolerance": 0.6}')
+    assert ragmetrics("compare", a, b, "--fail-on-regression", "--thresholds", lenient).returncode == 0
+
+
+def test_a_golden_set_given_as_a_run_is_named_as_such(tmp_path: Path) -> None:
+    golden = tmp_path / "golden.yaml"
+    golden.write_text("- {id: q1, question: 'a?', gold_chunks: [d1]}\n")
+    a = measured_artifact(tmp_path / "a.json", {"q1": 1.0})
+    proc = ragmetrics("compare", a, golden)
+    assert proc.returncode == 2
+    assert "looks like a golden set, not a run" in proc.stderr

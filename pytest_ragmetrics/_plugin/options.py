@@ -88,8 +88,10 @@ def build_options(get: Callable[[str, str], Any], resolve: Callable[[str, bool],
     golden, g_cli = pick("rag_golden", "rag_golden")
     baseline, b_cli = pick("rag_baseline", "rag_baseline")
     thresholds, t_cli = pick("rag_thresholds", "rag_thresholds")
-    if get("rag_thresholds", "") == "":  # `--rag-thresholds=`: no file, as an empty ini value
-        thresholds, t_cli = "", True
+    if get("rag_thresholds", "") == "":  # `--rag-thresholds=$UNSET` must not switch the gates off
+        raise RagMetricsError(
+            "--rag-thresholds was given an empty path (an unset variable?); name a thresholds file, or set "
+            "ini rag_thresholds = \"\" to gate with the built-in defaults on purpose")
     thresholds_given = thresholds is not None  # the ini default is None: only the user sets it
     if thresholds is None:
         thresholds = DEFAULT_THRESHOLDS

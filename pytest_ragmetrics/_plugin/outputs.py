@@ -34,6 +34,8 @@ def meta(rag: RagSession) -> dict[str, Any]:
         "retriever": rag.retriever_description,
         "package_version": __version__,
         "git_commit": git_commit(rag.rootdir),
+        # what the run was gated with, so `ragmetrics compare` can judge it the same way later
+        "thresholds": {"source": rag.thresholds.path or "defaults", "values": rag.thresholds.to_dict()},
         "created": rag.created,
     }
 

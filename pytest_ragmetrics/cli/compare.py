@@ -10,7 +10,7 @@ from typing import Any, Mapping
 from pytest_ragmetrics.cli.argtypes import measurement_arguments
 from pytest_ragmetrics.errors import InputError, RagMetricsError
 from pytest_ragmetrics.files import dumps_stable
-from pytest_ragmetrics.gate.thresholds import Thresholds, load_thresholds
+from pytest_ragmetrics.gate.thresholds import Thresholds, load_thresholds, recorded_thresholds
 from pytest_ragmetrics.golden import GoldenSet, Query, load_golden, load_qrels
 from pytest_ragmetrics.measures import MeasurementConfig
 from pytest_ragmetrics.report.tables import markdown_table
@@ -37,7 +37,9 @@ def register(verbs: Any) -> None:
     parser.add_argument("--golden", help="golden set, for question texts, tags and gold documents in the report")
     parser.add_argument("-m", "--metric", action="append", dest="metrics", metavar="NAME@K",
                         help="metrics to compare (default: those both sides have)")
-    parser.add_argument("--thresholds", help="thresholds.json with the plugin's keys (default: no recall drop)")
+    parser.add_argument("--thresholds", help="thresholds.json with the plugin's keys (default: the thresholds B, "
+                                             "else A, was gated with, as its artifact records them; else no "
+                                             "recall drop)")
     parser.add_argument("--worst", type=int, help="worst regressed queries to list (default: worst_n)")
     parser.add_argument("--fail-on-regression", action="store_true",
                         help="exit 1 when B fails against A with the plugin's rules: a gate fails, a query "
@@ -76,7 +78,12 @@ def run(args: argparse.Namespace) -> int:
     if not metrics:
         raise RagMetricsError(f"{args.a} and {args.b} share no metric (A: {names_a}, B: {names_b})")
     measurement = MeasurementConfig(tuple(metrics))
-    thresholds = load_thresholds(args.thresholds, measurement) if args.thresholds else Thresholds.defaults(measurement)
+    if args.thresholds:
+        thresholds = load_thresholds(args.thresholds, measurement)
+    else:  # judge B as it was gated when it ran: a nightly compare must not be laxer than the gate
+        thresholds = (recorded_thresholds(b.meta, measurement, args.b)
+                      or recorded_thresholds(a.meta, measurement, args.a) or Thresholds.defaults(measurement))
+    thresholds_source = thresholds.path or "defaults (recall@k may not drop; other metrics are reported, not gated)"
     level = b.meta.get("measurement", {}).get("relevance_level", 1) if isinstance(b.meta, Mapping) else 1
     verdict, tally = compare(a, b, thresholds, metrics, golden, level if isinstance(level, int) else 1)
     missing = missing_from(a, b)
@@ -102,6 +109,7 @@ def run(args: argparse.Namespace) -> int:
         payload["mismatch"] = problems
         payload["failures"] = reasons
         payload["passed"] = not failed
+        payload["thresholds"] = thresholds_source
         sys.stdout.write(dumps_stable(payload))
     else:
         print(f"{args.b} against {args.a}")
@@ -109,6 +117,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"A and B: {measured['A']}")
         else:
             print(f"A: {measured['A']}\nB: {measured['B']}")
+        print(f"Thresholds: {thresholds_source}")
         if problems:
             print("Measured differently (compared anyway, --accept-mismatch):\n  - " + "\n  - ".join(problems))
         print(f"Queries: {len(a.metrics)} scored in A; {len(missing)} missing from B"

@@ -19,7 +19,7 @@ from pytest_ragmetrics.errors import MeasureError, ThresholdsError, brief_repr
 from pytest_ragmetrics.files import loads_json
 from pytest_ragmetrics.measures import MeasurementConfig, parse_measure
 
-__all__ = ["Thresholds", "load_thresholds"]
+__all__ = ["Thresholds", "load_thresholds", "recorded_thresholds", "thresholds_from_mapping"]
 
 
 _SUFFIXES = ("_query_tolerance", "_tolerance", "_min")
@@ -77,6 +77,7 @@ class Thresholds:
         return cls(tolerance=dict(recall), query_tolerance=dict(recall))
 
     def to_dict(self) -> dict[str, Any]:
+        """The thresholds in force, as the flat keys of a thresholds file (defaults included)."""
         out: dict[str, Any] = {}
         for metric, value in self.tolerance.items():
             out[f"{metric}_tolerance"] = value
@@ -121,6 +122,16 @@ def load_thresholds(path: str | Path | None, config: MeasurementConfig, *, requi
     except (ValueError, OSError) as exc:
         raise ThresholdsError(f"{name}: {exc}") from None
     _refuse_non_finite(name, data)
+    return thresholds_from_mapping(data, config, name, result)
+
+
+def thresholds_from_mapping(data: Any, config: MeasurementConfig, name: str,
+                            result: Thresholds | None = None) -> Thresholds:
+    """Thresholds from the flat keys of a thresholds file (or the copy a run artifact
+    records), over the defaults; every check of :func:`load_thresholds` applies."""
+    if result is None:
+        result = Thresholds.defaults(config)
+        result.path = name
     if not isinstance(data, dict):
         raise ThresholdsError(f"{name}: expected a JSON object of flat keys like \"recall@10_tolerance\"")
     measured = set(config.metric_names)
@@ -197,3 +208,16 @@ def _set_scalar(result: Thresholds, name: str, key: str, value: Any) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise ThresholdsError(f"{name}: {key!r} must be a non-negative integer, got {brief_repr(value)}")
     setattr(result, key, value)
+
+
+def recorded_thresholds(meta: Any, config: MeasurementConfig, name: str) -> Thresholds | None:
+    """The thresholds a run artifact (or baseline) records it was gated with, for the
+    metrics in ``config``; ``None`` when it records none."""
+    recorded = meta.get("thresholds") if isinstance(meta, dict) else None
+    if not isinstance(recorded, dict) or not isinstance(recorded.get("values"), dict):
+        return None
+    measured = set(config.metric_names)
+    values = {key: value for key, value in recorded["values"].items()
+              if key in _SCALARS or any(key.endswith(s) and _canonical_metric(key[: -len(s)]) in measured
+                                        for s in _SUFFIXES)}
+    return thresholds_from_mapping(values, config, f"{name} (as gated: {recorded.get('source') or 'defaults'})")

@@ -109,6 +109,9 @@ def load_run_data(path: str | Path, qrels: str | Path | Mapping[str, Mapping[str
         return RunData(name, {q: baseline.metrics_of(q) for q in baseline.per_query}, meta=baseline.meta,
                        judgments={q: e["_judgments"] for q, e in baseline.per_query.items()
                                   if isinstance(e.get("_judgments"), str)})
+    if path.suffix.lower() in (".yaml", ".yml", ".jsonl") or text.lstrip().startswith(("- ", "-\n")):
+        raise InputError(name, None, "looks like a golden set, not a run; compare takes run artifacts "
+                                     "(--rag-report), baselines or TREC runs (pass a golden set with --golden)")
     if qrels is None:
         raise InputError(name, None, "a TREC run needs --qrels to be scored")
     from pytest_ragmetrics.trec import read_run

@@ -260,9 +260,9 @@ def test_a_repeated_key_is_refused_not_last_one_wins(baselined: RagProject) -> N
     assert baselined.calls() == []
 
 
-def test_an_empty_flag_value_means_no_thresholds_file_too(baselined: RagProject) -> None:
+def test_an_empty_flag_value_is_refused_not_read_as_no_file(baselined: RagProject) -> None:
+    """`--rag-thresholds=$THRESHOLDS` with the variable unset must not switch the team's gates off."""
     baselined.thresholds({"max_regressed_queries": 0})
-    baselined.ini(rag_thresholds="baselines/thresholds.json")
     result = baselined.run("--rag-thresholds=")
-    assert "golden.yaml::gate::regressed-queries" not in outcomes(result)
-    result.stdout.fnmatch_lines(["ragmetrics: thresholds defaults; ids map to documents before '#', repeats dropped (first kept)"])
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "--rag-thresholds was given an empty path (an unset variable?)" in result.stderr.str()

@@ -57,6 +57,11 @@ YAML_CASES: dict[str, tuple[bytes, list[str]]] = {
                         ["record 2 (line 4, id 'q2')", "gold_chunks is empty"]),
     "null-gold": ((GOOD_RECORD + "- id: q2\n  question: what\n  gold_chunks:\n").encode(),
                   ["record 2 (line 4, id 'q2')", "gold_chunks is empty"]),
+    "misspelt-key": ((GOOD_RECORD + "- id: q2\n  question: what\n  gold_chunks: [a]\n  tag: [smoke]\n").encode(),
+                     ["record 2 (line 4, id 'q2')", "unknown key 'tag'", "did you mean 'tags'?"]),
+    "question-cut-by-a-comma": ((GOOD_RECORD + "- {id: q2, question: It tastes sour, what now?, gold_chunks: [a]}\n")
+                                .encode(), ["record 2 (line 4, id 'q2')", "unknown key 'what now?'",
+                                            "quote the question"]),
     "gold-a-scalar": (b"- id: q1\n  question: what\n  gold_chunks: tire-repair\n",
                       ["record 1 (line 1, id 'q1')", "gold_chunks must be a list of ids or a mapping id -> grade, got str"]),
     "float-grade": (b"- id: q1\n  question: what\n  gold_chunks: {tire-repair: 1.5}\n",
