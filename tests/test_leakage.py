@@ -187,7 +187,7 @@ def test_main_table_json_and_fail(capsys: pytest.CaptureFixture[str], files: tup
     data = json.loads(out)
     assert code == 0 and data["n_leaked_questions"] == 1 and data["leaks"][0]["chunk_id"].startswith("brake-pads#")
     code, _, err = run_main(capsys, "--golden", str(gold), "--corpus", str(corpus), "--fail")
-    assert code == 1 and "1 questions leak" in err
+    assert code == 1 and "1 question leaks" in err
 
 
 def test_main_clean_and_errors(capsys: pytest.CaptureFixture[str], files: tuple[Path, Path], tmp_path: Path) -> None:

@@ -134,7 +134,7 @@ class QueryItem(pytest.Function):
         gold = self.query.gold(rag.config.relevance_level)
         regression = Regression(self.query.qid, self.query.text, drops, gold, record.ranking, record.explains)
         entry = regressions_text([regression], 1).split("\n", 1)[1]
-        return f"{head}\n{entry}"
+        return f"{head}\n{entry.replace('  1. ', '  ', 1)}"  # one query: no list number
 
     def repr_failure(self, excinfo: Any, style: Any = None) -> Any:
         if isinstance(excinfo.value, (QueryRegression, RagMetricsError)):

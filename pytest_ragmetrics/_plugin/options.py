@@ -155,5 +155,5 @@ def _parse_timeout(raw: Any) -> float | None:
         value = math.nan
     if not math.isfinite(value) or value <= 0:
         hint = "; for no limit leave it unset or write 'none'" if value == 0 else ""
-        raise RagMetricsError(f"rag_timeout must be a number of seconds > 0 (or 'none'), got {raw!r}{hint}")
+        raise RagMetricsError(f"--rag-timeout / rag_timeout must be a number of seconds > 0 (or 'none'), got {raw!r}{hint}")
     return value

@@ -27,7 +27,7 @@ FLAGS = {"rerank_model": "--rerank-model PATH", "unique_docs": "--unique-docs", 
 def register(verbs: Any) -> None:
     parser = verbs.add_parser(
         "ablate",
-        help="compare modes and sweep top_k/fetch_k/chunk_size over the reference stack",
+        help="compare modes and sweep top_k/fetch_k/rrf_k/chunk_size over the reference stack",
         description="One loop over retrieval modes (and one-at-a-time sweeps) of the reference stack: "
                     "a Markdown table per comparison, the n and 1/n note under it, and the questions "
                     "whose value differs between rows.",
@@ -58,7 +58,8 @@ def register(verbs: Any) -> None:
     parser.add_argument("--by", default=None, metavar="METRIC",
                         help="metric of the per-query breakdown (default: the first column)")
     measurement_arguments(parser, ids=False)
-    parser.add_argument("--format", choices=("markdown", "json"), default="markdown")
+    parser.add_argument("--format", choices=("markdown", "json"), default="markdown",
+                        help="markdown tables for people (default) or JSON for scripts")
 
 
 def run(args: argparse.Namespace) -> int:

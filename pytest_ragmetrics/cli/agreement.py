@@ -28,7 +28,8 @@ def register(verbs: Any) -> None:
                         help="grade >= L counts as relevant for the relevant-or-not kappa (default 1)")
     parser.add_argument("--fail-below", type=float, default=None, metavar="KAPPA",
                         help="exit 1 when kappa is below this (or undefined), for CI")
-    parser.add_argument("--format", choices=("table", "json"), default="table")
+    parser.add_argument("--format", choices=("table", "json"), default="table",
+                        help="a table for people (default) or JSON for scripts")
 
 
 def run(args: argparse.Namespace) -> int:

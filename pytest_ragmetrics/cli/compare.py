@@ -49,7 +49,8 @@ def register(verbs: Any) -> None:
                              "judgments); the differences are printed with the report")
     measurement_arguments(parser, scope="TREC runs")  # artifacts and baselines keep their own rules
     parser.add_argument("--html", metavar="PATH", help="also write the self-contained HTML report")
-    parser.add_argument("--format", choices=("table", "json"), default="table")
+    parser.add_argument("--format", choices=("table", "json"), default="table",
+                        help="a table for people (default) or JSON for scripts")
 
 
 def run(args: argparse.Namespace) -> int:

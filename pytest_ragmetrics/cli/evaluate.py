@@ -29,7 +29,8 @@ def register(verbs: Any) -> None:
                              "by default they score 0")
     parser.add_argument("--per-query", action="store_true",
                         help="also print each query's metrics in the table (JSON output always has them)")
-    parser.add_argument("--format", choices=("table", "json"), default="table")
+    parser.add_argument("--format", choices=("table", "json"), default="table",
+                        help="a table for people (default) or JSON for scripts")
 
 
 def run(args: argparse.Namespace) -> int:

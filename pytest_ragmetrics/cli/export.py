@@ -19,7 +19,7 @@ def register(verbs: Any) -> None:
     parser.set_defaults(command=run)
     parser.add_argument("--artifact", help="run artifact written by --rag-report")
     parser.add_argument("--run-out", help="where to write the TREC run (with --artifact)")
-    parser.add_argument("--golden", help="golden set in any format load_golden reads")
+    parser.add_argument("--golden", help="golden set in any supported format (YAML, JSONL, a queries.jsonl + qrels folder)")
     parser.add_argument("--qrels-out", help="where to write TREC qrels (with --golden)")
     parser.add_argument("--tag", default="ragmetrics", help="run tag, the sixth column (default ragmetrics)")
     parser.add_argument("--force", action="store_true", help="overwrite existing output files")

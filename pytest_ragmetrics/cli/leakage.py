@@ -9,6 +9,7 @@ from typing import Any
 
 from pytest_ragmetrics.cli.argtypes import chunk_size_arg
 from pytest_ragmetrics.errors import RagMetricsError
+from pytest_ragmetrics.report.tables import counted
 from pytest_ragmetrics.tools.leakage import CHAR_N, DEFAULT_THRESHOLD, WORD_N, check_leakage, render_table
 
 HELP = 'find golden questions that appear verbatim or nearly so in the corpus'
@@ -34,7 +35,8 @@ def register(verbs: Any) -> None:
                         help="character n-gram size for CJK questions (default 8)")
     parser.add_argument("--per-question", type=int, default=5, metavar="N",
                         help="table rows per question at most (default 5; JSON lists every match)")
-    parser.add_argument("--format", choices=("table", "json"), default="table")
+    parser.add_argument("--format", choices=("table", "json"), default="table",
+                        help="a table for people (default) or JSON for scripts")
     parser.add_argument("--fail", action="store_true", help="exit 1 when any question leaks (for CI)")
 
 
@@ -50,6 +52,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(render_table(report, args.per_question))
     if args.fail and report.leaks:
-        print(f"ragmetrics leakage: {len(report.leaked_qids)} questions leak into the corpus (--fail)", file=sys.stderr)
+        print(f"ragmetrics leakage: {counted(len(report.leaked_qids), 'question leaks', 'questions leak')} into the "
+              "corpus (--fail)", file=sys.stderr)
         return 1
     return 0

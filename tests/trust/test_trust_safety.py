@@ -21,7 +21,7 @@ import yaml
 from ragproject import rag_summary
 from trust_helpers import TrustProject, clean_env
 
-from pytest_ragmetrics import _golden
+from pytest_ragmetrics import golden as _golden
 from pytest_ragmetrics.report.tables import escape_cell, markdown_table
 from pytest_ragmetrics.cli import main
 
