@@ -93,6 +93,12 @@ class Controller:
             except BaselineError as exc:
                 rag.summary = str(exc)
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED
+            else:  # a baseline under a floor makes every later run fail that gate: say so now
+                for row in rag.verdict().aggregate:
+                    if row.under_floor:
+                        rag.summary += (f"\nWARNING: {row.metric} = {row.now:.4f} is under its floor {row.minimum:g} "
+                                        f"({rag.thresholds.path or 'thresholds'}): every run will fail that gate "
+                                        "until retrieval improves or the floor is lowered.")
             problems = self._write_reports(session, html=False)
             if problems:
                 rag.summary = "\n\n".join([rag.summary or "", *problems]).strip()

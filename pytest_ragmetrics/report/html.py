@@ -133,7 +133,9 @@ def render_html(artifact: Mapping[str, Any], metric: str | None = None, title: s
     comparison = artifact.get("comparison", {})
     per_query = artifact.get("per_query", {})
     metrics = list(meta.get("measurement", {}).get("metrics", [])) or list(artifact.get("aggregate", {}))
-    metric = metric or (metrics[0] if metrics else "")
+    failing = [g.get("name") for g in comparison.get("gates", []) if not g.get("passed")]
+    # chart what failed: a reranker bug moves MRR and nDCG, and a recall chart would show nothing
+    metric = metric or next((m for m in failing if m in metrics), None) or (metrics[0] if metrics else "")
     n = int(comparison.get("n_common") or artifact.get("n") or 0)
 
     failures = comparison.get("failures")

@@ -289,3 +289,22 @@ def test_a_missing_baseline_is_named_where_it_was_looked_for(project: RagProject
     result = project.run()
     assert f"gate baseline: no baseline at {project.path / 'baselines' / 'baseline.json'} to compare with" \
         in rag_summary(result)
+
+
+def test_the_html_chart_shows_the_metric_whose_gate_failed(baselined: RagProject) -> None:
+    baselined.thresholds({"mrr@10_tolerance": 0})
+    baselined.answer(**REORDERED)  # recall holds: a recall chart would show nothing
+    baselined.run("--rag-html=report.html")
+    html = (baselined.path / "report.html").read_text()
+    assert "<h2>Per-query change in mrr@10</h2>" in html
+
+
+def test_a_baseline_written_under_a_floor_is_warned_about(baselined: RagProject) -> None:
+    baselined.thresholds({"mrr@10_min": 0.95})
+    baselined.answer(**REORDERED)  # MRR falls to about 0.78, under the floor
+    result = baselined.run("--rag-update-baseline")
+    assert result.ret == pytest.ExitCode.OK  # the baseline is written: the trade-off may be intended
+    summary = rag_summary(result)
+    assert "Baseline written:" in summary
+    assert re.search(r"WARNING: mrr@10 = 0\.\d{4} is under its floor 0\.95 \(.*thresholds\.json\): every run will "
+                     r"fail that gate", summary)
