@@ -186,6 +186,15 @@ def test_sweeps_give_one_row_per_value_and_pass_the_value_on() -> None:
     r = Scripted()
     ablate(scripted_golden(), r, sweep_settings(base, "rrf_k", [0, 60]), CONFIG, parameter="rrf_k")
     assert [c[3]["rrf_k"] for c in r.calls] == [0, 60]
+    # fusion and route weights too, and only when a row sets them (a team's own retriever need not know them)
+    r = Scripted()
+    ablate(scripted_golden(), r, sweep_settings(base, "fusion", ["rrf", "convex-minmax"]), CONFIG, parameter="fusion")
+    assert [c[3]["fusion"] for c in r.calls] == ["rrf", "convex-minmax"] and "route_weights" not in r.calls[0][3]
+    r = Scripted()
+    weighted = sweep_settings(base, "route_weights", ["1:1", "1:0.5"])
+    ablate(scripted_golden(), r, weighted, CONFIG, parameter="route_weights")
+    assert [c[3]["route_weights"] for c in r.calls] == ["1:1", "1:0.5"] and [s.name for s in weighted] == ["1:1", "1:0.5"]
+    assert "fusion" not in base.search_kwargs()
     chunked = sweep_settings(base, "chunk_size", [200, 40, None], overlap=60)
     assert [s.chunking for s in chunked] == [Chunking(200, 60), Chunking(40, 8), Chunking(None, 0)]
     assert [s.name for s in chunked] == ["200/60", "40/8", "whole"]
@@ -223,8 +232,12 @@ def test_settings_and_sweeps_are_validated() -> None:
     assert parse_sweep("top_k=5,10,20") == ("top_k", [5, 10, 20])
     assert parse_sweep("chunk-size=200, whole,200") == ("chunk_size", [200, None])
     assert parse_sweep("rrf_k=0,60") == ("rrf_k", [0, 60])
+    assert parse_sweep("fusion=rrf,convex-zscore") == ("fusion", ["rrf", "convex-zscore"])
+    assert parse_sweep("route_weights=1:1,1:0.5,1:0") == ("route_weights", ["1:1", "1:0.5", "1:0"])
     for bad, message in [("top_k", "PARAM=V1,V2"), ("depth=3", "cannot sweep 'depth'"),
-                         ("top_k=5,x", "not an integer"), ("fetch_k=0", "must be >= 1")]:
+                         ("top_k=5,x", "not an integer"), ("fetch_k=0", "must be >= 1"),
+                         ("fusion=sum", "unknown fusion 'sum'"), ("route_weights=0:0", "above 0"),
+                         ("route_weights=bm25=1", "B:V"), ("route_weights=heavy", "route weights must look like")]:
         with pytest.raises(RagMetricsError, match=message):
             parse_sweep(bad)
     assert bind_metrics(["P@5", "recall@k", "ndcg@10", "recall@K"], 7) == (
@@ -392,6 +405,27 @@ def test_cli_ablate_markdown_with_breakdown_and_sweep(
     assert "## Sweep chunk_size (mode hybrid;" in out and "| 80/20 " in out
     assert "index 120/20: 30 documents" in err and "index 80/20: 30 documents" in err
     assert {p.name for p in (tmp_path / "idx").iterdir()} == {"chunks-120-20", "chunks-80-20"}
+
+
+@pytest.mark.slow  # loads MiniLM
+def test_cli_ablate_sweeps_fusion_and_route_weights(
+    capsys: pytest.CaptureFixture[str], car_golden: Path, tmp_path: Path
+) -> None:
+    code, out, err = run_cli(
+        capsys, "ablate", "--corpus", str(CAR_CORPUS), "--golden", str(car_golden), "--format", "json",
+        "--chunk-size", "120", "--overlap", "20", "--data-dir", str(tmp_path / "idx"), "-m", "recall@3",
+        "-m", "mrr@3", "--modes", "bm25,hybrid", "--fetch-k", "10", "--unique-docs",
+        "--sweep", "fusion=rrf,convex-minmax,convex-zscore", "--sweep", "route_weights=1:1,1:0",
+    )
+    assert code == 0, err
+    modes, fusion, weights = json.loads(out)["tables"]
+    assert [r["label"] for r in fusion["rows"]] == ["rrf", "convex-minmax", "convex-zscore"]
+    assert [r["retriever"].get("fusion", "rrf") for r in fusion["rows"]] == ["rrf", "rrf", "rrf"]  # the index's own
+    assert [r["label"] for r in weights["rows"]] == ["1:1", "1:0"]
+    # with the vector route weighted to 0, hybrid ranks as BM25 does: the same scores on every question
+    bm25 = next(r for r in modes["rows"] if r["label"] == "bm25")
+    assert weights["rows"][1]["per_query"] == bm25["per_query"]
+    assert weights["rows"][0]["per_query"] == next(r for r in modes["rows"] if r["label"] == "hybrid")["per_query"]
 
 
 @pytest.mark.slow  # loads MiniLM (and torch for the tiny cross-encoder)

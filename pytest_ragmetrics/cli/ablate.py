@@ -27,7 +27,7 @@ FLAGS = {"rerank_model": "--rerank-model PATH", "unique_docs": "--unique-docs", 
 def register(verbs: Any) -> None:
     parser = verbs.add_parser(
         "ablate",
-        help="compare modes and sweep top_k/fetch_k/rrf_k/chunk_size over the reference stack",
+        help="compare modes and sweep top_k/fetch_k/rrf_k/chunk_size/fusion over the reference stack",
         description="One loop over retrieval modes (and one-at-a-time sweeps) of the reference stack: "
                     "a Markdown table per comparison, the n and 1/n note under it, and the questions "
                     "whose value differs between rows.",
@@ -47,8 +47,9 @@ def register(verbs: Any) -> None:
                         help="candidates per route before fusion/rerank (default 30)")
     parser.add_argument("--rrf-k", type=int, default=60, metavar="K", help="RRF constant (default 60)")
     parser.add_argument("--sweep", action="append", default=[], metavar="PARAM=V1,V2",
-                        help="one extra table varying PARAM (top_k, fetch_k, rrf_k, chunk_size; chunk_size "
-                             "accepts 'whole'), everything else at its base value; repeatable")
+                        help="one extra table varying PARAM (top_k, fetch_k, rrf_k, chunk_size, fusion, "
+                             "route_weights; chunk_size accepts 'whole', fusion rrf/convex-minmax/convex-zscore, "
+                             "route_weights B:V such as 1:0.5), everything else at its base value; repeatable")
     parser.add_argument("--sweep-mode", default=None, metavar="MODE",
                         help="mode the sweeps run in (default: hybrid if among --modes, else the first mode)")
     parser.add_argument("--unique-docs", action="store_true",
@@ -144,6 +145,23 @@ def _int_value(param: str, raw: str, minimum: int) -> int:
     return value
 
 
+def _fusion_value(param: str, part: str) -> str:
+    """A ``fusion`` name or ``route_weights`` as ``B:V`` (bm25 weight, vector weight), checked now."""
+    from pytest_ragmetrics.stack.fusion import FUSIONS, check_route_weights, parse_route_weights
+
+    if param == "fusion":
+        if part not in FUSIONS:
+            raise RagMetricsError(f"--sweep fusion: unknown fusion {part!r}; expected some of {', '.join(FUSIONS)}")
+        return part
+    try:
+        if "=" in part:
+            raise ValueError("write route_weights in a sweep as B:V, e.g. 1:0.5 (bm25 1, vector 0.5)")
+        check_route_weights(("bm25", "vector"), parse_route_weights(part))
+    except ValueError as exc:
+        raise RagMetricsError(f"--sweep route_weights: {part!r}: {exc}") from None
+    return part
+
+
 def parse_sweep(text: str) -> tuple[str, list[Any]]:
     """``"top_k=5,10,20"`` -> ``("top_k", [5, 10, 20])``; chunk sizes may be ``none``/``whole``."""
     from pytest_ragmetrics.tools.ablate import SWEEPABLE
@@ -161,6 +179,8 @@ def parse_sweep(text: str) -> tuple[str, list[Any]]:
             continue
         if param == "chunk_size":
             value: Any = None if part.lower() in ("none", "whole", "0") else _int_value(param, part, 1)
+        elif param in ("fusion", "route_weights"):
+            value = _fusion_value(param, part)
         else:
             value = _int_value(param, part, 0 if param == "rrf_k" else 1)
         if value not in values:

@@ -22,7 +22,7 @@ from pytest_ragmetrics.corpus import Document, load_corpus
 
 from .bm25 import BACKENDS, DEFAULT_BACKEND, BM25Index, Language, make_tokenizer, stored_bm25
 from .embed import ENCODER_BACKENDS, Embedder
-from .fusion import reciprocal_rank_fusion
+from .fusion import FUSIONS, check_route_weights, convex_fusion, parse_route_weights, reciprocal_rank_fusion
 from .index import DEFAULT_HNSW, HnswSettings, VectorIndex
 from .paths import bm25_dir, cache_path, index_dir, settings_key
 from .rerank import Reranker
@@ -39,7 +39,8 @@ class Hit:
     """One ranked chunk and why it is where it is.
 
     ``explain`` holds ``{"bm25": {"rank", "score"}, "vector": {"rank", "score"}}`` for
-    the routes that found the chunk, plus ``"fused"`` (RRF score, hybrid only) and
+    the routes that found the chunk, plus ``"fused"`` (the fused score, hybrid only;
+    ``"fusion"`` names how: ``rrf``, ``convex-minmax``, ``convex-zscore``) and
     ``"rerank"`` (cross-encoder score) when those steps ran. ``score`` is the
     final one: rerank, else fused, else the single route's score.
     """
@@ -59,7 +60,7 @@ class Hit:
         ]
         line = " + ".join(parts) or "(no route)"
         if "fused" in self.explain:
-            line += f" -> rrf {self.explain['fused']:.4f}"
+            line += f" -> {self.explain.get('fusion', 'rrf')} {self.explain['fused']:.4f}"
         if "rerank" in self.explain:
             line += f" -> rerank {self.explain['rerank']:.4g}"
         return line
@@ -106,6 +107,8 @@ class Retriever:
         top_k: int = 10,
         fetch_k: int = 30,
         rrf_k: int = 60,
+        fusion: str = "rrf",
+        route_weights: Mapping[str, float] | str | None = None,
         model: str | Path | None = None,
         embedder: Embedder | None = None,
         embed_backend: str | None = None,
@@ -124,6 +127,8 @@ class Retriever:
         self.fetch_k = _positive("fetch_k", fetch_k)
         if rrf_k < 0:
             raise ValueError(f"rrf_k must be >= 0, got {rrf_k}")
+        self.fusion = _fusion(fusion)
+        self.route_weights = _route_weights(route_weights)
         _, wants_rerank = _parse_mode(mode, None)
         if wants_rerank and rerank_model is None:
             raise ValueError(f"mode {mode!r} needs rerank_model (a CrossEncoder path)")
@@ -311,6 +316,8 @@ class Retriever:
         rerank: bool | None = None,
         rrf_k: int | None = None,
         unique_docs: bool | None = None,
+        fusion: str | None = None,
+        route_weights: Mapping[str, float] | str | None = None,
     ) -> list[Hit]:
         """Ranked hits for one query, best first; at most ``top_k``, fewer under ``threshold``.
 
@@ -325,6 +332,8 @@ class Retriever:
             rerank=rerank,
             rrf_k=rrf_k,
             unique_docs=unique_docs,
+            fusion=fusion,
+            route_weights=route_weights,
         )[0]
 
     def search_batch(
@@ -338,6 +347,8 @@ class Retriever:
         rerank: bool | None = None,
         rrf_k: int | None = None,
         unique_docs: bool | None = None,
+        fusion: str | None = None,
+        route_weights: Mapping[str, float] | str | None = None,
     ) -> list[list[Hit]]:
         """Search many queries: one embedding batch, one chroma query, BM25 per query.
 
@@ -352,6 +363,13 @@ class Retriever:
           scale is the final score's (BM25 score, cosine, RRF or the
           cross-encoder's).
         - ``rrf_k``: the RRF constant for this call.
+        - ``fusion``: how hybrid combines its routes: ``rrf`` (reciprocal rank
+          fusion, the default), ``convex-minmax`` or ``convex-zscore`` (a weighted
+          sum of each route's normalised scores; see :mod:`.fusion`).
+        - ``route_weights``: each route's weight in the fusion, e.g.
+          ``{"bm25": 1, "vector": 0.5}`` or ``"bm25=1,vector=0.5"`` (default 1 each);
+          a weak route (an encoder that does not cover the corpus's language) can
+          be weighted down or to 0 without leaving hybrid mode.
         - ``unique_docs``: rank documents instead of chunks: each route keeps
           only the best chunk of a document (fetching deeper until it has
           ``fetch_k`` distinct documents), fusion works on document ranks, and
@@ -361,6 +379,8 @@ class Retriever:
         top_k = _positive("top_k", self.top_k if top_k is None else top_k)
         fetch_k = _positive("fetch_k", self.fetch_k if fetch_k is None else fetch_k)
         rrf_k = self.rrf_k if rrf_k is None else rrf_k
+        how = self.fusion if fusion is None else _fusion(fusion)
+        weights = self.route_weights if route_weights is None else _route_weights(route_weights)
         by_doc = self.unique_docs if unique_docs is None else unique_docs
         base, use_rerank = _parse_mode(mode or self.mode, rerank)
         if use_rerank and self.reranker is None:
@@ -394,7 +414,7 @@ class Retriever:
 
         keep = pool if use_rerank else top_k  # hits past this are cut below: never build them
         ranked = [
-            self._combine({r: found[r][i] for r in routes}, rrf_k, by_doc, keep)
+            self._combine({r: found[r][i] for r in routes}, rrf_k, by_doc, keep, how, weights)
             for i in range(len(queries))
         ]
         if use_rerank:
@@ -460,8 +480,10 @@ class Retriever:
         rrf_k: int,
         by_doc: bool = False,
         limit: int | None = None,
+        fusion: str = "rrf",
+        weights: Mapping[str, float] | None = None,
     ) -> list[Hit]:
-        """Single route: its own order and scores. Two routes: reciprocal rank fusion.
+        """Single route: its own order and scores. Two routes: ``fusion`` of them.
 
         Fusion is over chunks, or over documents with ``by_doc`` (a document is
         then shown by the chunk its best-ranked route found).
@@ -474,18 +496,25 @@ class Retriever:
             ]
         explain: dict[Any, dict[str, Any]] = {}
         shown: dict[Any, tuple[int, int]] = {}  # key -> (best rank, chunk position)
-        rankings: dict[str, list[Any]] = {}
+        scored: dict[str, list[tuple[Any, float]]] = {}
         for route, hits in per_route.items():
-            rankings[route] = []
+            scored[route] = []
             for rank, (pos, score) in enumerate(hits, start=1):
                 key = self.chunks[pos].doc_id if by_doc else pos
-                rankings[route].append(key)
+                scored[route].append((key, float(score)))
                 explain.setdefault(key, {})[route] = {"rank": rank, "score": float(score)}
                 if key not in shown or rank < shown[key][0]:
                     shown[key] = (rank, pos)
         result = []
-        for key, score, _ranks in reciprocal_rank_fusion(rankings, rrf_k)[:limit]:
+        if fusion == "rrf":
+            fused = reciprocal_rank_fusion({r: [k for k, _ in pairs] for r, pairs in scored.items()}, rrf_k,
+                                           weights)
+        else:
+            fused = convex_fusion(scored, weights, normalisation=fusion.partition("-")[2])
+        for key, score, _ranks in fused[:limit]:
             explain[key]["fused"] = score
+            if fusion != "rrf":
+                explain[key]["fusion"] = fusion
             result.append(self._hit(shown[key][1], score, explain[key]))
         return result
 
@@ -528,6 +557,9 @@ class Retriever:
             "bm25": {"k1": self.bm25_k1, "b": self.bm25_b, "language": self.language},
             "hnsw": self.hnsw.label(),
             "unique_docs": self.unique_docs,
+            # only when set: baselines measured before these existed keep their description
+            **({"fusion": self.fusion} if self.fusion != "rrf" else {}),
+            **({"route_weights": dict(self.route_weights)} if self.route_weights else {}),
             "corpus": {
                 "documents": len(self.documents),
                 "chunks": len(self.chunks),
@@ -540,6 +572,19 @@ class Retriever:
             f"Retriever(mode={self.mode!r}, chunks={len(self.chunks)}, "
             f"chunk_size={self.chunk_size}, model={self.embedder.name!r})"
         )
+
+
+def _fusion(raw: str) -> str:
+    if raw not in FUSIONS:
+        raise ValueError(f"unknown fusion {raw!r}: expected one of {', '.join(FUSIONS)}")
+    return raw
+
+
+def _route_weights(raw: Mapping[str, float] | str | None) -> dict[str, float]:
+    """Route weights from a mapping or ``"bm25=1,vector=0.5"``, as given (checked, not filled in)."""
+    weights = parse_route_weights(raw) if isinstance(raw, str) else {k: float(v) for k, v in (raw or {}).items()}
+    check_route_weights(("bm25", "vector"), weights)
+    return weights
 
 
 def _chunk_size(raw: str) -> int | None:
@@ -576,6 +621,8 @@ ENV_VARS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "RAGMETRICS_TOP_K": ("top_k", int),
     "RAGMETRICS_FETCH_K": ("fetch_k", int),
     "RAGMETRICS_RRF_K": ("rrf_k", int),
+    "RAGMETRICS_FUSION": ("fusion", _fusion),
+    "RAGMETRICS_ROUTE_WEIGHTS": ("route_weights", _route_weights),
     "RAGMETRICS_RERANK_MODEL": ("rerank_model", str),
     "RAGMETRICS_BM25_BACKEND": ("bm25_backend", str),
     "RAGMETRICS_EMBED_BACKEND": ("embed_backend", _embed_backend),

@@ -49,7 +49,7 @@ __all__ = [
 ]
 
 #: Parameters :func:`sweep_settings` can vary. ``chunk_size`` rebuilds the index; the others are search arguments.
-SWEEPABLE = ("top_k", "fetch_k", "rrf_k", "chunk_size")
+SWEEPABLE = ("top_k", "fetch_k", "rrf_k", "chunk_size", "fusion", "route_weights")
 
 #: How notes name the settings a reader can change: by the library's parameters. A caller
 #: that exposes them under other names (a command's flags) passes its own to :func:`ablate`.
@@ -77,8 +77,10 @@ class AblationError(RagMetricsError, ValueError):
 class Setting:
     """One row: how the retriever is asked.
 
-    ``chunking``, ``rrf_k`` and ``unique_docs`` left at ``None`` mean "the
-    retriever's own". ``label`` names the row (default: the mode).
+    ``chunking``, ``rrf_k``, ``unique_docs``, ``fusion`` and ``route_weights``
+    left at ``None`` mean "the retriever's own". ``route_weights`` is written as
+    the retriever takes it (``"1:0.5"``: bm25 1, vector 0.5). ``label`` names the
+    row (default: the mode).
     """
 
     mode: str = "hybrid"
@@ -87,6 +89,8 @@ class Setting:
     rrf_k: int | None = None
     chunking: Chunking | None = None
     unique_docs: bool | None = None
+    fusion: str | None = None
+    route_weights: str | None = None
     label: str = ""
 
     @property
@@ -112,6 +116,10 @@ class Setting:
             kwargs["rrf_k"] = self.rrf_k
         if self.unique_docs is not None:
             kwargs["unique_docs"] = self.unique_docs
+        if self.fusion is not None:
+            kwargs["fusion"] = self.fusion
+        if self.route_weights is not None:
+            kwargs["route_weights"] = self.route_weights
         return kwargs
 
     def to_dict(self) -> dict[str, Any]:
@@ -121,6 +129,8 @@ class Setting:
             "top_k": self.top_k,
             "fetch_k": self.fetch_k,
             "rrf_k": self.rrf_k,
+            "fusion": self.fusion,
+            "route_weights": self.route_weights,
             "chunk_size": self.chunking.size if self.chunking else None,
             "overlap": self.chunking.overlap if self.chunking else None,
             "unique_docs": self.unique_docs,
@@ -417,7 +427,7 @@ def sweep_settings(base: Setting, param: str, values: Sequence[Any], overlap: in
         if param == "chunk_size":
             chunking = Chunking.of(value, overlap)
             out.append(replace(base, chunking=chunking, label=chunking.label))
-        elif param in ("top_k", "fetch_k", "rrf_k"):
+        elif param in ("top_k", "fetch_k", "rrf_k", "fusion", "route_weights"):
             out.append(replace(base, **{param: value}, label=str(value)))
         else:
             raise AblationError(f"cannot sweep {param!r}; sweepable: {', '.join(SWEEPABLE)}")

@@ -59,6 +59,49 @@ def test_loads_a_corpus_folder(tmp_path: Path) -> None:
     assert hits[0].text == "Brakes\nPads squeal when worn."
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("fusion", ["convex-minmax", "convex-zscore"])
+def test_convex_hybrid_matches_the_routes_by_hand(car_retriever: Retriever, fusion: str) -> None:
+    """The real stack's convex fusion equals the weighted sum of each route's normalised scores."""
+    query = "dead battery help from another car"
+    fetch = 6
+    routes = {mode: [(h.id, h.score) for h in car_retriever.search(query, fetch, mode=mode)]
+              for mode in ("bm25", "vector")}
+    weights = {"bm25": 1.0, "vector": 0.5}
+    hybrid = car_retriever.search(query, fetch, fetch_k=fetch, mode="hybrid", fusion=fusion,
+                                  route_weights="bm25=1,vector=0.5")
+
+    def normalised(pairs: list[tuple[str, float]]) -> tuple[dict[str, float], float]:
+        values = [s for _, s in pairs]
+        if fusion == "convex-minmax":
+            low, high = min(values), max(values)
+            return {c: (s - low) / (high - low) for c, s in pairs}, 0.0
+        mean = sum(values) / len(values)
+        std = (sum((v - mean) ** 2 for v in values) / len(values)) ** 0.5
+        scaled = {c: (s - mean) / std for c, s in pairs}
+        return scaled, min(scaled.values())
+
+    norms = {route: normalised(pairs) for route, pairs in routes.items()}
+    by_hand = {cid: sum(weights[r] / 1.5 * norms[r][0].get(cid, norms[r][1]) for r in routes)
+               for cid in {c for pairs in routes.values() for c, _ in pairs}}
+    for h in hybrid:
+        assert h.explain["fused"] == pytest.approx(by_hand[h.id], abs=1e-9)
+        assert h.explain["fusion"] == fusion and h.score == h.explain["fused"]
+    assert [h.score for h in hybrid] == sorted((h.score for h in hybrid), reverse=True)
+    assert sorted(by_hand.values(), reverse=True)[:fetch] == pytest.approx([h.score for h in hybrid])
+    assert f"-> {fusion} " in hybrid[0].explain_text()
+
+
+@pytest.mark.slow
+def test_a_route_weighted_to_zero_leaves_the_other_route_s_order(car_retriever: Retriever) -> None:
+    query = "brake pads"
+    bm25 = [h.id for h in car_retriever.search(query, 5, mode="bm25")]
+    assert bm25
+    hybrid = car_retriever.search(query, 5, fetch_k=5, mode="hybrid", route_weights={"vector": 0})
+    assert [h.id for h in hybrid][: len(bm25)] == bm25  # what only vectors found follows, at 0
+    assert all(h.score == 0 for h in hybrid[len(bm25):])
+
+
 def test_from_env_overrides_defaults(car_docs: list[Document], tmp_path: Path) -> None:
     env = {
         "RAGMETRICS_MODE": "bm25",
@@ -83,6 +126,16 @@ def test_from_env_overrides_defaults(car_docs: list[Document], tmp_path: Path) -
         Retriever.from_env(car_docs, environ={"RAGMETRICS_TOP_K": "many"}, data_dir=tmp_path)
     with pytest.raises(ValueError, match=r"RAGMETRICS_MODE='fuzzy'.*unknown mode"):
         Retriever.from_env(car_docs, environ={"RAGMETRICS_MODE": "fuzzy"}, data_dir=tmp_path)
+    tuned = Retriever.from_env(car_docs, data_dir=tmp_path, environ={
+        "RAGMETRICS_FUSION": "convex-minmax", "RAGMETRICS_ROUTE_WEIGHTS": "bm25=1,vector=0.25"})
+    assert (tuned.fusion, tuned.route_weights) == ("convex-minmax", {"bm25": 1.0, "vector": 0.25})
+    assert tuned.describe()["fusion"] == "convex-minmax"
+    assert tuned.describe()["route_weights"] == {"bm25": 1.0, "vector": 0.25}
+    assert "fusion" not in r.describe() and "route_weights" not in r.describe()  # defaults: as before
+    with pytest.raises(ValueError, match=r"RAGMETRICS_FUSION='sum'.*unknown fusion"):
+        Retriever.from_env(car_docs, environ={"RAGMETRICS_FUSION": "sum"}, data_dir=tmp_path)
+    with pytest.raises(ValueError, match=r"RAGMETRICS_ROUTE_WEIGHTS='colbert=1'.*unknown routes"):
+        Retriever.from_env(car_docs, environ={"RAGMETRICS_ROUTE_WEIGHTS": "colbert=1"}, data_dir=tmp_path)
 
 
 def test_from_env_reads_the_process_environment(
