@@ -10,10 +10,11 @@ quotes the user's value in those messages without letting a hostile one swell th
 from __future__ import annotations
 
 import reprlib
-from typing import Any
+from typing import Any, Sequence
 
 __all__ = [
     "brief_repr",
+    "listed",
     "RagMetricsError",
     "InputError",
     "MeasureError",
@@ -37,6 +38,13 @@ def brief_repr(value: Any, limit: int = 80) -> str:
     except Exception:  # e.g. int too large to convert to str
         return f"<{type(value).__name__}>"
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def listed(items: Sequence[str], shown: int = 10) -> str:
+    """The first ``shown`` items, comma-separated, then how many more: a list in a
+    message is never cut without a word."""
+    more = f" … and {len(items) - shown} more" if len(items) > shown else ""
+    return ", ".join(items[:shown]) + more
 
 
 class RagMetricsError(Exception):

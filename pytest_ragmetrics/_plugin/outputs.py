@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_ragmetrics.errors import RagMetricsError
+from pytest_ragmetrics.errors import RagMetricsError, listed
 from pytest_ragmetrics.files import atomic_write_json, atomic_write_text, git_commit, write_problem
 
 if TYPE_CHECKING:
@@ -104,9 +104,9 @@ def leakage_warning(rag: RagSession) -> str | None:
     for leak in report.leaks:
         if leak.qid not in best or leak.overlap > best[leak.qid].overlap:
             best[leak.qid] = leak
-    shown = ", ".join(f"{q} ({best[q].doc_id}, {best[q].kind} {best[q].overlap:.2f})" for q in leaked[:10])
+    shown = listed([f"{q} ({best[q].doc_id}, {best[q].kind} {best[q].overlap:.2f})" for q in leaked])
     return (f"WARNING: {len(leaked)} of {report.n_questions} golden questions appear verbatim or nearly so in "
-            f"the corpus {rag.options.corpus}: {shown}{' …' if len(leaked) > 10 else ''}. Scores on them "
+            f"the corpus {rag.options.corpus}: {shown}. Scores on them "
             f"measure copying, not retrieval; `ragmetrics leakage` lists every match.")
 
 

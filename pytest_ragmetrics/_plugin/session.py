@@ -16,7 +16,7 @@ from typing import Any, Callable, Sequence
 from pytest_ragmetrics._plugin.options import RagOptions
 from pytest_ragmetrics._plugin.outputs import meta
 from pytest_ragmetrics._plugin.retrieval import Retrieval
-from pytest_ragmetrics.errors import BaselineError, RagMetricsError, RetrieverError, brief_repr
+from pytest_ragmetrics.errors import BaselineError, RagMetricsError, RetrieverError, brief_repr, listed
 from pytest_ragmetrics.evaluation import mean_metrics, score_query
 from pytest_ragmetrics.gate.baseline import Baseline, fingerprint_mismatch, load_baseline, write_baseline
 from pytest_ragmetrics.gate.thresholds import Thresholds, load_thresholds
@@ -101,7 +101,7 @@ class RagSession:
         if changed:
             problems.append(f"judgments or text changed for {counted(len(changed), 'query', 'queries')} "
                             "since the baseline: "
-                            f"{', '.join(changed[:10])}{' …' if len(changed) > 10 else ''}")
+                            f"{listed(changed)}")
         if baseline.per_query and not any(q.qid in baseline.per_query for q in self.full_golden):
             golden = baseline.meta.get("golden")
             source = golden.get("source") if isinstance(golden, dict) else None
@@ -135,7 +135,7 @@ class RagSession:
         try:
             returned = normalize_results(self.retrieval.retrieve(retriever, query, upcoming), self.options.k, query.qid)
             # What is scored is the document ranking: chunks of one document trading places change nothing.
-            ranked = document_ranking(returned.ids, self.config.id_separator)
+            ranked = document_ranking(returned.ids, self.config.id_separator) if self.options.repeat > 1 else []
             for _ in range(self.options.repeat - 1):
                 again = document_ranking(normalize_results(self.retrieval.search(retriever, query), self.options.k,
                                                            query.qid).ids, self.config.id_separator)

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from pytest_ragmetrics.cli.argtypes import measurement_arguments
-from pytest_ragmetrics.errors import InputError, RagMetricsError
+from pytest_ragmetrics.errors import InputError, RagMetricsError, listed
 from pytest_ragmetrics.files import dumps_stable
 from pytest_ragmetrics.gate.thresholds import Thresholds, load_thresholds, recorded_thresholds
 from pytest_ragmetrics.golden import GoldenSet, Query, load_golden, load_qrels
@@ -122,10 +122,10 @@ def run(args: argparse.Namespace) -> int:
         if problems:
             print("Measured differently (compared anyway, --accept-mismatch):\n  - " + "\n  - ".join(problems))
         print(f"Queries: {len(a.metrics)} scored in A; {len(missing)} missing from B"
-              + (f" ({', '.join(missing[:10])}{' …' if len(missing) > 10 else ''}; each counts as errored, "
+              + (f" ({listed(missing)}; each counts as errored, "
                  "every metric 0)" if missing else "") + ", "
               f"{len(verdict.new)} new in B (scored, not compared)"
-              + (f": {', '.join(verdict.new[:10])}{' …' if len(verdict.new) > 10 else ''}" if verdict.new else ""))
+              + (f": {listed(verdict.new)}" if verdict.new else ""))
         print()
         print(verdict_text(verdict, worst))
         print("\nPer query, B against A:")

@@ -33,7 +33,7 @@ def select_smoke(golden: GoldenSet, rule: str) -> GoldenSet:
         # isdecimal(), as for metric cutoffs: isdigit() accepts '²', which int() then rejects
         if not size_text.isdecimal() or int(size_text) < 1 \
                 or (seed_text and not seed_text.removeprefix("-").isdecimal()):
-            raise InputError(None, None, f"rag_smoke = {rule!r}: write sample:N or sample:N:SEED with integers")
+            raise InputError(None, None, f"rag_smoke = {rule!r}: write sample:N or sample:N:SEED with a whole number N >= 1 and an integer SEED")
         return golden.subset(_stratified(golden, int(size_text), int(seed_text or 0)))
     raise InputError(None, None, f"rag_smoke = {rule!r}: expected tag:NAME, sample:N or sample:N:SEED")
 

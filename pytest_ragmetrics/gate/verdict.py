@@ -23,6 +23,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
+from pytest_ragmetrics.errors import listed
 from pytest_ragmetrics.gate.baseline import Baseline
 from pytest_ragmetrics.gate.thresholds import Thresholds
 from pytest_ragmetrics.evaluation import mean_metrics
@@ -224,7 +225,7 @@ class Verdict:
             if qids:
                 verb = what if len(qids) == 1 else what.replace("its", "their")
                 reasons.append(f"{len(qids)} {'query' if len(qids) == 1 else 'queries'} {verb}: "
-                               f"{', '.join(qids[:10])}{' …' if len(qids) > 10 else ''}")
+                               f"{listed(qids)}")
         return reasons
 
     @property

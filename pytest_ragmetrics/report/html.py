@@ -13,6 +13,7 @@ from __future__ import annotations
 from html import escape
 from typing import Any, Mapping, Sequence
 
+from pytest_ragmetrics.errors import listed
 from pytest_ragmetrics.report.tables import counted
 
 __all__ = ["render_html"]
@@ -213,7 +214,7 @@ def render_html(artifact: Mapping[str, Any], metric: str | None = None, title: s
             parent_rows.append([
                 f"<td>{escape(m)}</td>", f'<td class="num">{_num(row.get("chunk"))}</td>',
                 f'<td class="num">{_num(row.get("parent"))}</td>', f'<td class="num">{len(missed)}</td>',
-                f"<td>{escape(', '.join(missed[:10]) + (' …' if len(missed) > 10 else ''))}</td>",
+                f"<td>{escape(listed(missed))}</td>",
             ])
         scored = counted(int(parent_level.get('n', 0)), 'scored query', 'scored queries')
         parents = (f"<h2>Parent-chunk hit rate</h2><p class=note>{scored} "

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Sequence
 
+from pytest_ragmetrics.errors import listed
 from pytest_ragmetrics.gate.verdict import EPS, Drop, Gate, Regression, Verdict
 from pytest_ragmetrics.report.tables import counted, markdown_table, sample_size_note
 
@@ -71,7 +72,7 @@ def aggregate_table(v: Verdict) -> str:
     if v.new:
         now_all = ", ".join(f"{r.metric} {r.now:.4f}" for r in v.aggregate if r.now is not None)
         lines.append(f"{counted(len(v.new), 'new query', 'new queries')} not in the baseline (scored, not compared): "
-                     f"{_listed(v.new)}; with them: {now_all}")
+                     f"{listed(v.new)}; with them: {now_all}")
     return "\n".join(lines)
 
 
@@ -126,12 +127,6 @@ def drops_text(drops: Sequence[Drop], indent: str = "") -> str:
             note = f"within tolerance {d.tolerance:g}"
         lines.append(f"{indent}{d.metric:<{width}}  {d.before:.4f} -> {d.after:.4f}  ({d.delta:+.4f})  {note}")
     return "\n".join(lines)
-
-
-def _listed(items: Sequence[str], shown: int = 10) -> str:
-    """The first ``shown`` items, then how many more: a list is never cut without a word."""
-    more = f" … and {len(items) - shown} more" if len(items) > shown else ""
-    return ", ".join(items[:shown]) + more
 
 
 def _entries_text(entries: Sequence[Regression], limit: int, shown_returned: int) -> list[str]:
@@ -223,14 +218,14 @@ def verdict_text(v: Verdict, worst_n: int) -> str:
     notes = []
     if v.unscorable:
         notes.append(f"{counted(len(v.unscorable), 'query has', 'queries have')} no relevant document and "
-                     f"{'was' if len(v.unscorable) == 1 else 'were'} not scored: {_listed(v.unscorable)}")
+                     f"{'was' if len(v.unscorable) == 1 else 'were'} not scored: {listed(v.unscorable)}")
     if v.short:
         notes.append(f"{counted(len(v.short), 'query', 'queries')} came back with fewer documents than the "
                      "deepest cutoff (after the id rule and dedup): "
-                     + _listed([f"{q} ({n})" for q, n in v.short.items()]))
+                     + listed([f"{q} ({n})" for q, n in v.short.items()]))
     if v.removed:
         notes.append(f"{counted(len(v.removed), 'baseline query is', 'baseline queries are')} gone from the golden "
-                     f"set: {_listed(v.removed)}")
+                     f"set: {listed(v.removed)}")
     if notes:
         parts.append("\n".join(notes))
     if v.has_baseline:
@@ -259,9 +254,9 @@ def baseline_change_text(old: Baseline | None, new: Baseline, metrics: Sequence[
     added = sorted(set(new.per_query) - set(old.per_query))
     removed = sorted(set(old.per_query) - set(new.per_query))
     if added:
-        lines.append(f"Queries added: {len(added)} ({_listed(added)})")
+        lines.append(f"Queries added: {len(added)} ({listed(added)})")
     if removed:
-        lines.append(f"Queries removed: {len(removed)} ({_listed(removed)})")
+        lines.append(f"Queries removed: {len(removed)} ({listed(removed)})")
     both = sorted(set(new.per_query) & set(old.per_query))
     for m in metrics:
         before, after = old.aggregate.get(m), new.aggregate.get(m)
@@ -279,7 +274,7 @@ def baseline_change_text(old: Baseline | None, new: Baseline, metrics: Sequence[
         elif before is None:
             lines.append(f"  {m}: {after:.4f} (new metric)")
         else:
-            moved = [f"{word} {len(q)}" + (f" ({_listed(q, 3)})" if q else "")
+            moved = [f"{word} {len(q)}" + (f" ({listed(q, 3)})" if q else "")
                      for word, q in (("up", ups), ("down", downs))]
             lines.append(f"  {m}: {before:.4f} -> {after:.4f} ({signed_delta(after - before)}); "
                          f"queries {', '.join(moved)}")

@@ -22,7 +22,7 @@ from typing import Any, Mapping, Sequence
 
 from pytest_ragmetrics.gate.baseline import Baseline, load_baseline, measurement_mismatch
 from pytest_ragmetrics.gate.thresholds import Thresholds
-from pytest_ragmetrics.errors import InputError
+from pytest_ragmetrics.errors import InputError, listed
 from pytest_ragmetrics.evaluation import evaluate, id_rule
 from pytest_ragmetrics.gate.verdict import EPS, QueryRecord, Verdict, build_verdict
 from pytest_ragmetrics.files import loads_json
@@ -138,7 +138,7 @@ def mismatch(a: RunData, b: RunData, golden: GoldenSet | None = None) -> list[st
     changed = [q for q, digest in a.judgments.items() if q in b.judgments and b.judgments[q] != digest]
     if changed:
         problems.append(f"judgments or text changed for {len(changed)} queries between A and B: "
-                        f"{', '.join(changed[:10])}{' …' if len(changed) > 10 else ''}")
+                        f"{listed(changed)}")
     elif not (a.judgments and b.judgments):
         sha_a, sha_b = (_golden_hash(side.meta) for side in (a, b))
         if sha_a and sha_b and sha_a != sha_b:
@@ -149,7 +149,7 @@ def mismatch(a: RunData, b: RunData, golden: GoldenSet | None = None) -> list[st
             differ = [q.qid for q in golden if q.qid in side.judgments and side.judgments[q.qid] != q.judgments_digest()]
             if differ:
                 problems.append(f"judgments or text of {len(differ)} queries in {golden.source} differ from what "
-                                f"{label} was measured with: {', '.join(differ[:10])}{' …' if len(differ) > 10 else ''}")
+                                f"{label} was measured with: {listed(differ)}")
     return problems
 
 

@@ -80,6 +80,7 @@ def test_degraded_queries_fail_and_are_named_worst_first(baselined: RagProject) 
     q004_item = failures.split("rag query q-004", 1)[1].split("rag query q-006", 1)[0]
     assert re.search(drop_line("recall@10", 1, 0, "beyond tolerance 0"), q004_item)
     assert "gold:     derailleur (1), shifter-cable (1)" in q004_item
+    assert "  q-004  'adjusting the rear derailleur'" in q004_item and "1. q-004" not in q004_item  # one query: no number
 
 
 def test_per_tag_table_shows_each_stratum(baselined: RagProject) -> None:

@@ -83,17 +83,17 @@ def test_bad_smoke_rules_are_usage_errors(baselined: RagProject) -> None:
     baselined.ini(rag_smoke="sample:few")
     result = baselined.run("--rag-subset", "smoke")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    assert "write sample:N or sample:N:SEED with integers" in result.stderr.str()
+    assert "write sample:N or sample:N:SEED with a whole number N >= 1 and an integer SEED" in result.stderr.str()
     assert baselined.calls() == []
 
 
-@pytest.mark.parametrize("rule", ["sample:\u00b2", "sample:3:\u00b9", "sample:3:--1"])
+@pytest.mark.parametrize("rule", ["sample:\u00b2", "sample:3:\u00b9", "sample:3:--1", "sample:0"])
 def test_a_sample_size_in_digits_other_than_ascii_is_a_usage_error(baselined: RagProject, rule: str) -> None:
     """str.isdigit() accepts '²', which int() then rejects: that was an INTERNALERROR."""
     baselined.ini(rag_smoke=rule)
     result = baselined.run("--rag-subset", "smoke")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    assert f"rag_smoke = {rule!r}: write sample:N or sample:N:SEED with integers" in result.stderr.str()
+    assert f"rag_smoke = {rule!r}: write sample:N or sample:N:SEED with a whole number N >= 1 and an integer SEED" in result.stderr.str()
     no_traceback(result)
     assert baselined.calls() == []
 
