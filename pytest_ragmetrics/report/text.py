@@ -6,9 +6,9 @@ Used for the terminal summary, the gate reports and the CLI. Tables are Markdown
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
-from pytest_ragmetrics.errors import listed
+from pytest_ragmetrics.errors import brief_repr, listed
 from pytest_ragmetrics.gate.verdict import EPS, Drop, Gate, Regression, Verdict
 from pytest_ragmetrics.report.tables import counted, markdown_table, sample_size_note
 
@@ -16,7 +16,8 @@ if TYPE_CHECKING:
     from pytest_ragmetrics.gate.baseline import Baseline
 
 __all__ = ["aggregate_table", "strata_table", "parent_table", "regressions_text", "moved_heading", "moved_text",
-           "drops_text", "gate_line", "signed_delta", "verdict_text", "baseline_change_text"]
+           "drops_text", "gate_line", "signed_delta", "verdict_text", "baseline_change_text", "retriever_warnings",
+           "retriever_changes", "retriever_text"]
 
 
 def signed_delta(value: float) -> str:
@@ -279,3 +280,53 @@ def baseline_change_text(old: Baseline | None, new: Baseline, metrics: Sequence[
             lines.append(f"  {m}: {before:.4f} -> {after:.4f} ({signed_delta(after - before)}); "
                          f"queries {', '.join(moved)}")
     return "\n".join(lines)
+
+
+def retriever_warnings(descriptions: Iterable[Any]) -> list[str]:
+    """The ``warnings`` and ``encoder_choice`` a retriever's ``describe()`` carries, each once."""
+    out: list[str] = []
+    for described in descriptions:
+        if not isinstance(described, dict):
+            continue
+        notes = described.get("warnings")
+        found = [str(w) for w in notes] if isinstance(notes, list) else []
+        if described.get("encoder_choice"):
+            found.append(str(described["encoder_choice"]))
+        out.extend(m for m in found if m not in out)
+    return out
+
+
+#: describe() keys that say what to know, not what was measured: never reported as a change.
+_COMMENTARY = ("warnings", "encoder_choice")
+
+
+def retriever_changes(before: Any, now: Any) -> list[str]:
+    """``key: old -> new`` for each top-level setting two ``describe()`` results disagree on.
+
+    Non-dict descriptions compare whole. Used to say, next to the verdict, that
+    the retriever measured is not the one the baseline measured.
+    """
+    if before is None or now is None or before == now:
+        return []
+    if not (isinstance(before, dict) and isinstance(now, dict)):
+        return [f"{brief_repr(before)} -> {brief_repr(now)}"]
+    keys = [k for k in dict.fromkeys([*before, *now]) if k not in _COMMENTARY]
+    missing = object()
+    out = []
+    for key in keys:
+        old, new = before.get(key, missing), now.get(key, missing)
+        if old != new:
+            shown = ["(absent)" if v is missing else brief_repr(v) for v in (old, new)]
+            out.append(f"{key}: {shown[0]} -> {shown[1]}")
+    return out
+
+
+def retriever_text(before: Any, now: Any) -> str | None:
+    """What the summary says about the retriever: its warnings and notes, and what changed since the baseline."""
+    lines = [f"Retriever: {m}" for m in retriever_warnings([now])]
+    changes = retriever_changes(before, now)
+    if changes:
+        lines.append("Retriever settings differ from the baseline's (the gate compares them as they are):\n  - "
+                     + "\n  - ".join(changes))
+    return "\n".join(lines) or None
+

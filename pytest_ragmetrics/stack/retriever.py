@@ -21,9 +21,11 @@ from pytest_ragmetrics.chunking import Chunk, chunk_documents
 from pytest_ragmetrics.corpus import Document, load_corpus
 
 from .bm25 import BACKENDS, DEFAULT_BACKEND, BM25Index, Language, make_tokenizer, stored_bm25
+from .choice import EncoderChoice, choose_encoder, coverage_warning
 from .embed import ENCODER_BACKENDS, Embedder
 from .fusion import FUSIONS, check_route_weights, convex_fusion, parse_route_weights, reciprocal_rank_fusion
 from .index import DEFAULT_HNSW, HnswSettings, VectorIndex
+from .languages import coverage, dominant_script
 from .paths import bm25_dir, cache_path, index_dir, settings_key
 from .rerank import Reranker
 
@@ -94,6 +96,14 @@ class Retriever:
     ``onnx`` (onnxruntime, the same vectors) or ``onnx-int8`` (int8 weights).
     All but float32 torch give slightly different vectors, so each has its own
     cache entries and collection. ``bm25_backend`` is unrelated: it picks the BM25 library.
+
+    Without ``model`` or ``embed_backend`` the encoder is chosen for the corpus:
+    the packaged English all-MiniLM-L6-v2, or ``multilingual-e5-small`` (the
+    ``multilingual`` extra) when more than 5% of the documents are in a script the
+    English model does not cover (see :mod:`.choice`). With ``skip_uncovered``
+    (the default), hybrid search gives a query written in a script the encoder
+    does not cover to BM25 alone instead of fusing it with near-random vectors;
+    :attr:`warnings` says when that happens.
     """
 
     def __init__(
@@ -110,8 +120,12 @@ class Retriever:
         fusion: str = "rrf",
         route_weights: Mapping[str, float] | str | None = None,
         model: str | Path | None = None,
-        embedder: Embedder | None = None,
+        embedder: Embedder | EncoderChoice | None = None,
         embed_backend: str | None = None,
+        query_prefix: str | None = None,
+        passage_prefix: str | None = None,
+        model_languages: Sequence[str] | None = None,
+        skip_uncovered: bool = True,
         rerank_model: str | Path | Reranker | None = None,
         bm25_backend: str = DEFAULT_BACKEND,
         bm25_k1: float = 1.5,
@@ -134,22 +148,25 @@ class Retriever:
             raise ValueError(f"mode {mode!r} needs rerank_model (a CrossEncoder path)")
         if bm25_backend not in BACKENDS:
             raise ValueError(f"unknown BM25 backend {bm25_backend!r}: expected one of {BACKENDS}")
-        if embedder is not None and model is not None:
-            raise ValueError("pass either model or embedder, not both")
+        if embedder is not None and (model is not None or query_prefix is not None or passage_prefix is not None
+                                     or model_languages is not None):
+            raise ValueError("pass either an embedder or the model settings (model, prefixes, languages), not both")
         if embed_backend is not None and embed_backend not in ENCODER_BACKENDS:
             raise ValueError(
                 f"unknown embed_backend {embed_backend!r}: expected one of {ENCODER_BACKENDS}"
             )
-        if embedder is not None and embed_backend not in (None, embedder.backend):
+        given = embedder.embedder if isinstance(embedder, EncoderChoice) else embedder
+        if given is not None and embed_backend not in (None, given.backend):
             raise ValueError(
                 f"embed_backend={embed_backend!r} contradicts the embedder's backend "
-                f"{embedder.backend!r}: pass one or the other"
+                f"{given.backend!r}: pass one or the other"
             )
         self.mode, self.rrf_k = mode, rrf_k
         self.chunk_size, self.overlap, self.title_prefix = chunk_size, overlap, title_prefix
         self.bm25_backend, self.bm25_k1, self.bm25_b = bm25_backend, bm25_k1, bm25_b
         self.hnsw, self.chroma_url = hnsw, chroma_url
         self.unique_docs = unique_docs
+        self.skip_uncovered = skip_uncovered
 
         if isinstance(corpus, (str, Path)):
             self.corpus_source: str = str(Path(corpus).resolve())
@@ -173,9 +190,19 @@ class Retriever:
         self.tokenizer = make_tokenizer(language, [c.text for c in self.chunks])
         self.language = getattr(self.tokenizer, "language", language)
 
-        self.embedder = embedder or Embedder(
-            model, cache_path=cache_path(), backend=embed_backend or "torch"
-        )
+        texts = [f"{d.title}\n{d.text}" for d in self.documents]
+        if isinstance(embedder, EncoderChoice):  # shared by a factory, with why it was chosen
+            self.encoder_choice = embedder
+        elif embedder is not None:
+            self.encoder_choice = EncoderChoice(embedder, switched=False)
+        else:
+            prompts = {k: v for k, v in (("query_prefix", query_prefix), ("passage_prefix", passage_prefix),
+                                         ("languages", model_languages)) if v is not None}
+            self.encoder_choice = choose_encoder(texts, model=model, backend=embed_backend,
+                                                 cache_path=cache_path(), **prompts)
+        self.embedder = self.encoder_choice.embedder
+        #: the corpus's documents by script, against the encoder's languages
+        self.coverage = coverage(self.embedder.name, self.embedder.languages, texts)
         if isinstance(rerank_model, Reranker) or rerank_model is None:
             self.reranker = rerank_model
         else:
@@ -212,7 +239,7 @@ class Retriever:
             if raw is None or raw.strip() == "":
                 continue
             try:
-                kwargs[name] = convert(raw.strip())
+                kwargs[name] = convert(raw if var in _VERBATIM else raw.strip())
             except ValueError as exc:
                 raise ValueError(f"environment variable {var}={raw!r}: {exc}") from None
         size = kwargs.get("chunk_size", 300)
@@ -290,6 +317,15 @@ class Retriever:
         t0 = time.perf_counter()
         self._ensure_bm25()
         t1 = time.perf_counter()
+        base, _ = _parse_mode(self.mode, None)
+        if base == "hybrid" and self.skip_uncovered and not self._corpus_covered:
+            # no query would reach the vector route: do not embed a corpus the encoder cannot read
+            self.build_stats = {
+                "documents": len(self.documents), "chunks": len(self.chunks), "encoded": 0,
+                "vector_index_rebuilt": None, "collection": None,
+                "bm25_seconds": round(t1 - t0, 3), "vector_seconds": None,
+            }
+            return self.build_stats
         vectors = self._ensure_vectors()
         t2 = time.perf_counter()
         self.build_stats = {
@@ -400,21 +436,29 @@ class Retriever:
                 pool,
                 by_doc,
             )
+        vector_for = list(range(len(queries)))
         if "vector" in routes:
-            vectors = self._ensure_vectors()
-            qvecs = self.embedder.embed(queries)
+            if base == "hybrid":  # a query the encoder cannot read is left to BM25 (skip_uncovered)
+                vector_for = [i for i in vector_for if self._vector_serves(queries[i])]
+            found["vector"] = [[] for _ in queries]
+            if vector_for:
+                vectors = self._ensure_vectors()
+                qvecs = self.embedder.embed_queries([queries[i] for i in vector_for])
 
-            def vector_fetch(idx: list[int], n: int) -> list[list[tuple[int, float]]]:
-                return [
-                    [(self._position[cid], score) for cid, score in hits]
-                    for hits in vectors.query(qvecs[idx], n)
-                ]
+                def vector_fetch(idx: list[int], n: int) -> list[list[tuple[int, float]]]:
+                    return [
+                        [(self._position[cid], score) for cid, score in hits]
+                        for hits in vectors.query(qvecs[idx], n)
+                    ]
 
-            found["vector"] = self._fetch(vector_fetch, len(queries), pool, by_doc)
+                for i, hits in zip(vector_for, self._fetch(vector_fetch, len(vector_for), pool, by_doc)):
+                    found["vector"][i] = hits
+        searched = set(vector_for)
 
         keep = pool if use_rerank else top_k  # hits past this are cut below: never build them
         ranked = [
-            self._combine({r: found[r][i] for r in routes}, rrf_k, by_doc, keep, how, weights)
+            self._combine({r: found[r][i] for r in routes if r != "vector" or i in searched}, rrf_k, by_doc,
+                          keep, how, weights)
             for i in range(len(queries))
         ]
         if use_rerank:
@@ -425,6 +469,39 @@ class Retriever:
                 hits = [h for h in hits if h.score >= threshold]
             out.append(hits[:top_k])
         return out
+
+    def _vector_serves(self, query: str) -> bool:
+        """Whether hybrid search gives ``query`` to the vector route.
+
+        Not when ``skip_uncovered`` is on and the encoder's languages are known to
+        leave out the query's script, or every document of the corpus.
+        """
+        covered = self.coverage.covered_scripts
+        if not self.skip_uncovered or covered is None:
+            return True
+        return self._corpus_covered and dominant_script(query) in covered
+
+    @property
+    def _corpus_covered(self) -> bool:
+        """Whether the encoder covers any document (else hybrid never needs the vector index)."""
+        covered = self.coverage.covered_scripts
+        return covered is None or any(script in covered for script in self.coverage.scripts)
+
+    @property
+    def _bm25_alone(self) -> bool:
+        """Whether hybrid search leaves some of this corpus's scripts to BM25 alone."""
+        base, _ = _parse_mode(self.mode, None)
+        return base == "hybrid" and self.skip_uncovered and bool(self.coverage.uncovered)
+
+    @property
+    def warnings(self) -> list[str]:
+        """What the user must know about this retriever's results: an encoder that does not
+        cover the corpus (with the share of documents and the fix). Also in :meth:`describe`."""
+        base, _ = _parse_mode(self.mode, None)
+        if base == "bm25":
+            return []
+        message = coverage_warning(self.coverage, self._bm25_alone)
+        return [message] if message else []
 
     def _fetch(
         self,
@@ -560,6 +637,11 @@ class Retriever:
             # only when set: baselines measured before these existed keep their description
             **({"fusion": self.fusion} if self.fusion != "rrf" else {}),
             **({"route_weights": dict(self.route_weights)} if self.route_weights else {}),
+            **({"query_prefix": self.embedder.query_prefix} if self.embedder.query_prefix else {}),
+            **({"passage_prefix": self.embedder.passage_prefix} if self.embedder.passage_prefix else {}),
+            **({"encoder_choice": note} if (note := self.encoder_choice.note()) else {}),
+            **({"bm25_alone_for": sorted(self.coverage.uncovered)} if self._bm25_alone else {}),
+            **({"warnings": self.warnings} if self.warnings else {}),
             "corpus": {
                 "documents": len(self.documents),
                 "chunks": len(self.chunks),
@@ -613,6 +695,9 @@ def _mode(raw: str) -> str:
     return raw
 
 
+#: Variables read as they are: a prefix such as ``"query: "`` ends in a space.
+_VERBATIM = frozenset({"RAGMETRICS_QUERY_PREFIX", "RAGMETRICS_PASSAGE_PREFIX"})
+
 #: ``RAGMETRICS_*`` variable -> (keyword argument, parser); read by :meth:`Retriever.from_env`.
 ENV_VARS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "RAGMETRICS_MODE": ("mode", _mode),
@@ -626,6 +711,10 @@ ENV_VARS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "RAGMETRICS_RERANK_MODEL": ("rerank_model", str),
     "RAGMETRICS_BM25_BACKEND": ("bm25_backend", str),
     "RAGMETRICS_EMBED_BACKEND": ("embed_backend", _embed_backend),
+    "RAGMETRICS_MODEL": ("model", str),
+    "RAGMETRICS_QUERY_PREFIX": ("query_prefix", str),
+    "RAGMETRICS_PASSAGE_PREFIX": ("passage_prefix", str),
+    "RAGMETRICS_SKIP_UNCOVERED": ("skip_uncovered", _flag),
     "RAGMETRICS_CHROMA_URL": ("chroma_url", str),
     "RAGMETRICS_DATA_DIR": ("data_dir", str),
     "RAGMETRICS_UNIQUE_DOCS": ("unique_docs", _flag),

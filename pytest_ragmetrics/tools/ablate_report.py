@@ -12,6 +12,7 @@ from typing import Any, Mapping, Sequence
 
 from pytest_ragmetrics.measures import parse_measure
 from pytest_ragmetrics.report.tables import markdown_table, sample_size_note
+from pytest_ragmetrics.report.text import retriever_warnings
 from pytest_ragmetrics.tools.ablate import Ablation
 
 __all__ = ["ablation_breakdown", "ablation_dict", "ablation_notes", "ablation_table", "render_json", "render_markdown"]
@@ -40,6 +41,8 @@ def ablation_table(ab: Ablation, digits: int = 4) -> str:
 def ablation_notes(ab: Ablation) -> list[str]:
     """What a reader must know to read the table: n and 1/n, skipped rows, capped rankings."""
     out = [sample_size_note(ab.n)]
+    for message in retriever_warnings(r.retriever for r in ab.measured):
+        out.append(f"Retriever: {message}")
     for r in ab.rows:
         if r.skipped is not None:
             out.append(f"{r.label}: skipped, {r.skipped}.")
