@@ -126,6 +126,21 @@ def test_modes_table_has_one_row_per_mode_and_the_sample_size_note() -> None:
     assert "none" not in result.rows[0].per_query and result.rows[0].unscorable == ["none"]
 
 
+def test_retriever_warnings_are_noted_once_under_the_table() -> None:
+    warning = "3 of 3 documents (100%) are Chinese (Han script), which the encoder m (en) does not cover"
+
+    class Warned(Scripted):
+        def describe(self) -> dict[str, Any]:
+            return {"model": "m", "warnings": [warning], "encoder_choice": "e5 chosen because of Han"}
+
+    result = ablate(scripted_golden(), Warned(), MODES3, CONFIG)
+    notes = ablation_notes(result)
+    assert notes.count(f"Retriever: {warning}") == 1  # three rows, one note
+    assert notes.count("Retriever: e5 chosen because of Han") == 1
+    assert ablation_notes(ablate(scripted_golden(), Scripted(), MODES3, CONFIG))[1:] == [
+        n for n in notes[1:] if not n.startswith("Retriever:")]
+
+
 def test_breakdown_lists_exactly_the_questions_that_differ() -> None:
     result = ablate(scripted_golden(), Scripted(), MODES3, CONFIG)
     moved = dict(result.differing("recall@3"))

@@ -112,7 +112,7 @@ class Retriever:
         return _answer(query)
 
     def describe(self):
-        return {"name": "json-retriever", "version": 1}
+        return _settings().get("describe", {"name": "json-retriever", "version": 1})
 
 
 class BatchRetriever(Retriever):
