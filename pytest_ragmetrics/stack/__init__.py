@@ -15,11 +15,13 @@ from pytest_ragmetrics.corpus import CorpusError, Document, load_corpus
 from .bm25 import (
     BACKENDS,
     DEFAULT_BACKEND,
+    LANGUAGES,
     BM25Index,
     chinese_tokenizer,
     detect_language,
     english_tokenizer,
     make_tokenizer,
+    mixed_tokenizer,
 )
 from .embed import DEFAULT_MODEL_NAME, ENCODER_BACKENDS, Embedder, default_model_path, model_fingerprint
 from .factory import Chunking, RetrieverFactory, cached_factory, stack_factory
@@ -36,6 +38,7 @@ __all__ = [
     "DEFAULT_MODEL_NAME",
     "ENCODER_BACKENDS",
     "ENV_VARS",
+    "LANGUAGES",
     "MODES",
     "BM25Index",
     "Chunk",
@@ -58,6 +61,7 @@ __all__ = [
     "english_tokenizer",
     "load_corpus",
     "make_tokenizer",
+    "mixed_tokenizer",
     "model_fingerprint",
     "ragmetrics_home",
     "reciprocal_rank_fusion",

@@ -1,4 +1,21 @@
-"""Lexical search: tokenisers (English, Chinese via jieba) and BM25 behind one interface.
+"""Lexical search: tokenisers (English, Chinese via jieba, both mixed) and BM25 behind one interface.
+
+Three tokenisers, all NFKC-normalising and lowercasing first:
+
+- ``en``: split on ``\\w+``, a short list of English function words dropped;
+- ``zh``: jieba over the whole text, tokens without a word character dropped;
+- ``mixed``: the text cut into runs of Han characters and the rest; jieba
+  segments the Han runs, the English analyser the rest. A corpus holding
+  Chinese and English documents needs it: jieba keeps "the" and "of" as terms,
+  the English analyser makes a whole Chinese clause one token, so either alone
+  ranks one of the two languages badly.
+
+``language="auto"`` picks ``en`` for a corpus without a single Han character
+(so an English corpus keeps its tokens, scores and stored index) and ``mixed``
+otherwise, a wholly Chinese corpus included: on CMRC2018 it ranks as jieba does
+(BM25 nDCG@10 0.9822 vs 0.9821 on whole documents). Queries go through the
+index's tokenizer, so a question in either language meets the same analysis as
+the documents in that language.
 
 Two backends rank the same tokens: ``rank_bm25`` (``BM25Okapi``, the plain
 reference implementation, pure Python) and ``bm25s`` (sparse matrices). They
@@ -40,17 +57,22 @@ __all__ = [
     "BACKENDS",
     "DEFAULT_BACKEND",
     "ENGLISH_STOPWORDS",
+    "LANGUAGES",
     "BM25Index",
     "Tokenizer",
+    "check_language",
     "chinese_tokenizer",
     "detect_language",
     "english_tokenizer",
     "make_tokenizer",
+    "mixed_tokenizer",
     "stored_bm25",
 ]
 
 Tokenizer = Callable[[str], list[str]]
-Language = Literal["auto", "en", "zh"]
+Language = Literal["auto", "en", "zh", "mixed"]
+#: The values ``language`` accepts, in the order error messages list them.
+LANGUAGES: tuple[str, ...] = ("auto", "en", "zh", "mixed")
 
 BACKENDS = ("bm25s", "rank_bm25")
 #: bm25s ranks as well as rank_bm25 on the shared collections and is ~10-100x faster.
@@ -66,7 +88,11 @@ ENGLISH_STOPWORDS = frozenset(
 
 _WORD = re.compile(r"\w+")
 _HAS_WORD = re.compile(r"\w")
-_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+#: Han characters: CJK unified ideographs, extension A and the compatibility block.
+_HAN = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+_CJK = re.compile(f"[{_HAN}]")
+#: ``split`` with it alternates non-Han text (even positions) and Han runs (odd positions).
+_HAN_RUN = re.compile(f"([{_HAN}]+)")
 
 
 def english_tokenizer(stopwords: bool = True) -> Tokenizer:
@@ -100,25 +126,73 @@ def chinese_tokenizer() -> Tokenizer:
     return tokenize
 
 
-def detect_language(texts: Sequence[str], sample: int = 200) -> Literal["en", "zh"]:
-    """``"zh"`` when CJK characters make up over 20% of the letters in a sample of ``texts``."""
-    cjk = letters = 0
-    step = max(1, len(texts) // sample)
-    for text in texts[::step]:
-        cjk += len(_CJK.findall(text))
-        letters += sum(1 for ch in text if ch.isalpha())
-    return "zh" if letters and cjk / letters > 0.2 else "en"
+def mixed_tokenizer() -> Tokenizer:
+    """Chinese and English in one text: jieba for runs of Han characters, the English analyser elsewhere.
+
+    The text is NFKC-normalised and lowercased, then cut into runs of Han
+    characters and the rest. Han runs are segmented with jieba (tokens with a
+    word character kept, as :func:`chinese_tokenizer` does); the rest is split
+    on ``\\w+`` with :data:`ENGLISH_STOPWORDS` dropped, as :func:`english_tokenizer`
+    does. A text without Han characters therefore gets exactly the English
+    analyser's tokens, and jieba is imported only when a Han run is met.
+    """
+
+    def tokenize(text: str) -> list[str]:
+        norm = unicodedata.normalize("NFKC", text).lower()
+        parts = _HAN_RUN.split(norm)
+        tokens = [t for t in _WORD.findall(parts[0]) if t not in ENGLISH_STOPWORDS]
+        if len(parts) == 1:
+            return tokens
+        import jieba
+
+        jieba.setLogLevel(60)  # its "Building prefix dict" chatter goes to stderr
+        for han, rest in zip(parts[1::2], parts[2::2]):
+            tokens.extend(t for t in jieba.lcut(han) if _HAS_WORD.search(t))
+            tokens.extend(t for t in _WORD.findall(rest) if t not in ENGLISH_STOPWORDS)
+        return tokens
+
+    tokenize.language = "mixed"  # type: ignore[attr-defined]
+    tokenize.signature = "mixed-zh-jieba+en-stopwords"  # type: ignore[attr-defined]
+    return tokenize
+
+
+def detect_language(texts: Sequence[str]) -> Literal["en", "mixed"]:
+    """``"mixed"`` when any of ``texts`` holds a Han character, else ``"en"``.
+
+    Every text is looked at, not a sample: one Chinese document among thousands
+    of English ones still needs jieba to be found. A corpus without Han
+    characters keeps the English analyser, so its tokens (and scores) do not
+    change. A wholly Chinese corpus gets the mixed tokenizer too (one rule): on
+    CMRC2018, BM25 nDCG@10 is 0.9822 with it against 0.9821 with jieba over
+    whole texts (whole documents; 0.9823 vs 0.9824 in 300-character chunks),
+    within one question of 4,219 either way, and English words in it get the
+    English analysis (function words dropped) instead of being kept as terms.
+    """
+    return "mixed" if any(_CJK.search(text) for text in texts) else "en"
 
 
 def make_tokenizer(language: Language = "auto", texts: Sequence[str] = ()) -> Tokenizer:
-    """The tokenizer for ``language``; ``"auto"`` decides from ``texts`` (see detect_language)."""
+    """The tokenizer for ``language``; ``"auto"`` decides from ``texts`` (see :func:`detect_language`).
+
+    ``"en"``: :func:`english_tokenizer`; ``"zh"``: :func:`chinese_tokenizer` (jieba
+    over whole texts); ``"mixed"``: :func:`mixed_tokenizer`. The tokenizer's
+    ``language`` attribute says which one was used.
+    """
+    check_language(language)
     if language == "auto":
         language = detect_language(texts)
     if language == "en":
         return english_tokenizer()
     if language == "zh":
         return chinese_tokenizer()
-    raise ValueError(f"unknown language {language!r}: expected 'auto', 'en' or 'zh'")
+    return mixed_tokenizer()
+
+
+def check_language(language: str) -> None:
+    """Raise ValueError unless ``language`` is one of :data:`LANGUAGES`."""
+    if language not in LANGUAGES:
+        allowed = ", ".join(repr(v) for v in LANGUAGES[:-1]) + f" or {LANGUAGES[-1]!r}"
+        raise ValueError(f"unknown language {language!r}: expected {allowed}")
 
 
 def _top_n(scores: np.ndarray, n: int) -> list[tuple[int, float]]:

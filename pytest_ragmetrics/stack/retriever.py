@@ -20,7 +20,7 @@ from typing import Any
 from pytest_ragmetrics.chunking import Chunk, chunk_documents
 from pytest_ragmetrics.corpus import Document, load_corpus
 
-from .bm25 import BACKENDS, DEFAULT_BACKEND, BM25Index, Language, make_tokenizer, stored_bm25
+from .bm25 import BACKENDS, DEFAULT_BACKEND, BM25Index, Language, check_language, make_tokenizer, stored_bm25
 from .choice import EncoderChoice, choose_encoder, coverage_warning
 from .embed import ENCODER_BACKENDS, Embedder
 from .fusion import FUSIONS, check_route_weights, convex_fusion, parse_route_weights, reciprocal_rank_fusion
@@ -96,6 +96,9 @@ class Retriever:
     ``onnx`` (onnxruntime, the same vectors) or ``onnx-int8`` (int8 weights).
     All but float32 torch give slightly different vectors, so each has its own
     cache entries and collection. ``bm25_backend`` is unrelated: it picks the BM25 library.
+    ``language`` picks the BM25 tokenisation: ``en``, ``zh`` (jieba), ``mixed`` (jieba
+    for Chinese, the English analyser for the rest) or ``auto`` (``en`` for a corpus
+    without Chinese characters, else ``mixed``); :meth:`describe` reports the one used.
 
     Without ``model`` or ``embed_backend`` the encoder is chosen for the corpus:
     the packaged English all-MiniLM-L6-v2, or ``multilingual-e5-small`` (the
@@ -148,6 +151,7 @@ class Retriever:
             raise ValueError(f"mode {mode!r} needs rerank_model (a CrossEncoder path)")
         if bm25_backend not in BACKENDS:
             raise ValueError(f"unknown BM25 backend {bm25_backend!r}: expected one of {BACKENDS}")
+        check_language(language)
         if embedder is not None and (model is not None or query_prefix is not None or passage_prefix is not None
                                      or model_languages is not None):
             raise ValueError("pass either an embedder or the model settings (model, prefixes, languages), not both")

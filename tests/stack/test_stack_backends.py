@@ -131,12 +131,17 @@ def test_batch_size_defaults_per_backend_and_is_checked() -> None:
 
 def test_cli_offers_every_backend() -> None:
     from pytest_ragmetrics.cli import _stack, build_parser
-    from pytest_ragmetrics.stack import ENCODER_BACKENDS, MODES
+    from pytest_ragmetrics.stack import ENCODER_BACKENDS, LANGUAGES, MODES
 
     assert _stack.ENCODER_BACKENDS == ENCODER_BACKENDS == tuple(DEFAULT_BATCH_SIZE)
     assert _stack._BASE_MODES == MODES  # --modes is checked without importing the stack
+    assert _stack.LANGUAGES == LANGUAGES
     args = build_parser().parse_args(["ablate", "--corpus", "c", "--golden", "g", "--embed-backend", "torch-bf16"])
     assert args.embed_backend == "torch-bf16"
+    args = build_parser().parse_args(["ablate", "--corpus", "c", "--golden", "g", "--language", "mixed"])
+    assert args.language == "mixed"
+    args = build_parser().parse_args(["pool", "--corpus", "c", "--queries", "q", "--out", "o", "--language", "mixed"])
+    assert args.language == "mixed"
 
 
 @pytest.mark.slow

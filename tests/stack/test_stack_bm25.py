@@ -1,21 +1,29 @@
-"""BM25: tokenisers, both backends behind one interface, Chinese via jieba."""
+"""BM25: tokenisers, both backends behind one interface, Chinese via jieba, mixed corpora."""
 
 from __future__ import annotations
 
 import json
+import re
+import unicodedata
 from pathlib import Path
 
 import pytest
 
 from pytest_ragmetrics.stack import (
     BACKENDS,
+    LANGUAGES,
     BM25Index,
     Document,
     chinese_tokenizer,
+    chunk_documents,
     detect_language,
     english_tokenizer,
+    load_corpus,
     make_tokenizer,
+    mixed_tokenizer,
 )
+
+DEMO_CORPUS = Path(__file__).resolve().parents[2] / "eval" / "corpus"
 
 
 @pytest.fixture(scope="module")
@@ -43,10 +51,108 @@ def test_chinese_tokenizer_drops_spaces_and_punctuation() -> None:
 
 def test_detect_language() -> None:
     assert detect_language(["brake pads wear thin", "oil change"]) == "en"
-    assert detect_language(["战国无双是光荣开发的游戏", "本作以三大故事为主轴"]) == "zh"
-    assert make_tokenizer("auto", ["北京是中国的首都"]).language  # type: ignore[attr-defined] == "zh"
-    with pytest.raises(ValueError, match="unknown language"):
+    assert detect_language(["战国无双是光荣开发的游戏", "本作以三大故事为主轴"]) == "mixed"
+    # one Han character anywhere is enough: every text is looked at, not a sample
+    assert detect_language([*(["brake pads wear thin"] * 1000), "the 刹车 pads"]) == "mixed"
+    assert detect_language([]) == "en"
+    assert make_tokenizer("auto", ["北京是中国的首都"]).language == "mixed"  # type: ignore[attr-defined]
+    assert make_tokenizer("auto", ["brake pads"]).signature == "en-stopwords"  # type: ignore[attr-defined]
+    # explicit choices are kept, whatever the texts
+    assert make_tokenizer("zh", ["brake pads"]).signature == "zh-jieba"  # type: ignore[attr-defined]
+    assert make_tokenizer("en", ["北京是中国的首都"]).signature == "en-stopwords"  # type: ignore[attr-defined]
+    assert make_tokenizer("mixed").signature == "mixed-zh-jieba+en-stopwords"  # type: ignore[attr-defined]
+    assert LANGUAGES == ("auto", "en", "zh", "mixed")
+    with pytest.raises(ValueError, match=r"unknown language 'fr': expected 'auto', 'en', 'zh' or 'mixed'"):
         make_tokenizer("fr")  # type: ignore[arg-type]
+
+
+def test_mixed_tokenizer() -> None:
+    tok = mixed_tokenizer()
+    assert (tok.language, tok.signature) == ("mixed", "mixed-zh-jieba+en-stopwords")  # type: ignore[attr-defined]
+    # jieba segments the Han runs (我用 / 手冲 咖啡); the rest is the English analyser's:
+    # lowercased, split on \w+, "the" dropped; the comma is no token
+    assert tok("我用V60手冲咖啡, the grind size matters") == [
+        "我用", "v60", "手冲", "咖啡", "grind", "size", "matters",
+    ]
+    # NFKC first: full-width letters and punctuation fold; English stopwords between Han runs go too
+    assert tok("ＡＰＩ文档。The docs of 北京地铁") == ["api", "文档", "docs", "北京地铁"]
+    assert tok("") == [] and tok("，。！") == []
+    # jieba over the whole text keeps English stopwords; the mixed tokenizer does not
+    assert "the" in chinese_tokenizer()("我用V60手冲咖啡, the grind size matters")
+
+
+def _english_analyser_as_before(text: str) -> list[str]:
+    """The English analyser spelled out (NFKC, lowercase, \\w+, stopwords): the tokens English corpora have always had."""
+    from pytest_ragmetrics.stack.bm25 import ENGLISH_STOPWORDS
+
+    return [t for t in re.findall(r"\w+", unicodedata.normalize("NFKC", text).lower()) if t not in ENGLISH_STOPWORDS]
+
+
+@pytest.mark.parametrize("chunk_size", [300, None])
+def test_a_pure_english_corpus_tokenises_as_before(chunk_size: int | None) -> None:
+    """The demo corpus keeps the English analyser, its signature (so its stored index) and every token."""
+    chunks = chunk_documents(load_corpus(DEMO_CORPUS), chunk_size, 60 if chunk_size else 0, with_title=True)
+    texts = [c.text for c in chunks]
+    tok = make_tokenizer("auto", texts)
+    assert (tok.language, tok.signature) == ("en", "en-stopwords")  # type: ignore[attr-defined]
+    expected = [_english_analyser_as_before(t) for t in texts]
+    assert [tok(t) for t in texts] == expected
+    # a text without Han characters gets the same tokens from the mixed tokenizer as well
+    assert [mixed_tokenizer()(t) for t in texts] == expected
+    assert sum(map(len, expected)) > 1000
+
+
+# -- a corpus holding Chinese and English documents -------------------------------------
+
+#: Three Chinese and three English documents on unrelated subjects; the bread one
+#: quotes two Chinese words and the tea one an English word. English has more
+#: letters, so Han characters are under a fifth of them.
+MIXED_DOCS = {
+    "zh-tea": "乌龙茶属于半发酵茶，冲泡时水温要在九十五度左右。很多茶友喜欢用 gaiwan 盖碗冲泡，第一泡快速倒掉，用来温杯醒茶。",
+    "zh-subway": "北京地铁的早高峰从七点开始，换乘站的人流最大。建议错峰出行，并提前给交通卡充值，节省排队的时间。",
+    "zh-panda": "大熊猫主要以竹子为食，每天要花十几个小时进食。野生大熊猫生活在四川和陕西的山区，数量正在慢慢回升。",
+    "en-bike": "Bicycle chain care: clean the chain with a degreaser and let it dry. Then put a drop of lubricant "
+    "on each roller, turn the pedals backwards for a minute, and wipe off the excess so that it does not "
+    "collect grit and sand on the road.",
+    "en-bread": "Sourdough bread needs an active starter. Feed it flour and water the day before baking, and let "
+    "the dough proof slowly in a cool kitchen; a warm room makes it sour and slack. The 老面 method of "
+    "northern China, 发面 with an old piece of dough, works the same way.",
+    "en-solar": "Solar panels make less power when they are dirty or shaded by a tree. Rinse them with plain "
+    "water in the early morning, before the glass heats up, and check the inverter display in the evening "
+    "for the daily yield of the whole system.",
+}
+MIXED_QUERIES = {
+    "why is my solar panel producing less power": "en-solar",
+    "how often should I lubricate the bicycle chain": "en-bike",
+    "is it fine to do it in the evening": "en-solar",  # mostly function words
+    "大熊猫每天吃多少竹子": "zh-panda",
+    "乌龙茶冲泡水温": "zh-tea",
+    "北京地铁早高峰几点开始": "zh-subway",
+}
+
+
+def _first(index: BM25Index, query: str) -> str | None:
+    hits = index.search(query, len(MIXED_DOCS))
+    return list(MIXED_DOCS)[hits[0][0]] if hits else None
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_mixed_corpus_ranks_both_languages(backend: str) -> None:
+    texts = list(MIXED_DOCS.values())
+    index = BM25Index(texts, backend=backend)  # the tokenizer "auto" picks
+    assert index.language == "mixed"
+    assert {q: _first(index, q) for q in MIXED_QUERIES} == MIXED_QUERIES
+
+
+def test_one_tokenizer_for_a_mixed_corpus_fails_one_language() -> None:
+    """Why mixed exists: the English analyser finds no Chinese document (a Chinese
+    question is one long token), and jieba keeps English function words, which
+    outweigh the one content word of a chatty English question."""
+    texts = list(MIXED_DOCS.values())
+    english = BM25Index(texts, english_tokenizer())
+    assert [_first(english, q) for q, doc in MIXED_QUERIES.items() if doc.startswith("zh-")] == [None] * 3
+    jieba = BM25Index(texts, chinese_tokenizer())
+    assert _first(jieba, "is it fine to do it in the evening") != "en-solar"
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -128,7 +234,7 @@ def test_cmrc2018_slice_with_jieba(collections_dir: Path, backend: str) -> None:
     assert len(queries) > 500
     texts = [f"{d['title']}\n{d['text']}" for d in docs]
     tok = make_tokenizer("auto", texts)
-    assert tok.language == "zh"  # type: ignore[attr-defined]
+    assert tok.language == "mixed"  # type: ignore[attr-defined]
     index = BM25Index(texts, tok, backend=backend)
     qids = sorted(queries)
     results = index.search_batch([queries[q] for q in qids], 5)
@@ -219,3 +325,38 @@ def test_retriever_stores_bm25_once_per_chunking(
     Retriever(car_docs, mode="bm25", chunk_size=120, overlap=20, bm25_backend="rank_bm25").search("brake", 3)
     assert len(built) == 2
     assert len(list((tmp_path / "home" / "bm25").iterdir())) == 2  # rank_bm25 is not stored
+
+
+def test_stored_index_under_the_mixed_signature(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_ragmetrics.stack.bm25 import stored_bm25
+
+    texts = list(MIXED_DOCS.values())
+    built = _calls(monkeypatch)
+    first = stored_bm25(tmp_path, "m" * 64, texts, make_tokenizer("auto", texts))
+    (folder,) = list(tmp_path.iterdir())
+    assert folder.name == "bm25s-v1-" + "m" * 32 + "-mixed-zh-jieba+en-stopwords-k1=1.5-b=0.75"
+    again = stored_bm25(tmp_path, "m" * 64, texts, mixed_tokenizer())  # another process's tokenizer
+    assert len(built) == 1  # loaded, not built
+    assert type(again._impl.scores["data"]).__name__ == "memmap"
+    assert again.language == "mixed"
+    memory = BM25Index(texts, mixed_tokenizer())
+    for q in MIXED_QUERIES:
+        assert again.search(q, 6) == first.search(q, 6) == memory.search(q, 6)
+        assert again.scores(q).tolist() == memory.scores(q).tolist()
+    assert {q: _first(again, q) for q in MIXED_QUERIES} == MIXED_QUERIES
+    stored_bm25(tmp_path, "m" * 64, texts, chinese_tokenizer())  # jieba alone is another index
+    assert len(built) == 3 and len(list(tmp_path.iterdir())) == 2
+
+
+def test_retriever_on_a_mixed_corpus(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_ragmetrics.stack import Retriever
+
+    monkeypatch.setenv("RAGMETRICS_HOME", str(tmp_path / "home"))
+    docs = [Document(doc_id, "", text) for doc_id, text in MIXED_DOCS.items()]
+    r = Retriever(docs, mode="bm25", chunk_size=None)
+    assert r.language == "mixed" and r.describe()["bm25"]["language"] == "mixed"
+    assert {q: r.search(q, 1)[0].doc_id for q in MIXED_QUERIES} == MIXED_QUERIES
+    (stored,) = list((tmp_path / "home" / "bm25").iterdir())
+    assert "-mixed-zh-jieba+en-stopwords-" in stored.name
+    assert Retriever(docs, mode="bm25", chunk_size=None, language="zh").describe()["bm25"]["language"] == "zh"
+    assert Retriever(docs, mode="bm25", chunk_size=None, language="en").describe()["bm25"]["language"] == "en"

@@ -45,6 +45,9 @@ def test_construction_errors(car_docs: list[Document], tmp_path: Path) -> None:
         Retriever(car_docs, data_dir=tmp_path, chunk_size=50, overlap=60)
     with pytest.raises(ValueError, match="no documents"):
         Retriever([], data_dir=tmp_path)
+    # checked before the corpus is read; the message lists every allowed value
+    with pytest.raises(ValueError, match=r"unknown language 'fr': expected 'auto', 'en', 'zh' or 'mixed'"):
+        Retriever(tmp_path / "no-such-corpus", language="fr")  # type: ignore[arg-type]
 
 
 def test_loads_a_corpus_folder(tmp_path: Path) -> None:
@@ -443,7 +446,7 @@ def test_chinese_corpus_through_hybrid(
         if rec["qid"] in gold
     ][:40]
     r = Retriever(docs, data_dir=tmp_path, embedder=embedder)
-    assert r.describe()["bm25"]["language"] == "zh"
+    assert r.describe()["bm25"]["language"] == "mixed"
     for mode, floor in (("bm25", 0.8), ("hybrid", 0.8)):
         results = r.search_batch([q for _, q in queries], 5, mode=mode)
         hit_rate = sum(
