@@ -83,8 +83,11 @@ def dominant_script(text: str) -> str:
     if not letters:
         return "latin"
     counts = {script: len(p.findall(text)) for script, p in _PATTERNS.items()}
-    if counts["kana"] and counts["kana"] + counts["han"] >= _SHARE * letters:
-        return "kana"  # Japanese mixes kanji with kana; kana is what tells it from Chinese
+    east_asian = counts["kana"] + counts["han"]
+    if counts["kana"] >= _SHARE * east_asian and east_asian >= _SHARE * letters:
+        # Japanese mixes kanji with kana (kana is what tells it from Chinese); a Chinese
+        # page naming a Japanese title in kana keeps a small share and stays Chinese
+        return "kana"
     script, count = max(counts.items(), key=lambda kv: kv[1])
     return script if count >= _SHARE * letters else "latin"
 

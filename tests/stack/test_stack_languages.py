@@ -24,6 +24,7 @@ from pytest_ragmetrics.stack.languages import (
         ("我用V60手冲咖啡，TDS 控制在1.3%左右。", "han"),  # a few Latin words stay Chinese
         ("The word 咖啡 means coffee in this long English sentence about brewing at home.", "latin"),
         ("コーヒーを淹れる温度は九十度です。", "kana"),  # kanji with kana: Japanese, not Chinese
+        ("《战国无双3》（戦国無双3）是由光荣开发的动作游戏，日文名称为せんごくむそう，本作以三大故事为主轴。", "han"),
         ("커피를 내리는 온도", "hangul"),
         ("Температура воды для кофе", "cyrillic"),
         ("12345 --- !!!", "latin"),  # no letters at all
