@@ -333,6 +333,8 @@ def _load_jsonl(path: Path, id_separator: str | None = None) -> GoldenSet:
         where = f"line {number}"
         if not isinstance(record, dict):
             raise InputError(name, where, "expected a JSON object with qid, query, candidates")
+        if "_meta" in record and not queries:  # how a pool or an annotator's file was made: not a question
+            continue
         qid = _required_id(record, ("qid", "query", "candidates"), name, where)
         where = f"line {number} (qid {brief_repr(qid)})"
         text = _check_id(record["query"], name, where, "query")
