@@ -77,7 +77,7 @@ def test_bm25_only_setting_fails_and_names_the_fallen_queries(tmp_path: Path) ->
 
 ZH_BASELINE = REPO / "baselines" / "zh" / "baseline.json"
 ZH_ARGS = ("--rag-golden", "eval/zh/golden.yaml", "--rag-corpus", "eval/zh/corpus",
-           "--rag-baseline", "baselines/zh/baseline.json")
+           "--rag-baseline", "baselines/zh/baseline.json", "--rag-thresholds", "baselines/zh/thresholds.json")
 
 
 def test_chinese_demo_passes_with_the_multilingual_encoder(tmp_path: Path) -> None:

@@ -36,3 +36,12 @@ def test_passing_summary() -> None:
     text = verdict_markdown(verdict({"q1": 1.0, "q2": 1.0}), worst_n=5)
     assert text.startswith("## Retrieval gate: passed")
     assert "No query regressed." in text
+
+
+def test_tables_with_chinese_text_line_up_in_a_terminal() -> None:
+    from pytest_ragmetrics.report.tables import display_width, markdown_table
+
+    assert display_width("咖啡 V60") == 8 and display_width("abc") == 3
+    lines = markdown_table(["question", "ndcg@10"], [["手冲咖啡的水温", 0.5], ["grind size", 1.0]]).splitlines()
+    assert len({display_width(line) for line in lines}) == 1  # every row as wide on screen as the header
+    assert lines[2] == "| 手冲咖啡的水温 | 0.5000  |"

@@ -74,11 +74,14 @@ class Controller:
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         from pytest_ragmetrics._plugin import outputs
         from pytest_ragmetrics.errors import BaselineError
-        from pytest_ragmetrics.report.text import retriever_text, verdict_text
+        from pytest_ragmetrics._plugin.items import FIXTURE_RAISED
+        from pytest_ragmetrics.report.text import retriever_hint, retriever_text, verdict_text
 
         rag = self.rag
         if self.retriever_problem is not None:  # nothing was measured: a usage error, as in a serial run
             session.exitstatus = pytest.ExitCode.USAGE_ERROR
+            if self.retriever_problem.startswith(FIXTURE_RAISED):  # its traceback is on the item; say why it stopped
+                rag.summary = self.retriever_problem.removeprefix("ragmetrics: ")
             return
         if exitstatus == pytest.ExitCode.INTERRUPTED:
             rag.summary = "Interrupted: no baseline or report written."
@@ -99,7 +102,8 @@ class Controller:
                         rag.summary += (f"\nWARNING: {row.metric} = {row.now:.4f} is under its floor {row.minimum:g} "
                                         f"({rag.thresholds.path or 'thresholds'}): every run will fail that gate "
                                         "until retrieval improves or the floor is lowered.")
-            retriever = retriever_text(None, rag.retriever_description)
+            retriever = retriever_text(rag.baseline.meta.get("retriever") if rag.baseline is not None else None,
+                                       rag.retriever_description, refreshing=True)
             if retriever:
                 rag.summary += "\n\n" + retriever
             problems = self._write_reports(session, html=False)
@@ -113,6 +117,11 @@ class Controller:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
         problems = self._write_reports(session, html=True)
         rag.summary = verdict_text(verdict, rag.worst_n)
+        before = rag.baseline.meta.get("retriever") if rag.baseline is not None else None
+        hint = retriever_hint(before, rag.retriever_description) if not verdict.passed else None
+        if hint:  # a reader scanning from the top must not take a changed retriever for a regression
+            head, _, rest = rag.summary.partition("\n")
+            rag.summary = f"{head}\n{hint}\n{rest}"
         if rag.mismatch:
             rag.summary += "\n\nCompared despite a different measurement (--rag-accept-mismatch):\n  - " + \
                 "\n  - ".join(rag.mismatch)

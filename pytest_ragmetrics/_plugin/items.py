@@ -15,11 +15,14 @@ from pytest_ragmetrics._plugin.xdist import xdist_queue
 from pytest_ragmetrics._plugin.retriever import PROTOCOL, retriever_problem
 from pytest_ragmetrics._plugin.session import RECORD_KEY, RagSession
 
-__all__ = ["GoldenFile", "QueryItem", "GateItem", "RAG_SESSION", "RETRIEVER_PROBLEM_KEY", "gate_report_text",
+__all__ = ["FIXTURE_RAISED", "GoldenFile", "QueryItem", "GateItem", "RAG_SESSION", "RETRIEVER_PROBLEM_KEY", "gate_report_text",
            "junit_properties"]
 
 RAG_SESSION = pytest.StashKey[RagSession]()
 _RETRIEVER_CHECKED = pytest.StashKey[bool]()
+
+#: How the message about a ``rag_retriever`` fixture that raised starts (the controller prints it once more).
+FIXTURE_RAISED = "ragmetrics: the rag_retriever fixture raised"
 
 #: The user_properties key under which an xdist worker tells the controller its retriever cannot be searched.
 RETRIEVER_PROBLEM_KEY = "ragmetrics-retriever-problem"
@@ -31,6 +34,21 @@ class QueryRegression(Exception):
 
 class GateFailure(Exception):
     """An aggregate gate failed."""
+
+
+def fixture_failure(item: pytest.Item, exc: BaseException) -> str:
+    """One line for a ``rag_retriever`` fixture that raised: what, and where the fixture is."""
+    where = ""
+    defs = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {}).get("rag_retriever")
+    code = getattr(getattr(defs[-1], "func", None), "__code__", None) if defs else None
+    if code is not None:
+        try:
+            path = Path(code.co_filename).resolve().relative_to(item.config.rootpath.resolve())
+        except ValueError:
+            path = Path(code.co_filename)
+        where = f" (the fixture at {path}:{code.co_firstlineno})"
+    return (f"{FIXTURE_RAISED} {type(exc).__name__}: {exc}{where}. Nothing was "
+            "measured and no baseline or report was written; the traceback is above.")
 
 
 def _rag_query(rag_retriever: Any) -> None:
@@ -61,11 +79,19 @@ class QueryItem(pytest.Function):
 
         A fixture that returns the wrong thing would fail every query the same
         way; instead the run stops here with one usage error (under xdist, each
-        worker stops at its first query).
+        worker stops at its first query). A fixture that raises is the same kind of
+        problem: its traceback shows once, on this item, and nothing else runs, so
+        a configuration error never reads as a retrieval regression.
         """
-        super().setup()
         if self.config.stash.get(_RETRIEVER_CHECKED, False):
+            super().setup()
             return
+        try:
+            super().setup()
+        except Exception as exc:
+            self.session.shouldstop = "ragmetrics: the rag_retriever fixture raised"
+            self.user_properties.append((RETRIEVER_PROBLEM_KEY, fixture_failure(self, exc)))
+            raise
         problem = retriever_problem(self.funcargs["rag_retriever"])
         if problem is None:
             self.config.stash[_RETRIEVER_CHECKED] = True

@@ -121,6 +121,10 @@ def stack_factory(args: argparse.Namespace, builds: list[dict[str, Any]], **kwar
             on_build=on_build,
             **kwargs,
         )
+    except ValueError as exc:  # the encoder's settings (a model folder, prefixes) are checked here
+        if isinstance(exc, RagMetricsError):
+            raise
+        raise RagMetricsError(f"cannot build the retriever: {exc}") from None
     except ImportError as exc:  # pragma: no cover - depends on the installation
         raise RagMetricsError(f"the reference stack needs the 'stack' extra: pip install 'pytest-ragmetrics[stack]' ({exc})") from None
 

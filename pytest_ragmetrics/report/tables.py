@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import re
+import unicodedata
 from typing import Sequence
 
-__all__ = ["markdown_table", "sample_size_note", "fmt", "escape_cell", "counted"]
+__all__ = ["display_width", "markdown_table", "sample_size_note", "fmt", "escape_cell", "counted"]
 
 _LINE_BREAKS = re.compile(r"[\t\r\n\v\f\x1c-\x1e\x85\u2028\u2029]+")
 _CONTROL = re.compile(r"[\x00-\x08\x0e-\x1b\x1f\x7f]")
@@ -42,6 +43,14 @@ def escape_cell(text: str) -> str:
     return _TAG_START.sub(r"\\<", text.replace("|", "\\|"))
 
 
+def display_width(text: str) -> int:
+    """Terminal columns ``text`` takes: Chinese, Japanese and Korean characters take two."""
+    if text.isascii():
+        return len(text)
+    return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 0 if unicodedata.combining(ch) else 1
+               for ch in text)
+
+
 def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[object]], digits: int = 4) -> str:
     """A Markdown table whose columns are padded so it also reads well in a terminal.
 
@@ -50,10 +59,10 @@ def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[object]], dig
     """
     cells = [[escape_cell(fmt(c, digits)) for c in row] for row in rows]
     head = [escape_cell(str(h)) for h in headers]
-    widths = [max([len(head[i])] + [len(r[i]) for r in cells]) for i in range(len(head))]
+    widths = [max([display_width(head[i])] + [display_width(r[i]) for r in cells]) for i in range(len(head))]
 
     def line(values: Sequence[str]) -> str:
-        return "| " + " | ".join(v.ljust(w) for v, w in zip(values, widths)) + " |"
+        return "| " + " | ".join(v + " " * (w - display_width(v)) for v, w in zip(values, widths)) + " |"
 
     out = [line(head), "|" + "|".join("-" * (w + 2) for w in widths) + "|"]
     out.extend(line(r) for r in cells)

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 __all__ = ["aggregate_table", "strata_table", "parent_table", "regressions_text", "moved_heading", "moved_text",
            "drops_text", "gate_line", "signed_delta", "verdict_text", "baseline_change_text", "retriever_warnings",
-           "retriever_changes", "retriever_text"]
+           "retriever_changes", "retriever_text", "retriever_hint"]
 
 
 def signed_delta(value: float) -> str:
@@ -251,6 +251,8 @@ def baseline_change_text(old: Baseline | None, new: Baseline, metrics: Sequence[
     if old is None:
         lines.append(f"The previous file could not be read and was replaced, so nothing was compared: {unreadable}"
                      if unreadable else "No previous baseline.")
+        lines.extend(f"  {m}: {new.aggregate[m]:.4f}" if new.aggregate.get(m) is not None else f"  {m}: no scored query"
+                     for m in metrics)
         return "\n".join(lines)
     added = sorted(set(new.per_query) - set(old.per_query))
     removed = sorted(set(old.per_query) - set(new.per_query))
@@ -321,12 +323,26 @@ def retriever_changes(before: Any, now: Any) -> list[str]:
     return out
 
 
-def retriever_text(before: Any, now: Any) -> str | None:
-    """What the summary says about the retriever: its warnings and notes, and what changed since the baseline."""
+def retriever_text(before: Any, now: Any, refreshing: bool = False) -> str | None:
+    """What the summary says about the retriever: its warnings and notes, and what changed since the baseline.
+
+    ``refreshing``: the run writes a new baseline over ``before``'s, which the
+    changes then describe (a refresh must not swap the retriever unnoticed).
+    """
     lines = [f"Retriever: {m}" for m in retriever_warnings([now])]
     changes = retriever_changes(before, now)
     if changes:
-        lines.append("Retriever settings differ from the baseline's (the gate compares them as they are):\n  - "
-                     + "\n  - ".join(changes))
+        head = ("Retriever settings differ from the previous baseline's (the new baseline records them):"
+                if refreshing else "Retriever settings differ from the baseline's (the gate compares them as they are):")
+        lines.append(head + "\n  - " + "\n  - ".join(changes))
     return "\n".join(lines) or None
+
+
+def retriever_hint(before: Any, now: Any) -> str | None:
+    """One line for under a failed verdict's headline, when the retriever is not the baseline's."""
+    changes = retriever_changes(before, now)
+    if not changes:
+        return None
+    keys = [c.split(":", 1)[0] for c in changes]
+    return f"  (the retriever differs from the baseline's: {listed(keys, 5)}; see below)"
 

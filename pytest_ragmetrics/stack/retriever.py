@@ -22,7 +22,7 @@ from pytest_ragmetrics.corpus import Document, load_corpus
 
 from .bm25 import BACKENDS, DEFAULT_BACKEND, BM25Index, Language, check_language, make_tokenizer, stored_bm25
 from .choice import EncoderChoice, choose_encoder, coverage_warning
-from .embed import ENCODER_BACKENDS, Embedder
+from .embed import ENCODER_BACKENDS, MULTILINGUAL_MODEL_NAME, Embedder, missing_model
 from .fusion import FUSIONS, check_route_weights, convex_fusion, parse_route_weights, reciprocal_rank_fusion
 from .index import DEFAULT_HNSW, HnswSettings, VectorIndex
 from .languages import coverage, dominant_script
@@ -425,7 +425,8 @@ class Retriever:
         base, use_rerank = _parse_mode(mode or self.mode, rerank)
         if use_rerank and self.reranker is None:
             raise ValueError("reranking needs rerank_model (a CrossEncoder path)")
-        routes = _ROUTES[base]
+        # a route weighted 0 adds nothing, not even the candidates the other route missed: not searched
+        routes = tuple(r for r in _ROUTES[base] if base != "hybrid" or weights.get(r, 1.0) != 0)
         pool = top_k if len(routes) == 1 and not use_rerank else max(fetch_k, top_k)
         queries = list(queries)
         if not queries:
@@ -492,6 +493,12 @@ class Retriever:
         return covered is None or any(script in covered for script in self.coverage.scripts)
 
     @property
+    def _uses_vectors(self) -> bool:
+        """Whether this retriever's own mode and weights ever run the encoder."""
+        base, _ = _parse_mode(self.mode, None)
+        return base == "vector" or (base == "hybrid" and self.route_weights.get("vector", 1.0) != 0)
+
+    @property
     def _bm25_alone(self) -> bool:
         """Whether hybrid search leaves some of this corpus's scripts to BM25 alone."""
         base, _ = _parse_mode(self.mode, None)
@@ -501,8 +508,7 @@ class Retriever:
     def warnings(self) -> list[str]:
         """What the user must know about this retriever's results: an encoder that does not
         cover the corpus (with the share of documents and the fix). Also in :meth:`describe`."""
-        base, _ = _parse_mode(self.mode, None)
-        if base == "bm25":
+        if not self._uses_vectors:
             return []
         message = coverage_warning(self.coverage, self._bm25_alone)
         return [message] if message else []
@@ -643,7 +649,7 @@ class Retriever:
             **({"route_weights": dict(self.route_weights)} if self.route_weights else {}),
             **({"query_prefix": self.embedder.query_prefix} if self.embedder.query_prefix else {}),
             **({"passage_prefix": self.embedder.passage_prefix} if self.embedder.passage_prefix else {}),
-            **({"encoder_choice": note} if (note := self.encoder_choice.note()) else {}),
+            **({"encoder_choice": note} if (note := self.encoder_choice.note()) and self._uses_vectors else {}),
             **({"bm25_alone_for": sorted(self.coverage.uncovered)} if self._bm25_alone else {}),
             **({"warnings": self.warnings} if self.warnings else {}),
             "corpus": {
@@ -694,6 +700,12 @@ def _embed_backend(raw: str) -> str:
     return raw
 
 
+def _model(raw: str) -> str:
+    if raw != MULTILINGUAL_MODEL_NAME and missing_model(raw):
+        raise ValueError(f"no such model folder; expected a sentence-transformers folder or {MULTILINGUAL_MODEL_NAME!r}")
+    return raw
+
+
 def _mode(raw: str) -> str:
     _parse_mode(raw, None)
     return raw
@@ -715,7 +727,7 @@ ENV_VARS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "RAGMETRICS_RERANK_MODEL": ("rerank_model", str),
     "RAGMETRICS_BM25_BACKEND": ("bm25_backend", str),
     "RAGMETRICS_EMBED_BACKEND": ("embed_backend", _embed_backend),
-    "RAGMETRICS_MODEL": ("model", str),
+    "RAGMETRICS_MODEL": ("model", _model),
     "RAGMETRICS_QUERY_PREFIX": ("query_prefix", str),
     "RAGMETRICS_PASSAGE_PREFIX": ("passage_prefix", str),
     "RAGMETRICS_SKIP_UNCOVERED": ("skip_uncovered", _flag),

