@@ -28,6 +28,8 @@ _INI = {
     "rag_smoke": ("smoke subset rule: tag:NAME, sample:N or sample:N:SEED", "tag:smoke"),
     "rag_corpus": ("corpus the retriever indexes; golden questions found in it are warned about", ""),
     "rag_timeout": ("seconds (> 0) one query's retrieval may take before its item errors (default: no limit)", ""),
+    "rag_setup_timeout": ("seconds (> 0) the rag_retriever fixture may take to build the retriever before the run "
+                          "stops (default: no limit)", ""),
 }
 
 
@@ -67,6 +69,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "the rest run; the retriever is then called from a worker thread, where a hung call is "
                          "abandoned (it cannot be killed) and the next call waits for it to return, unless the "
                          "retriever has thread_safe = True; overrides ini rag_timeout")
+    group.addoption("--rag-setup-timeout", dest="rag_setup_timeout", metavar="SECONDS",
+                    help="stop the run when the rag_retriever fixture takes longer than this to build the "
+                         "retriever (> 0; 'none': no limit, the default); overrides ini rag_setup_timeout")
     for name, (help_text, default) in _INI.items():
         parser.addini(name, help_text, default=default)
 
@@ -166,7 +171,8 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
         f"from {rag.options.golden}",
         f"ragmetrics: metrics {' '.join(rag.metrics)}, k={rag.options.k}, relevance level "
         f"{rag.config.relevance_level}, gain {rag.config.gain}; baseline {base}"
-        + (f"; timeout {rag.options.timeout:g} s per query" if rag.options.timeout else ""),
+        + (f"; timeout {rag.options.timeout:g} s per query" if rag.options.timeout else "")
+        + (f"; setup timeout {rag.options.setup_timeout:g} s" if rag.options.setup_timeout else ""),
         f"ragmetrics: thresholds {thresholds}; {ids}",
     ]
 

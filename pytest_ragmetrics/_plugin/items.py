@@ -86,8 +86,13 @@ class QueryItem(pytest.Function):
         if self.config.stash.get(_RETRIEVER_CHECKED, False):
             super().setup()
             return
+        from pytest_ragmetrics._plugin.setup_deadline import setup_deadline
+
         try:
-            super().setup()
+            capture = self.config.pluginmanager.getplugin("capturemanager")
+            release = (lambda: capture.suspend_global_capture(in_=True)) if capture is not None else (lambda: None)
+            with setup_deadline(self.config.stash[RAG_SESSION].options.setup_timeout, release_output=release):
+                super().setup()
         except Exception as exc:
             self.session.shouldstop = "ragmetrics: the rag_retriever fixture raised"
             self.user_properties.append((RETRIEVER_PROBLEM_KEY, fixture_failure(self, exc)))

@@ -42,6 +42,7 @@ class RagOptions:
     repeat: int
     batch_size: int
     timeout: float | None = None  # seconds per query's retrieval; None: no limit
+    setup_timeout: float | None = None  # seconds the rag_retriever fixture may take; None: no limit
     thresholds_given: bool = False  # named by the user, so it must exist
 
 
@@ -106,6 +107,8 @@ def build_options(get: Callable[[str, str], Any], resolve: Callable[[str, bool],
     worst = _count("--rag-worst", get("rag_worst", ""), None, minimum=0)
     raw_timeout, _ = pick("rag_timeout", "rag_timeout")
     timeout = _parse_timeout(raw_timeout)
+    raw_setup, _ = pick("rag_setup_timeout", "rag_setup_timeout")
+    setup_timeout = _parse_timeout(raw_setup, "--rag-setup-timeout / rag_setup_timeout")
     return RagOptions(
         golden=resolve(golden, g_cli),
         baseline=resolve(baseline, b_cli),
@@ -124,6 +127,7 @@ def build_options(get: Callable[[str, str], Any], resolve: Callable[[str, bool],
         repeat=repeat,
         batch_size=batch_size,
         timeout=timeout,
+        setup_timeout=setup_timeout,
         thresholds_given=thresholds_given and bool(thresholds),
     )
 
@@ -141,8 +145,8 @@ def _count(flag: str, raw: Any, default: int | None, minimum: int) -> Any:
     return value
 
 
-def _parse_timeout(raw: Any) -> float | None:
-    """``--rag-timeout``/``rag_timeout``: seconds > 0; empty or ``none`` mean no limit.
+def _parse_timeout(raw: Any, name: str = "--rag-timeout / rag_timeout") -> float | None:
+    """A timeout option: seconds > 0; empty or ``none`` mean no limit.
 
     ``0`` is refused rather than read as "no limit": a reader cannot tell which
     of "no time at all" and "no limit" it means.
@@ -155,5 +159,5 @@ def _parse_timeout(raw: Any) -> float | None:
         value = math.nan
     if not math.isfinite(value) or value <= 0:
         hint = "; for no limit leave it unset or write 'none'" if value == 0 else ""
-        raise RagMetricsError(f"--rag-timeout / rag_timeout must be a number of seconds > 0 (or 'none'), got {raw!r}{hint}")
+        raise RagMetricsError(f"{name} must be a number of seconds > 0 (or 'none'), got {raw!r}{hint}")
     return value

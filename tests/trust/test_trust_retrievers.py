@@ -606,3 +606,60 @@ def test_a_fixture_that_raises_stops_each_xdist_worker(baselined: TrustProject) 
     assert len(outcomes(result)) <= 2  # each worker stopped at its first query
     assert "the rag_retriever fixture raised ValueError" in rag_summary(result)
     assert not (baselined.path / "run.json").exists()
+
+
+SLOW_FIXTURE = '''
+
+@pytest.fixture(scope="session")
+def rag_retriever():
+    import time
+    _log("fixture")
+    time.sleep(60)  # a build that never ends
+'''
+
+STUCK_FIXTURE = '''
+
+@pytest.fixture(scope="session")
+def rag_retriever():
+    import signal, time
+    _log("fixture")
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})  # as code holding the interpreter in C would
+    time.sleep(60)
+'''
+
+
+@pytest.mark.skipif(not hasattr(signal, "setitimer"), reason="SIGALRM is POSIX-only")
+def test_a_fixture_past_the_setup_timeout_stops_the_run_where_it_hung(baselined: TrustProject) -> None:
+    (baselined.path / "conftest.py").write_text(baselined.conftest_text + SLOW_FIXTURE, encoding="utf-8")
+    started = time.monotonic()
+    result = baselined.run("--rag-setup-timeout", "1", "--rag-report", "run.json")
+    out = result.stdout.str()
+    assert time.monotonic() - started < 30
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, out[-3000:]
+    assert "time.sleep(60)  # a build that never ends" in out  # the traceback shows where it was stuck
+    assert ("the rag_retriever fixture raised SetupTimeout: it did not finish within 1 s "
+            "(--rag-setup-timeout / rag_setup_timeout)") in rag_summary(result)
+    assert "setup timeout 1 s" in out  # the header says the limit
+    assert len(outcomes(result)) == 1 and not (baselined.path / "run.json").exists()
+
+
+@pytest.mark.skipif(not hasattr(signal, "pthread_sigmask"), reason="POSIX-only")
+def test_a_fixture_that_cannot_be_interrupted_ends_the_process_with_its_stacks(baselined: TrustProject) -> None:
+    (baselined.path / "conftest.py").write_text(baselined.conftest_text + STUCK_FIXTURE, encoding="utf-8")
+    started = time.monotonic()
+    result = baselined.run_subprocess("--rag-setup-timeout", "1")
+    assert time.monotonic() - started < 40
+    err = result.stderr.str()
+    assert result.ret == 4, result.stdout.str()[-2000:] + err[-2000:]
+    assert ("ragmetrics: the rag_retriever fixture did not finish within 1 s (--rag-setup-timeout / "
+            "rag_setup_timeout)") in err
+    assert "It could not be interrupted; ending the process (exit code 4)" in err
+    assert "rag_retriever" in err and "conftest.py" in err  # every thread's stack, the fixture's included
+
+
+def test_setup_timeout_values_are_checked(baselined: TrustProject) -> None:
+    for bad in ("0", "-1", "soon"):
+        result = baselined.run("--rag-setup-timeout", bad)
+        assert result.ret == pytest.ExitCode.USAGE_ERROR
+        assert "--rag-setup-timeout / rag_setup_timeout must be a number of seconds > 0" in \
+            result.stdout.str() + result.stderr.str()
