@@ -742,6 +742,31 @@ def test_cli_pool_over_the_car_corpus(capsys: pytest.CaptureFixture[str], tmp_pa
     assert {m for c in first["candidates"] for m in c["found_by"]} == {"bm25"}
 
 
+@pytest.mark.slow  # loads MiniLM, indexes the demo corpus twice
+def test_the_documented_example_pools_two_demo_settings_and_bm25(capsys: pytest.CaptureFixture[str],
+                                                                 tmp_path: Path) -> None:
+    """docs/cli.md#pool: two settings of the demo's retriever (eval/retrievers.py) and the stack's BM25."""
+    before = set(sys.modules)
+    try:
+        code, out, err = run_cli(capsys, "pool", "--queries", str(REPO / "eval" / "golden.yaml"),
+                                 "--out", str(tmp_path / "c.jsonl"), "--depth", "5", "--rootdir", str(REPO),
+                                 "--corpus", str(REPO / "eval" / "corpus"), "--modes", "bm25",
+                                 "--retriever", "eval.retrievers:hybrid", "--retriever", "eval.retrievers:small_chunks")
+    finally:
+        for name in set(sys.modules) - before:
+            if name == "eval" or name.startswith("eval."):
+                del sys.modules[name]
+    assert code == 0, err
+    assert "72 questions, 3 sources, top 5 documents each" in out
+    assert [row[:3] for row in table_rows(out)] == [["hybrid", "retriever", "360"], ["small_chunks", "retriever", "360"],
+                                                    ["bm25", "stack", "360"]]
+    meta, records = candidates_of(tmp_path / "c.jsonl")
+    assert [s["spec"] for s in meta["sources"][:2]] == ["eval.retrievers:hybrid", "eval.retrievers:small_chunks"]
+    assert all(c["text"] for r in records.values() for c in r["candidates"])  # every document is in the corpus
+    hybrid = {r["qid"]: [c["doc_id"] for c in r["candidates"] if "hybrid" in c["ranks"]] for r in records.values()}
+    assert all(len(docs) == 5 for docs in hybrid.values())  # unique_docs: five distinct documents each
+
+
 def test_cli_pool_bad_inputs_exit_2(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     questions = tmp_path / "q.txt"
     questions.write_text("battery flat\n", encoding="utf-8")
