@@ -241,6 +241,10 @@ def test_a_retriever_that_fails_while_searching_is_named(project: Path) -> None:
             def search(self, query, k):
                 return [("a", 1.0), 42]
 
+        class Lazy:
+            def search(self, query, k):
+                return (f"{query}#{i}" for i in range(k + 5))  # a generator, longer than asked for
+
         class Short:
             def search_batch(self, queries, k):
                 return [["a"]]
@@ -253,6 +257,12 @@ def test_a_retriever_that_fails_while_searching_is_named(project: Path) -> None:
         retriever_rankings(Source("boom", "retriever", "flaky:Boom"), load("flaky:Boom", project), QUESTIONS, 3, "#")
     with pytest.raises(RetrieverError, match=r"retriever 'bad' \(flaky:Bad\): query 'q1', result 2: int 42"):
         retriever_rankings(Source("bad", "retriever", "flaky:Bad"), load("flaky:Bad", project), QUESTIONS, 3, "#")
+    lazy = retriever_rankings(Source("lazy", "retriever", "flaky:Lazy"), load("flaky:Lazy", project), QUESTIONS, 3,
+                              None)
+    assert [e.rid for e in lazy.rankings["q1"]] == ["first#0", "first#1", "first#2"]
+    with pytest.raises(RetrieverError, match=r"query 'q1': the retriever returned a str"):
+        retriever_rankings(Source("s", "retriever", "x"), type("R", (), {"search": lambda self, q, k: "a,b"})(),
+                           QUESTIONS, 3, None)
     with pytest.raises(RagMetricsError, match="search_batch returned 1 lists for 2 questions"):
         retriever_rankings(Source("s", "retriever", "flaky:Short"), load("flaky:Short", project), QUESTIONS, 3, "#")
 

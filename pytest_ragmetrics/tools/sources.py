@@ -28,7 +28,7 @@ import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Iterator, NamedTuple, Sequence
+from typing import Any, Iterator, Mapping, NamedTuple, Sequence
 
 from pytest_ragmetrics.errors import InputError, RagMetricsError, RetrieverError, brief_repr, listed
 from pytest_ragmetrics.files import read_text
@@ -356,12 +356,17 @@ def retriever_rankings(
                 raise RagMetricsError(f"{label}: search raised on question {qid!r}: {_raised(exc)}{_where(exc)}") from None
     rankings: dict[str, list[Entry]] = {}
     for (qid, _), items in zip(questions, results):
+        if items is not None and not isinstance(items, (str, bytes, Mapping)):
+            try:
+                items = list(items)  # a generator is read once, here
+            except TypeError:
+                pass  # not iterable: normalize_results says so
         try:
             returned = normalize_results(items, depth, qid)
         except RetrieverError as exc:
             raise RetrieverError(f"{label}: {exc}") from None
         entries = []
-        for item, rid in zip(list(items)[:depth], returned.ids):
+        for item, rid in zip(items[:depth], returned.ids):
             text = getattr(item, "text", None)
             entries.append(Entry(rid, document_of(rid, id_separator), text if isinstance(text, str) else None))
         rankings[qid] = _documents(entries, depth)
