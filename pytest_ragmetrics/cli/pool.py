@@ -1,40 +1,134 @@
-"""``ragmetrics pool``: pool the top documents of several modes per question for annotators."""
+"""``ragmetrics pool``: pool the top documents of the systems a team compares, per question, for annotators."""
 
 from __future__ import annotations
 
 import argparse
+import secrets
 import time
 from pathlib import Path
 from typing import Any
 
 from pytest_ragmetrics.cli._stack import first_retriever, log, parse_modes, stack_arguments, stack_factory
-from pytest_ragmetrics.errors import RagMetricsError
+from pytest_ragmetrics.errors import RagMetricsError, listed
+from pytest_ragmetrics.measures import DEFAULT_ID_SEPARATOR
+from pytest_ragmetrics.report.tables import counted
+
+DEFAULT_MODES = "bm25,vector,hybrid"
+
+
+def _source(kind: str) -> Any:
+    def parse(raw: str) -> tuple[str, str]:
+        return kind, raw
+    parse.__name__ = kind  # argparse names the type in its messages
+    return parse
+
+
+def _seed(raw: str) -> int:
+    try:
+        value = int(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {raw!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {raw!r}")
+    return value
 
 
 def register(verbs: Any) -> None:
     parser = verbs.add_parser(
         "pool",
-        help="pool the top documents of several modes per question into a JSONL for annotation",
-        description="Union and dedup (by document) the top --depth documents of each mode per question and "
-                    "write a JSONL golden set with rel left null for annotators; judgments already in "
-                    "the input are carried over.",
+        help="pool the top documents of several retrievers, runs or stack modes per question for annotation",
+        description="Union and dedup (by document) the top --depth documents of each source per question -- "
+                    "your retrievers (--retriever), run files or run artifacts (--run), the reference stack's "
+                    "modes over --corpus (--modes) -- and write a candidates file (JSONL) with rel left null "
+                    "for annotators, each candidate marked with the sources that found it and their ranks; "
+                    "judgments already in --queries are carried over. Prints, per source, how many "
+                    "candidates it contributed and how many only it found.",
     )
     parser.set_defaults(command=run)
-    stack_arguments(parser)
     parser.add_argument("--queries", required=True,
-                        help="a golden set (YAML, JSONL, folder), a queries.jsonl, or a text file of questions")
-    parser.add_argument("--modes", default="bm25,vector,hybrid", help="comma-separated modes (default bm25,vector,hybrid)")
-    parser.add_argument("--depth", type=int, default=10, metavar="N", help="documents taken from each mode (default 10)")
-    parser.add_argument("--fetch-k", type=int, default=30, metavar="N",
-                        help="candidates per route before fusion (default 30; raised to --depth)")
+                        help="a golden set (YAML, JSONL, folder), a candidates file to re-pool, a queries.jsonl, "
+                             "or a text file of questions")
     parser.add_argument("--out", required=True, help="output JSONL (refused if it exists, unless --force)")
+    parser.add_argument("--retriever", action="append", dest="sources", type=_source("retriever"),
+                        metavar="[NAME=]MODULE:ATTR",
+                        help="a source: an object with search(query, k), or a class or zero-argument function "
+                             "returning one, imported with the project root first on sys.path; named ATTR "
+                             "unless NAME= is given; repeatable")
+    parser.add_argument("--run", action="append", dest="sources", type=_source("run"), metavar="[NAME=]FILE",
+                        help="a source: a TREC run file or a run artifact (pytest --rag-report); named by the "
+                             "file's stem unless NAME= is given; repeatable")
+    stack = parser.add_argument_group("the reference stack", "--corpus gives candidates their text; with --modes "
+                                      "the stack also searches it (the 'stack' extra)")
+    stack_arguments(stack, corpus_required=False,
+                    corpus_help="a folder of .md/.txt files, a corpus.jsonl, or a folder holding one: candidates "
+                                "get their document's text from it, and --modes search it")
+    stack.add_argument("--modes", default=None,
+                       help=f"reference-stack modes, comma-separated, each a source named after it (default "
+                            f"{DEFAULT_MODES} when --corpus is the only source, else none)")
+    stack.add_argument("--fetch-k", type=int, default=30, metavar="N",
+                       help="candidates per route before fusion (default 30; raised to --depth)")
+    parser.add_argument("--depth", type=int, default=10, metavar="N", help="documents taken from each source (default 10)")
+    parser.add_argument("--seed", type=_seed, default=None, metavar="N",
+                        help="seed of the order annotators see each question's candidates in (default: a random "
+                             "one, recorded in the file)")
+    parser.add_argument("--id-separator", default=None, metavar="SEP",
+                        help="map ranked ids to documents by the prefix before SEP ('none': ids as given); "
+                             f"default {DEFAULT_ID_SEPARATOR!r} for retrievers, as the plugin; run files are "
+                             "document-level and kept as given unless this is set")
+    parser.add_argument("--rootdir", default=".", metavar="DIR",
+                        help="project root put first on sys.path to import --retriever modules (default: the "
+                             "current directory)")
     parser.add_argument("--force", action="store_true", help="overwrite --out if it exists")
 
 
-def run(args: argparse.Namespace) -> int:
-    from pytest_ragmetrics.tools.pool import pool, pool_summary, read_queries, write_pool
+def _named(kind: str, raw: str) -> tuple[str, str]:
+    """(name, spec) of ``--retriever [NAME=]MODULE:ATTR`` or ``--run [NAME=]FILE``."""
+    if "=" in raw and not (kind == "run" and Path(raw).exists()):
+        name, _, spec = raw.partition("=")
+        if not name.strip() or not spec.strip():
+            raise RagMetricsError(f"--{kind} {raw!r}: expected NAME={'MODULE:ATTR' if kind == 'retriever' else 'FILE'}")
+        return name.strip(), spec.strip()
+    if kind == "retriever":
+        return raw.rpartition(":")[2].strip().rpartition(".")[2] or raw, raw
+    return Path(raw).stem or raw, raw
 
-    modes = parse_modes(args.modes)
+
+def _separators(raw: str | None) -> tuple[str | None, str | None]:
+    """The id separator for retrievers and for runs."""
+    if raw is None:
+        return DEFAULT_ID_SEPARATOR, None
+    sep = None if raw.strip().lower() in ("", "none") else raw
+    return sep, sep
+
+
+def run(args: argparse.Namespace) -> int:
+    from pytest_ragmetrics.tools.pool import fill_texts, pool_sources, pool_summary, read_queries, write_pool
+    from pytest_ragmetrics.tools.sources import (
+        Source,
+        load_retriever,
+        project_on_path,
+        retriever_rankings,
+        run_rankings,
+        stack_rankings,
+    )
+
+    given = [(kind, *_named(kind, raw)) for kind, raw in args.sources or []]
+    modes: list[str] = []
+    if args.modes is not None:
+        if args.corpus is None:
+            raise RagMetricsError("--modes searches the reference stack over a corpus: give --corpus too")
+        modes = parse_modes(args.modes)
+    elif args.corpus is not None and not given:  # the corpus alone: pool the stack's usual modes
+        modes = parse_modes(DEFAULT_MODES)
+    if not given and not modes:
+        raise RagMetricsError("no source to pool from: give --retriever MODULE:ATTR, --run FILE, or --corpus "
+                              "(with --modes) for the reference stack; each is repeatable and they combine")
+    names = [name for _, name, _ in given] + modes
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        specs = [spec for _, name, spec in given if name == twice[0]] + [m for m in modes if m == twice[0]]
+        raise RagMetricsError(f"two sources are named {twice[0]!r} ({', '.join(specs)}): name them apart with "
+                              "NAME=, e.g. --retriever small=mymodule:small_chunks")
     if args.depth < 1:
         raise RagMetricsError(f"--depth must be >= 1, got {args.depth}")
     out = Path(args.out)
@@ -42,15 +136,63 @@ def run(args: argparse.Namespace) -> int:
         raise RagMetricsError(f"{out} already exists; pass --force to overwrite it (it may hold annotations)")
     if any(m.endswith("+rerank") for m in modes) and args.rerank_model is None:
         raise RagMetricsError("a +rerank mode needs --rerank-model PATH (a CrossEncoder folder)")
+    retriever_sep, run_sep = _separators(args.id_separator)
+    seed = args.seed if args.seed is not None else secrets.randbelow(2**31)
+
     queries = read_queries(args.queries)
-    builds: list[dict[str, Any]] = []
-    vectors = any(m.partition("+")[0] != "bm25" for m in modes)
-    factory = stack_factory(args, builds, vectors=vectors, fetch_k=max(args.fetch_k, args.depth))
-    retriever = first_retriever(factory)
-    t0 = time.perf_counter()
-    pooled = pool(queries, retriever, modes, args.depth)
-    log(f"pooled {len(pooled)} questions in {time.perf_counter() - t0:.2f} s")
-    path = write_pool(pooled, out, force=args.force)
-    print(pool_summary(pooled, modes, args.depth))
-    print(f"Wrote {path}: fill in each null rel (0 = not relevant) before using it as a golden set.")
+    questions = [(q.qid, q.text) for q in queries]
+    qids = [q.qid for q in queries]
+    ranked: dict[str, Any] = {}
+    # Run files first: reading them is cheap, and a wrong file should stop the command before any search.
+    for kind, name, spec in given:
+        if kind != "run":
+            continue
+        r = ranked[name] = run_rankings(spec, qids, args.depth, run_sep, name)
+        if r.ignored:
+            log(f"warning: run {name!r} ({spec}): ignoring {counted(len(r.ignored), 'query', 'queries')} that "
+                f"the questions do not hold: {listed(r.ignored)}")
+        if r.missing:
+            log(f"note: run {name!r} ({spec}) ranks nothing for {len(r.missing)} of {len(qids)} questions: "
+                f"{listed(r.missing)}")
+    if any(kind == "retriever" for kind, _, _ in given):
+        with project_on_path(args.rootdir) as root:
+            for kind, name, spec in given:
+                if kind != "retriever":
+                    continue
+                retriever = load_retriever(spec, root)
+                t0 = time.perf_counter()
+                ranked[name] = retriever_rankings(Source(name, "retriever", spec), retriever, questions,
+                                                  args.depth, retriever_sep)
+                log(f"retriever {name}: {len(questions)} questions in {time.perf_counter() - t0:.2f} s")
+    documents = None
+    stack: list[Any] = []
+    if modes:
+        builds: list[dict[str, Any]] = []
+        vectors = any(m.partition("+")[0] != "bm25" for m in modes)
+        factory = stack_factory(args, builds, vectors=vectors, fetch_k=max(args.fetch_k, args.depth))
+        retriever = first_retriever(factory)
+        t0 = time.perf_counter()
+        chunking = f"chunk_size={args.chunk_size or 'whole'} overlap={args.overlap if args.chunk_size else 0}"
+        stack = stack_rankings(retriever, questions, modes, args.depth, spec=f"corpus={args.corpus} {chunking}")
+        log(f"stack modes {', '.join(modes)}: {len(questions)} questions in {time.perf_counter() - t0:.2f} s")
+        documents = getattr(retriever, "documents", None)
+    elif args.corpus is not None:
+        from pytest_ragmetrics.corpus import load_corpus
+
+        documents = load_corpus(args.corpus)
+
+    order = [ranked[name] for _, name, _ in given] + stack
+    sources = [r.source for r in order]
+    pooled = pool_sources(queries, order, args.depth)
+    if documents is not None:
+        texts = {d.doc_id: f"{d.title}\n{d.text}" if d.title else d.text for d in documents}
+        absent = fill_texts(pooled, sources, texts)
+        if absent:
+            qid, doc = absent[0]
+            log(f"note: {len(absent)} candidates are not in the corpus {args.corpus}, e.g. {doc!r} for {qid!r}: "
+                "do the sources search this corpus, with these document ids?")
+    path = write_pool(pooled, out, sources=sources, seed=seed, depth=args.depth, force=args.force)
+    print(pool_summary(pooled, sources, args.depth))
+    print(f"Wrote {path} (display order seed {seed}; --seed {seed} reproduces it): fill in each null rel "
+          "(0 = not relevant) before using it as a golden set.")
     return 0

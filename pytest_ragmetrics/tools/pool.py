@@ -3,40 +3,53 @@
 A golden set judged only on what one retriever returned cannot see a better
 retriever's improvements: the documents only the new one finds were never
 judged, so they count as misses. Pooling takes the top ``depth`` documents of
-several modes for each question, unions them, drops repeats (by document id),
-and writes them out for annotators in the JSONL golden format ``load_golden`` reads::
+every system a team compares for each question (its retrievers, its run files
+and artifacts, the reference stack's modes: see
+:mod:`pytest_ragmetrics.tools.sources`), unions them, drops repeats (by
+document id), and writes them out for annotators as a candidates file
+(:mod:`pytest_ragmetrics.tools.candidates`): a ``_meta`` line (pool id, shuffle
+seed, depth, sources, time), then one question a line in the JSONL golden format
+``load_golden`` reads::
 
-    {"qid": "...", "query": "...", "candidates": [
+    {"qid": "...", "query": "...", "order": ["d", ...], "candidates": [
         {"doc_id": "...", "chunk": "doc#2-3", "text": "...", "rel": null, "note": "",
          "found_by": ["bm25", "vector"], "ranks": {"bm25": 3, "vector": 1}}]}
 
-``rel`` stays ``null`` for the annotator (0 = not relevant, 1, 2, ...), except
-where the input golden set already judged the document: then that grade is
-carried over (and a judged document that no mode retrieved is appended with an
-empty ``found_by``, so no label is lost). ``load_golden`` refuses a file that
-still holds an unannotated candidate: a pool is not a golden set until every
-``rel`` is filled in.
+``found_by`` names the sources that ranked the document within ``depth``,
+``ranks`` each one's best rank of it; ``order`` is the seeded shuffle annotators
+judge in (:func:`~pytest_ragmetrics.tools.candidates.display_order`). ``rel``
+stays ``null`` for the annotator (0 = not relevant, 1, 2, ...), except where the
+input golden set already judged the document: then that grade is carried over
+(and a judged document that no source retrieved is appended with an empty
+``found_by``, so no label is lost). ``load_golden`` refuses a file that still
+holds an unannotated candidate: a pool is not a golden set until every ``rel``
+is filled in.
 """
 
 from __future__ import annotations
 
+import datetime as _dt
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from pytest_ragmetrics.errors import InputError, RagMetricsError
 from pytest_ragmetrics.files import atomic_write_text, read_text
 from pytest_ragmetrics.golden import _check_grade, _check_id, _check_tags, _json_lines, by_grade, load_golden, query_fields
 from pytest_ragmetrics.measures import DEFAULT_ID_SEPARATOR
-from pytest_ragmetrics.metrics import document_of
-from pytest_ragmetrics.results import normalize_results
+from pytest_ragmetrics.report.tables import counted, markdown_table
+from pytest_ragmetrics.tools.candidates import KIND, VERSION, display_order, pool_identity
+from pytest_ragmetrics.tools.sources import Ranked, Source, stack_rankings
 
 __all__ = [
     "Candidate",
     "PoolQuery",
     "PooledQuery",
+    "candidates_meta",
+    "fill_texts",
     "pool",
+    "pool_sources",
     "pool_summary",
     "read_queries",
     "write_pool",
@@ -63,6 +76,8 @@ class Candidate:
     note: str = ""
     found_by: list[str] = field(default_factory=list)
     ranks: dict[str, int] = field(default_factory=dict)
+    #: the source whose ranked id is ``chunk`` (and whose text is ``text``); not written out
+    chunk_from: str | None = field(default=None, compare=False, repr=False)
 
     @property
     def best_rank(self) -> float:
@@ -87,10 +102,17 @@ class PooledQuery:
     tags: tuple[str, ...]
     candidates: list[Candidate]
 
-    def to_dict(self) -> dict[str, Any]:
+    def order(self, seed: int) -> list[str]:
+        """The order annotators see the candidates in: :func:`display_order` from ``seed``."""
+        return display_order(self.qid, [c.doc_id for c in self.candidates], seed)
+
+    def to_dict(self, seed: int | None = None) -> dict[str, Any]:
+        """The question's line of a candidates file (with ``order`` when a ``seed`` is given)."""
         out: dict[str, Any] = {"qid": self.qid, "query": self.query}
         if self.tags:
             out["tags"] = list(self.tags)
+        if seed is not None:
+            out["order"] = self.order(seed)
         out["candidates"] = [c.to_dict() for c in self.candidates]
         return out
 
@@ -103,8 +125,9 @@ def read_queries(path: str | Path) -> list[PoolQuery]:
 
     - ``.yaml``/``.yml``: a golden set (its judgments are carried over).
     - ``.jsonl``: one object a line with ``qid``/``query`` (or BEIR's ``_id``/``text``);
-      ``candidates`` are optional and may hold ``rel: null`` (a pool being
-      re-pooled): judged ones are carried over with their notes.
+      ``candidates`` are optional and may hold ``rel: null``. A candidates file
+      (``ragmetrics pool``'s output, its ``_meta`` line skipped) reads so: re-pooling
+      it carries its judged candidates over, with their notes.
     - a folder: ``queries.jsonl`` with qrels (a golden set: judged queries only),
       or without qrels (every query, no judgments).
     - any other file: a golden qrels file next to a ``queries.jsonl``, else plain
@@ -155,6 +178,8 @@ def _read_jsonl(path: Path) -> list[PoolQuery]:
     name = str(path)
     out: list[tuple[PoolQuery, str]] = []
     for number, record in _json_lines(path):
+        if isinstance(record, dict) and "_meta" in record and not out:  # how a pool was made: not a question
+            continue
         qid, text = query_fields(record, name, f"line {number}")
         where = f"line {number} (qid {qid!r})"
         tags = list(_check_tags(record.get("tags"), name, where))
@@ -200,74 +225,55 @@ def _read_text(path: Path) -> list[PoolQuery]:
 # ---------------------------------------------------------------------------- pooling
 
 
-def _doc_of(item: Any, rid: str, separator: str | None) -> str:
-    """The document of a result: its own ``doc_id`` when it carries one, else the id's prefix."""
-    doc = getattr(item, "doc_id", None)
-    return doc if isinstance(doc, str) else document_of(rid, separator)
-
-
-def pool(
-    queries: Sequence[PoolQuery],
-    retriever: Any,
-    modes: Sequence[str] = ("bm25", "vector", "hybrid"),
-    depth: int = 10,
-    *,
-    id_separator: str | None = DEFAULT_ID_SEPARATOR,
-    unique_docs: bool = True,
-) -> list[PooledQuery]:
-    """Union the top ``depth`` documents of each mode per question, deduplicated by document.
-
-    Each mode is one ``search_batch`` call (with ``unique_docs``, so each mode
-    contributes ``depth`` distinct documents and ``ranks`` are document ranks).
-    A candidate shows the chunk of the mode that ranked it best. Candidates are
-    ordered by their best rank, then by how many modes found them; judged
-    documents no mode found come last.
-    """
+def _check_depth(depth: Any) -> None:
     if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
         raise RagMetricsError(f"depth must be a positive integer, got {depth!r}")
-    modes = list(dict.fromkeys(modes))
-    if not modes:
-        raise RagMetricsError("no modes to pool from")
-    queries = list(queries)
-    texts = [q.text for q in queries]
-    per_mode: dict[str, list[Any]] = {}
-    for mode in modes:
-        kwargs: dict[str, Any] = {"top_k": depth, "mode": mode, "threshold": None}
-        if unique_docs:
-            kwargs["unique_docs"] = True
-        results = list(retriever.search_batch(texts, **kwargs))
-        if len(results) != len(queries):
-            raise RagMetricsError(f"mode {mode}: search_batch returned {len(results)} lists for {len(queries)} questions")
-        per_mode[mode] = results
+
+
+def pool_sources(queries: Sequence[PoolQuery], ranked: Sequence[Ranked], depth: int) -> list[PooledQuery]:
+    """Union the top ``depth`` documents of every source per question, deduplicated by document.
+
+    Each candidate records the sources that ranked it (``found_by``, in source
+    order) and each one's best rank of it (``ranks``, document ranks), and shows
+    the chunk (and text) of the source that ranked it best among those that gave
+    a text, else of the source that ranked it best (the earlier source on a tie). Candidates are ordered by their best rank, then by how many sources
+    found them, then by source order; judged documents no source found come last.
+    Judgments and notes of ``queries`` are carried over.
+    """
+    _check_depth(depth)
+    if not ranked:
+        raise RagMetricsError("no sources to pool from")
+    names = [r.source.name for r in ranked]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise RagMetricsError(f"two sources are named {twice[0]!r}: every source needs a name of its own")
+    position = {name: j for j, name in enumerate(names)}
     out = []
-    for i, q in enumerate(queries):
+    for q in queries:
         found: dict[str, Candidate] = {}
-        for order, mode in enumerate(modes):
-            items = list(per_mode[mode][i])
-            returned = normalize_results(items, len(items), q.qid)
+        for r in ranked:
+            name = r.source.name
             rank = 0
             seen: set[str] = set()
-            for item, rid in zip(items, returned.ids):
-                doc = _doc_of(item, rid, id_separator)
-                if doc in seen:
+            for entry in r.rankings.get(q.qid, ()):
+                if entry.doc in seen:
                     continue
-                seen.add(doc)
+                seen.add(entry.doc)
                 rank += 1
                 if rank > depth:
                     break
-                cand = found.get(doc)
+                cand = found.get(entry.doc)
                 if cand is None:
-                    cand = found[doc] = Candidate(doc)
-                if rank < cand.best_rank:
-                    cand.chunk = rid
-                    text = getattr(item, "text", None)
-                    cand.text = text if isinstance(text, str) else None
-                cand.found_by.append(mode)
-                cand.ranks[mode] = rank
-        mode_order = {m: j for j, m in enumerate(modes)}
+                    cand = found[entry.doc] = Candidate(entry.doc)
+                # shown: the best-ranked entry that carries a text, else the best-ranked one
+                shown = cand.ranks[cand.chunk_from] if cand.chunk_from is not None else float("inf")
+                if (entry.text is not None, -rank) > (cand.text is not None, -shown):
+                    cand.chunk, cand.text, cand.chunk_from = entry.rid, entry.text, name
+                cand.found_by.append(name)
+                cand.ranks[name] = rank
         pooled = sorted(
             found.values(),
-            key=lambda c: (c.best_rank, -len(c.found_by), min(mode_order[m] for m in c.found_by), c.doc_id),
+            key=lambda c: (c.best_rank, -len(c.found_by), min(position[m] for m in c.found_by), c.doc_id),
         )
         missed = [Candidate(doc) for doc, _ in by_grade(q.judgments) if doc not in found]
         for cand in pooled + missed:
@@ -277,50 +283,156 @@ def pool(
     return out
 
 
-def pool_summary(pooled: Sequence[PooledQuery], modes: Sequence[str], depth: int) -> str:
-    """A few lines on what the pool holds: sizes, single-mode finds, carried-over judgments."""
+def pool(
+    queries: Sequence[PoolQuery],
+    retriever: Any,
+    modes: Sequence[str] = ("bm25", "vector", "hybrid"),
+    depth: int = 10,
+    *,
+    id_separator: str | None = DEFAULT_ID_SEPARATOR,
+) -> list[PooledQuery]:
+    """Pool the reference stack's ``modes`` (one ``search_batch`` call each, distinct documents):
+    :func:`pool_sources` over :func:`~pytest_ragmetrics.tools.sources.stack_rankings`."""
+    _check_depth(depth)
+    modes = list(dict.fromkeys(modes))
+    if not modes:
+        raise RagMetricsError("no modes to pool from")
+    queries = list(queries)
+    ranked = stack_rankings(retriever, [(q.qid, q.text) for q in queries], modes, depth, id_separator=id_separator)
+    return pool_sources(queries, ranked, depth)
+
+
+def fill_texts(
+    pooled: Sequence[PooledQuery],
+    sources: Sequence[Source],
+    documents: Mapping[str, str],
+) -> list[tuple[str, str]]:
+    """Give candidates the text annotators read, from the corpus (``documents``: doc id -> text).
+
+    A candidate whose chunk came from the reference stack keeps that chunk's text
+    (what the stack ranked); any other takes its document's text from the corpus,
+    and keeps the text its source gave when the corpus does not hold it. Returns
+    the (qid, doc_id) pairs the corpus does not hold.
+    """
+    kinds = {s.name: s.kind for s in sources}
+    absent = []
+    for p in pooled:
+        for c in p.candidates:
+            if c.text is not None and kinds.get(c.chunk_from or "") == "stack":
+                continue
+            text = documents.get(c.doc_id)
+            if text is not None:
+                c.text = text
+            else:
+                absent.append((p.qid, c.doc_id))
+    return absent
+
+
+def pool_summary(pooled: Sequence[PooledQuery], sources: Sequence[Source | str], depth: int) -> str:
+    """What the pool holds: sizes; per source, the candidates it contributed and those only it
+    found (the pool-bias table); carried-over judgments; candidates without text."""
+    srcs = [s if isinstance(s, Source) else Source(s, "stack", s) for s in sources]
     n = len(pooled)
     sizes = [sum(1 for c in p.candidates if c.found_by) for p in pooled]
     total = sum(sizes)
-    only: dict[str, int] = {m: 0 for m in modes}
+    found = {s.name: 0 for s in srcs}
+    only = {s.name: 0 for s in srcs}
+    only_relevant: dict[str, int] = {}
     for p in pooled:
         for c in p.candidates:
+            for name in c.found_by:
+                found[name] = found.get(name, 0) + 1
             if len(c.found_by) == 1:
-                only[c.found_by[0]] += 1
+                only[c.found_by[0]] = only.get(c.found_by[0], 0) + 1
+                if (c.rel or 0) > 0:
+                    only_relevant[c.found_by[0]] = only_relevant.get(c.found_by[0], 0) + 1
+    ranked = sum(found.values())
+    spread = f", {min(sizes)}–{max(sizes)}" if n else ""
     carried = sum(1 for p in pooled for c in p.candidates if c.rel is not None)
+    headers = ["source", "kind", "candidates", "found only by it"]
+    if carried:  # with judgments, the classic measure of pool bias: relevant documents only one system found
+        headers.append("of which judged relevant")
+    rows = []
+    for s in srcs:
+        row: list[object] = [s.name, s.kind, found[s.name], only[s.name]]
+        if carried:
+            row.append(only_relevant.get(s.name, 0))
+        rows.append(row)
+    lines = [
+        f"{counted(n, 'question')}, {counted(len(srcs), 'source')}, top {depth} documents each: "
+        f"{counted(total, 'candidate')} ({total / max(n, 1):.1f} a question{spread}) from {ranked} ranked documents.",
+        "",
+        markdown_table(headers, rows),
+        "",
+        "Found only by it: the documents a pool without that source would miss; judgments made without "
+        "them would count them as not relevant.",
+    ]
     missed = [(p.qid, c.doc_id) for p in pooled for c in p.candidates if not c.found_by and (c.rel or 0) > 0]
     todo = sum(1 for p in pooled for c in p.candidates if c.rel is None)
-    lines = [
-        f"{n} questions, modes {', '.join(modes)}, top {depth} documents each: {total} candidates "
-        f"({total / n:.1f} a question, {min(sizes)}–{max(sizes)}) out of {n * depth * len(modes)} retrieved.",
-        "Found by one mode only, so a pool without that mode would miss them: "
-        + ", ".join(f"{m} {k}" for m, k in only.items()) + ".",
-        f"{carried} judgments carried over from the input; {todo} candidates await a rel (0 = not relevant).",
-    ]
+    lines.append(f"{carried} judgments carried over from the input; {todo} candidates await a rel "
+                 "(0 = not relevant).")
     if missed:
         qid, doc = missed[0]
         lines.append(
-            f"{len(missed)} relevant judged documents were found by no mode at depth {depth} "
+            f"{len(missed)} relevant judged documents were found by no source at depth {depth} "
             f"(kept, with found_by []), e.g. {doc!r} for {qid!r}."
         )
+    textless = sum(1 for p in pooled for c in p.candidates if c.text is None)
+    if textless:
+        lines.append(f"{counted(textless, 'candidate')} {'has' if textless == 1 else 'have'} no text; "
+                     "pass --corpus to annotate them.")
     return "\n".join(lines)
 
 
 # ---------------------------------------------------------------------------- writing
 
 
-def write_pool(pooled: Sequence[PooledQuery], out: str | Path, *, force: bool = False) -> Path:
-    """Write the pool as JSONL (UTF-8, one question a line), atomically.
+def candidates_meta(
+    pooled: Sequence[PooledQuery],
+    sources: Sequence[Source],
+    seed: int,
+    depth: int,
+    created: str | None = None,
+) -> dict[str, Any]:
+    """The ``_meta`` of a candidates file: kind, version, pool_id, seed, depth, sources, created."""
+    if created is None:
+        created = _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
+    return {
+        "kind": KIND,
+        "version": VERSION,
+        "pool_id": pool_identity((p.qid, [c.doc_id for c in p.candidates]) for p in pooled),
+        "seed": seed,
+        "depth": depth,
+        "sources": [s.to_dict() for s in sources],
+        "created": created,
+    }
+
+
+def write_pool(
+    pooled: Sequence[PooledQuery],
+    out: str | Path,
+    *,
+    sources: Sequence[Source],
+    seed: int,
+    depth: int,
+    force: bool = False,
+    created: str | None = None,
+) -> Path:
+    """Write the pool as a candidates file (UTF-8 JSONL: ``_meta``, then one question a line), atomically.
 
     An existing file is never overwritten unless ``force``: it may hold an
     annotator's work.
     """
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise RagMetricsError(f"seed must be an integer >= 0, got {seed!r}")
     path = Path(out)
     if path.exists() and not force:
         raise RagMetricsError(f"{path} already exists; pass --force to overwrite it (it may hold annotations)")
     if path.is_dir():
         raise RagMetricsError(f"{path} is a directory; give a file name such as candidates.jsonl")
-    text = "".join(json.dumps(p.to_dict(), ensure_ascii=False) + "\n" for p in pooled)
+    meta = candidates_meta(pooled, sources, seed, depth, created)
+    lines = [{"_meta": meta}, *(p.to_dict(seed) for p in pooled)]
+    text = "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines)
     try:
         atomic_write_text(path, text, overwrite=force)
     except FileExistsError as exc:
