@@ -6,10 +6,9 @@ stops the run with one message instead of failing every query the same way.
 
 from __future__ import annotations
 
-import inspect
 from typing import Any
 
-from pytest_ragmetrics.errors import brief_repr
+from pytest_ragmetrics.protocol import search_problem
 
 __all__ = ["MISSING", "PROTOCOL", "declares_thread_safe", "retriever_problem"]
 
@@ -44,18 +43,4 @@ def retriever_problem(retriever: Any) -> str | None:
         return "no retriever: no fixture named rag_retriever is defined"
     if retriever is None:
         return "the rag_retriever fixture returned None"
-    search = getattr(retriever, "search", None)
-    what = f"the rag_retriever fixture returned {type(retriever).__name__} {brief_repr(retriever)}"
-    if search is None:
-        return f"{what}, which has no search method"
-    if not callable(search):
-        return f"{what}, whose search is a {type(search).__name__}, not a method"
-    try:
-        signature = inspect.signature(search)
-    except (TypeError, ValueError):  # a builtin or extension without a signature: try it
-        return None
-    try:
-        signature.bind("query", 10)
-    except TypeError as exc:
-        return f"{what}, whose search{signature} cannot be called as search(query, k): {exc}"
-    return None
+    return search_problem(retriever, "the rag_retriever fixture returned")

@@ -33,6 +33,7 @@ from typing import Any, Iterator, Mapping, NamedTuple, Sequence
 from pytest_ragmetrics.errors import InputError, RagMetricsError, RetrieverError, brief_repr, listed
 from pytest_ragmetrics.files import read_text
 from pytest_ragmetrics.metrics import document_of
+from pytest_ragmetrics.protocol import search_problem
 from pytest_ragmetrics.results import normalize_results
 from pytest_ragmetrics.tools.export import artifact_rankings
 from pytest_ragmetrics.trec import read_run
@@ -134,23 +135,7 @@ def project_on_path(root: str | Path) -> Iterator[Path]:
 def retriever_problem(retriever: Any, what: str) -> str | None:
     """What keeps ``retriever`` from being searched, in one sentence; ``None`` when it can be.
     ``what`` says where it came from ("mod:attr returned ...")."""
-    if retriever is None:
-        return f"{what} None"
-    search = getattr(retriever, "search", None)
-    described = f"{what} {type(retriever).__name__} {brief_repr(retriever)}"
-    if search is None:
-        return f"{described}, which has no search method"
-    if not callable(search):
-        return f"{described}, whose search is a {type(search).__name__}, not a method"
-    try:
-        signature = inspect.signature(search)
-    except (TypeError, ValueError):  # a builtin or an extension without a signature: try it
-        return None
-    try:
-        signature.bind("query", 10)
-    except TypeError as exc:
-        return f"{described}, whose search{signature} cannot be called as search(query, k): {exc}"
-    return None
+    return search_problem(retriever, what)
 
 
 def _where(exc: BaseException, root: Path | None = None) -> str:
