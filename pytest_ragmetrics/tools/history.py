@@ -36,6 +36,7 @@ from pytest_ragmetrics.gate.thresholds import Thresholds, recorded_thresholds
 from pytest_ragmetrics.gate.verdict import EPS, QueryRecord, build_verdict
 from pytest_ragmetrics.golden import GoldenSet, Query
 from pytest_ragmetrics.measures import MeasurementConfig
+from pytest_ragmetrics.report.tables import counted
 from pytest_ragmetrics.report.text import retriever_changes
 from pytest_ragmetrics.tools.compare import RunData, is_run_artifact, run_data_from_artifact
 
@@ -213,6 +214,7 @@ def read_artifact(path: str | Path) -> Artifact:
     except (MeasureError, ThresholdsError) as exc:
         raise InputError(name, "_meta", str(exc)) from None
     side = run_data_from_artifact(data, name)
+    side.rankings.clear()  # not read here; ninety nights of a large set would hold them all
     regressed = {r.get("qid") for r in data["comparison"].get("regressed") or [] if isinstance(r, dict)}
     verdicts = {}
     for qid, entry in data["per_query"].items():
@@ -455,11 +457,11 @@ def _differences(lead: Artifact, other: Artifact, names: tuple[str, str]) -> lis
     a, b = lead.side.judgments, other.side.judgments
     changed = sorted(q for q in a if q in b and a[q] != b[q])
     if changed:
-        out.append(f"judgments or text changed for {len(changed)} queries: {listed(changed)}")
+        out.append(f"judgments or text changed for {counted(len(changed), 'query', 'queries')}: {listed(changed)}")
     only = [(name, sorted(set(x) - set(y))) for name, x, y in ((first, a, b), (second, b, a))]
     for name, qids in only:
         if qids:
-            out.append(f"{len(qids)} queries only in {name}: {listed(qids)}")
+            out.append(f"{counted(len(qids), 'query', 'queries')} only in {name}: {listed(qids)}")
     shas = [(_describe(x)["golden_sha256"] or "")[:12] for x in (lead, other)]
     if shas[0] != shas[1] and not (changed or only[0][1] or only[1][1]):
         out.append(f"golden set sha256: {first} {shas[0] or 'not recorded'}…, {second} {shas[1] or 'not recorded'}…")
