@@ -19,11 +19,11 @@ __all__ = ["history_text", "short_time", "measured_line", "drift_line", "flip_te
            "DRIFT_RULE", "FLAKY_RULE"]
 
 #: One sentence each, shared by every format, so the rule printed is the rule applied.
-DRIFT_RULE = ("drift: since the last baseline refresh, a mean that fell more than its allowed drop (the metric's "
+DRIFT_RULE = ("Drift: since the last baseline refresh, a mean that fell more than its allowed drop (the metric's "
               "_tolerance in thresholds.json, as each run recorded it) below the highest mean before it, over "
               "consecutive runs none of which fell more than that drop in one step (such a step is the gate's to "
               "judge, and the count starts again after it)")
-FLAKY_RULE = ("flaky: a query whose verdict (ok, regressed, error, unscorable) changed between consecutive runs "
+FLAKY_RULE = ("Flaky: a query whose verdict (ok, regressed, error, unscorable) changed between consecutive runs "
               "that hold it; a change across a baseline refresh is the refresh's and is not counted")
 
 
@@ -39,7 +39,8 @@ def measured_line(measured: Mapping[str, Any]) -> str:
     n = measured.get("n_queries")
     size = f"{counted(n, 'query', 'queries')}, " if isinstance(n, int) else ""
     golden = f"{measured.get('golden_source') or 'golden set'} ({size}sha256 {sha}…)"
-    return (f"{metrics}; k {measured.get('k')}; relevance level {measured.get('relevance_level')}, "
+    k = measured.get("k")
+    return (f"{metrics}; k {'not recorded' if k is None else k}; relevance level {measured.get('relevance_level')}, "
             f"{measured.get('gain')} gain; {golden}; subset {measured.get('subset')}")
 
 
@@ -188,7 +189,9 @@ def history_text(data: Mapping[str, Any], markdown: bool = False) -> str:
         out.append("")
         out.extend(_group_text(group, markdown, min_flips))
     out.append("")
-    out.append("Rules: " + escape_cell(f"{DRIFT_RULE}. {FLAKY_RULE}; listed from {counted(min_flips, 'change')}."))
+    out.append("## Rules" if markdown else "Rules:")
+    out.append(escape_cell(f"{DRIFT_RULE}."))
+    out.append(escape_cell(f"{FLAKY_RULE}; a query is listed from {counted(min_flips, 'change')}."))
     return "\n".join(_paragraphs(out) if markdown else out).rstrip() + "\n"
 
 

@@ -36,10 +36,6 @@ border-radius:4px;padding:4px 6px}figcaption{font-size:12px;color:#57606a}.legen
 _LINE, _REFRESH, _RETRIEVER, _DRIFT = "#0969da", "#1a7f37", "#8250df", "#ffcecb"
 
 
-def _sentence(text: str) -> str:
-    return text[:1].upper() + text[1:] + "."
-
-
 def _short(created: str) -> str:
     return escape(created[:16].replace("T", " "))
 
@@ -185,7 +181,8 @@ def _group_html(group: Mapping[str, Any], min_flips: int) -> str:
         return "".join(out)
     drift = group["drift"]
     if drift:
-        out.append("<div class='banner fail'>" + "<br>".join(escape("DRIFT " + drift_line(d)) for d in drift)
+        cls = "fail" if any(d.get("current") for d in drift) else "warn"  # an answered drift is history
+        out.append(f"<div class='banner {cls}'>" + "<br>".join(escape("DRIFT " + drift_line(d)) for d in drift)
                    + "</div>")
     out.append("<p class='note legend'>"
                f"<span><span class=swatch style='background:{_LINE}'></span>mean of the run</span>"
@@ -232,7 +229,7 @@ def render_trend_html(data: Mapping[str, Any], title: str = "Retrieval history")
         f"<div class='banner {cls}'>{escape(banner)}</div>"
         + (f"<p>Skipped:</p><ul>{skipped}</ul>" if skipped else "")
         + "".join(_group_html(g, min_flips) for g in groups)
-        + f"<h2>Rules</h2><p class=note>{escape(_sentence(DRIFT_RULE))}</p><p class=note>"
-        f"{escape(_sentence(FLAKY_RULE))}; a query is listed from {counted(min_flips, 'change')}.</p>",
+        + f"<h2>Rules</h2><p class=note>{escape(DRIFT_RULE)}.</p><p class=note>"
+        f"{escape(FLAKY_RULE)}; a query is listed from {counted(min_flips, 'change')}.</p>",
         _CSS,
     )

@@ -442,7 +442,7 @@ def _means(a: Artifact) -> tuple[int, dict[str, float | None], dict[str, dict[st
 
 def _describe(a: Artifact) -> dict[str, Any]:
     golden = a.meta.get("golden") if isinstance(a.meta.get("golden"), Mapping) else {}
-    return {**a.meta["measurement"], "k": a.meta.get("k"), "subset": a.meta.get("subset", "full"),
+    return {**a.config.to_dict(), "k": a.meta.get("k"), "subset": a.meta.get("subset", "full"),
             "golden_source": golden.get("source"), "golden_sha256": golden.get("sha256"),
             "n_queries": golden.get("n_queries")}
 

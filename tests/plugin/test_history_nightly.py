@@ -123,6 +123,27 @@ def nights(pytester: pytest.Pytester, tmp_path_factory: pytest.TempPathFactory, 
     return copy
 
 
+def elements_and_fetching_attributes(page: str) -> tuple[list[str], list[str]]:
+    """Every element name in ``page``, and every attribute that would make a browser fetch
+    (``src``, ``href``, ``xlink:href``, ``srcset``, ``action``, ``poster``, ``data``)."""
+    import html.parser
+
+    class Parser(html.parser.HTMLParser):
+        def __init__(self) -> None:
+            super().__init__()
+            self.tags: list[str] = []
+            self.fetching: list[str] = []
+
+        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+            self.tags.append(tag)
+            self.fetching += [f"{tag} {name}={value}" for name, value in attrs
+                              if name in {"src", "href", "xlink:href", "srcset", "action", "poster", "data"}]
+
+    parser = Parser()
+    parser.feed(page)
+    return parser.tags, parser.fetching
+
+
 def history_json(*args: str, capsys: pytest.CaptureFixture[str], code: int = 0) -> dict[str, Any]:
     assert main(["history", *args, "--format", "json"]) == code
     return json.loads(capsys.readouterr().out)
@@ -284,8 +305,6 @@ def test_flaky_queries_are_listed_with_their_flips(nights: Path, capsys: pytest.
 def test_markdown_renders_as_text_with_whole_tables(nights: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """For a job summary: a renderer (markdown-it, html on, as GitHub's) sees the hostile tag and
     retriever note as text, the runs table whole, and the note after it as a paragraph."""
-    import html.parser
-
     import markdown_it
 
     assert main(["history", *(str(nights / f"night-{n:02d}.json") for n in range(1, 9)), "--format",
@@ -293,20 +312,10 @@ def test_markdown_renders_as_text_with_whole_tables(nights: Path, capsys: pytest
     text = capsys.readouterr().out
     assert text.startswith("# Retrieval history: 8 run artifacts in 1 group\n")
     rendered = markdown_it.MarkdownIt("commonmark").enable("table").render(text)
-
-    class Tags(html.parser.HTMLParser):
-        def __init__(self) -> None:
-            super().__init__()
-            self.tags: list[str] = []
-
-        def handle_starttag(self, tag: str, attrs: Any) -> None:
-            self.tags.append(tag)
-
-    parser = Tags()
-    parser.feed(rendered)
-    assert not {"script", "img"} & set(parser.tags)
-    assert parser.tags.count("table") == 2  # runs, and per tag
-    assert parser.tags.count("tr") == (1 + 8) + (1 + 4)
+    tags, fetching = elements_and_fetching_attributes(rendered)
+    assert not {"script", "img"} & set(tags) and fetching == []
+    assert tags.count("table") == 2  # runs, and per tag
+    assert tags.count("tr") == (1 + 8) + (1 + 4)
     assert "&lt;script&gt;alert(&quot;tag&quot;)&lt;/script&gt;" in rendered
     assert "&lt;img src=x onerror=alert(1)&gt;" in rendered
     assert "<p>Δ: change from the run before" in rendered
@@ -401,6 +410,8 @@ def test_html_page_is_self_contained_and_escapes_artifact_text(nights: Path) -> 
     artifacts, _ = load_artifacts([nights])
     page = render_trend_html(build_history(artifacts).to_dict())
     assert "<script" not in page and "<img" not in page
+    tags, fetching = elements_and_fetching_attributes(page)
+    assert fetching == [] and not {"script", "img", "link", "iframe", "object"} & set(tags)
     assert "&lt;script&gt;alert(&quot;tag&quot;)&lt;/script&gt;" in page  # the hostile tag, as text
     assert "&lt;img src=x onerror=alert(1)&gt;" in page  # the hostile retriever note, as text
     assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", page)
@@ -424,6 +435,7 @@ def test_html_page_renders_in_headless_chromium(nights: Path, tmp_path: Path) ->
     # the hostile texts stayed text: an element made of them would serialise with bare quotes
     assert '<script>alert("tag")</script>' not in dom and 'onerror="' not in dom
     assert '&lt;script&gt;alert("tag")&lt;/script&gt;' in dom
+    assert elements_and_fetching_attributes(dom)[1] == []  # no element points anywhere
     shot_dir = REPO / "test-artifacts"
     shot_dir.mkdir(exist_ok=True)
     shot = shot_dir / "history.png"
