@@ -1,20 +1,18 @@
 """The HTML report: escaping and self-containment, then a real headless Chromium.
 
-The browser test needs Debian's `chromium` (installed by .ci/run); on a machine
-without it that one test skips with the reason. Its screenshot is kept in
+The browser test needs Debian's `chromium` (installed by .ci/run; the helpers are in
+tests/browser.py); on a machine without it that one test skips with the reason. Its screenshot is kept in
 `test-artifacts/` for a person to look at.
 """
 
 from __future__ import annotations
 
 import re
-import shutil
-import subprocess
-import tempfile
 from pathlib import Path
 
 import pytest
 
+from browser import browse, console_errors
 from pytest_ragmetrics.report.html import render_html
 
 REPO = Path(__file__).resolve().parents[1]
@@ -73,28 +71,6 @@ def test_delta_chart_draws_one_bar_per_compared_query() -> None:
     assert chart.count("<rect") == 2
     assert "q2: -1.0000" in chart and "q1: +0.0000" in chart
     assert "Gate failed" in page and "gold-doc (2)" in page
-
-
-CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                  "--enable-logging=stderr", "--window-size=1200,1400"]
-
-
-def browse(page: Path, screenshot: Path) -> str:
-    """Open a page in headless Chromium; return its log (console messages appear as CONSOLE lines)."""
-    browser = shutil.which("chromium") or shutil.which("chromium-browser")
-    if browser is None:
-        pytest.skip("headless Chromium is not installed here (.ci/run installs Debian's chromium)")
-    with tempfile.TemporaryDirectory() as profile:
-        proc = subprocess.run([browser, *CHROMIUM_FLAGS, f"--user-data-dir={profile}",
-                               f"--screenshot={screenshot}", page.as_uri()],
-                              capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    return proc.stderr
-
-
-def console_errors(log: str) -> list[str]:
-    return [line for line in log.splitlines() if ":CONSOLE" in line or "Uncaught" in line]
 
 
 @pytest.mark.slow

@@ -6,6 +6,7 @@ Only the process that judges (a serial run, the xdist controller) calls these.
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -15,7 +16,7 @@ from pytest_ragmetrics.files import atomic_write_json, atomic_write_text, git_co
 if TYPE_CHECKING:
     from pytest_ragmetrics._plugin.session import RagSession
 
-__all__ = ["meta", "artifact", "write_artifact", "write_html", "append_markdown", "leakage_warning"]
+__all__ = ["meta", "artifact", "baseline_entry", "write_artifact", "write_html", "append_markdown", "leakage_warning"]
 
 
 def meta(rag: RagSession) -> dict[str, Any]:
@@ -57,6 +58,7 @@ def artifact(rag: RagSession) -> dict[str, Any]:
             per_query[q.qid]["baseline"] = rag.baseline.metrics_of(q.qid)
     data = meta(rag)
     data["subset"] = rag.options.subset
+    data["baseline"] = baseline_entry(rag)
     return {
         "_meta": data,
         "aggregate": {row.metric: row.now for row in verdict.aggregate},
@@ -64,6 +66,29 @@ def artifact(rag: RagSession) -> dict[str, Any]:
         "per_query": per_query,
         "comparison": verdict.to_dict(),
     }
+
+
+def baseline_entry(rag: RagSession) -> dict[str, Any] | None:
+    """Which baseline file this run was judged against (or wrote): its sha256 and
+    ``_meta.created``, so ``ragmetrics history`` can tell when the baseline was refreshed.
+
+    ``updated`` is true for a ``--rag-update-baseline`` run, which compares with
+    nothing and names the file it wrote; ``None`` when there was no baseline (or
+    the update was refused and nothing was compared).
+    """
+    if rag.options.update_baseline:
+        if rag.baseline_written is None:
+            return None
+        created: Any = rag.created
+    elif rag.baseline is not None:
+        created = rag.baseline.meta.get("created")
+    else:
+        return None
+    try:
+        sha256: str | None = hashlib.sha256(Path(rag.options.baseline).read_bytes()).hexdigest()
+    except OSError:
+        sha256 = None
+    return {"sha256": sha256, "created": created, "updated": bool(rag.options.update_baseline)}
 
 
 def write_artifact(rag: RagSession, path: Path) -> None:

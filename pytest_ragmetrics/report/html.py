@@ -1,8 +1,9 @@
 """A self-contained HTML report of a run artifact: verdict, tables, two charts.
 
 Everything is inline (CSS and SVG; no script, font or image is fetched), so the
-file opens offline and as a CI artifact. Every text taken from the data (query
-text, ids, tags, explanations) goes through ``html.escape``.
+file opens offline and as a CI artifact; the page shell, CSS, cells and tables are
+:mod:`.html_parts`'s, shared with the history page. Every text taken from the data
+(query text, ids, tags, explanations) goes through ``html.escape``.
 
 Input is the JSON run artifact (see ``RagSession.artifact``), so the plugin's
 ``--rag-html`` and the CLI's ``compare --html`` draw the same page.
@@ -14,44 +15,10 @@ from html import escape
 from typing import Any, Mapping, Sequence
 
 from pytest_ragmetrics.errors import listed
+from pytest_ragmetrics.report.html_parts import delta_cell, num, page, table
 from pytest_ragmetrics.report.tables import counted
 
 __all__ = ["render_html"]
-
-_CSS = """
-body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px auto;max-width:1100px;color:#1b1f24;padding:0 16px}
-h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid #d0d7de;padding-bottom:4px}
-.meta{color:#57606a;font-size:12px}.banner{padding:10px 14px;border-radius:6px;margin:16px 0;font-weight:600}
-.pass{background:#dafbe1;border:1px solid #4ac26b}.fail{background:#ffebe9;border:1px solid #ff8182}.warn{background:#fff8c5;border:1px solid #d4a72c}
-table{border-collapse:collapse;margin:6px 0 10px;font-size:13px}th,td{border:1px solid #d0d7de;padding:4px 8px;text-align:left;vertical-align:top}
-th{background:#f6f8fa}td.num{text-align:right;font-variant-numeric:tabular-nums}.down{color:#cf222e}.up{color:#1a7f37}
-.note{color:#57606a;font-size:12px;margin:2px 0 8px}code{font-size:12px}svg text{font:11px system-ui,sans-serif;fill:#1b1f24}
-ol.returned{margin:0;padding-left:20px}.gold{font-weight:600;color:#1a7f37}
-"""
-
-
-def _num(value: Any, digits: int = 4) -> str:
-    if value is None:
-        return "—"
-    if isinstance(value, (int, float)):
-        return f"{value:.{digits}f}"
-    return escape(str(value))
-
-
-def _delta_cell(value: Any, n: int) -> str:
-    if value is None:
-        return '<td class="num">—</td>'
-    if abs(value) < 1e-9:
-        return '<td class="num">±0</td>'
-    cls = "down" if value < 0 else "up"
-    note = " <span class=note>(&lt;1/n)</span>" if n and abs(value) < 1 / n - 1e-12 else ""
-    return f'<td class="num {cls}">{value:+.4f}{note}</td>'
-
-
-def _table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    head = "".join(f"<th>{escape(h)}</th>" for h in headers)
-    body = "".join("<tr>" + "".join(row) + "</tr>" for row in rows)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
 def _delta_chart(deltas: Sequence[tuple[str, float]], metric: str) -> str:
@@ -153,16 +120,16 @@ def render_html(artifact: Mapping[str, Any], metric: str | None = None, title: s
         stats = row.get("stats") or {}
         ci = stats.get("ci95")
         agg_rows.append([
-            f"<td>{escape(row['metric'])}</td>", f'<td class="num">{_num(row.get("baseline"))}</td>',
-            f'<td class="num">{_num(row.get("now_common") if row.get("baseline") is not None else row.get("now"))}</td>',
-            _delta_cell(row.get("delta"), n),
+            f"<td>{escape(row['metric'])}</td>", f'<td class="num">{num(row.get("baseline"))}</td>',
+            f'<td class="num">{num(row.get("now_common") if row.get("baseline") is not None else row.get("now"))}</td>',
+            delta_cell(row.get("delta"), n),
             f'<td class="num">{"—" if not ci else f"[{ci[0]:+.4f}, {ci[1]:+.4f}]"}</td>',
-            f'<td class="num">{_num(stats.get("p_value"), 3)}</td>',
-            f'<td class="num">{_num(stats.get("detectable"))}</td>',
+            f'<td class="num">{num(stats.get("p_value"), 3)}</td>',
+            f'<td class="num">{num(stats.get("detectable"))}</td>',
             f"<td>{'—' if row.get('tolerance') is None else escape(str(row['tolerance']))}</td>",
             f"<td>{'—' if row.get('min') is None else escape(str(row['min']))}</td>",
         ])
-    aggregate = _table(["metric", "baseline", "now", "delta", "95% CI", "p", "detectable", "allowed drop", "floor"],
+    aggregate = table(["metric", "baseline", "now", "delta", "95% CI", "p", "detectable", "allowed drop", "floor"],
                        agg_rows)
     note = (f"n = {counted(n, 'query', 'queries')}: one query moves a mean by up to 1/n = {1 / n:.4f}; "
             "a smaller difference "
@@ -184,18 +151,18 @@ def render_html(artifact: Mapping[str, Any], metric: str | None = None, title: s
         row = [f"<td>{escape(tag)}</td>", f'<td class="num">{int(s.get("n", 0))}</td>']
         for m in metrics:
             now_v, base_v = s.get("now", {}).get(m), (s.get("baseline") or {}).get(m)
-            row.append(f'<td class="num">{_num(now_v)}</td>')
-            cell = _delta_cell(None if now_v is None or base_v is None else now_v - base_v, int(s.get("n", 0)))
+            row.append(f'<td class="num">{num(now_v)}</td>')
+            cell = delta_cell(None if now_v is None or base_v is None else now_v - base_v, int(s.get("n", 0)))
             p_value = ((s.get("stats") or {}).get(m) or {}).get("p_value")
             if p_value is not None and "±0" not in cell and "—" not in cell:
                 cell = cell.replace("</td>", f" <span class=note>p={p_value:.3f}</span></td>")
             row.append(cell)
         strata_rows.append(row)
-    strata_table = _table(["tag", "n"] + [h for m in metrics for h in (m, "Δ")], strata_rows) if strata_rows else ""
+    strata_table = table(["tag", "n"] + [h for m in metrics for h in (m, "Δ")], strata_rows) if strata_rows else ""
 
     limit = int(meta.get("worst_n", 0) or 25)
     worst_rows = _query_rows(comparison.get("regressed", [])[:limit])
-    worst = (_table(_QUERY_HEADERS, worst_rows) if worst_rows else "<p>No query regressed.</p>")
+    worst = (table(_QUERY_HEADERS, worst_rows) if worst_rows else "<p>No query regressed.</p>")
     moved_entries = comparison.get("moved") or []
     if moved_entries:
         if not worst_rows:
@@ -203,7 +170,7 @@ def render_html(artifact: Mapping[str, Any], metric: str | None = None, title: s
         worst += (f"<h2>Queries that moved {escape(', '.join(comparison.get('moved_metrics') or []))} most</h2>"
                   f"<p class=note>Within their per-query tolerance, largest drop first "
                   f"({min(limit, len(moved_entries))} of {len(moved_entries)}).</p>"
-                  + _table(_QUERY_HEADERS, _query_rows(moved_entries[:limit])))
+                  + table(_QUERY_HEADERS, _query_rows(moved_entries[:limit])))
 
     parents = ""
     parent_level = comparison.get("parent_level")
@@ -212,14 +179,14 @@ def render_html(artifact: Mapping[str, Any], metric: str | None = None, title: s
         for m, row in parent_level.get("metrics", {}).items():
             missed = row.get("chunk_hit_parent_missed", [])
             parent_rows.append([
-                f"<td>{escape(m)}</td>", f'<td class="num">{_num(row.get("chunk"))}</td>',
-                f'<td class="num">{_num(row.get("parent"))}</td>', f'<td class="num">{len(missed)}</td>',
+                f"<td>{escape(m)}</td>", f'<td class="num">{num(row.get("chunk"))}</td>',
+                f'<td class="num">{num(row.get("parent"))}</td>', f'<td class="num">{len(missed)}</td>',
                 f"<td>{escape(listed(missed))}</td>",
             ])
         scored = counted(int(parent_level.get('n', 0)), 'scored query', 'scored queries')
         parents = (f"<h2>Parent-chunk hit rate</h2><p class=note>{scored} "
                    "returned parent ids; the parent is what the generator receives.</p>"
-                   + _table(["metric", "chunk level", "parent level", "chunk hit, parent missed", "queries"],
+                   + table(["metric", "chunk level", "parent level", "chunk hit, parent missed", "queries"],
                             parent_rows))
 
     golden = meta.get("golden", {})
@@ -228,10 +195,8 @@ def render_html(artifact: Mapping[str, Any], metric: str | None = None, title: s
             f"subset {escape(str(meta.get('subset', 'full')))}) · metrics {escape(' '.join(metrics))} · "
             f"k {escape(str(meta.get('k', '?')))} · version {escape(str(meta.get('package_version', '?')))} · "
             f"commit {escape(str(meta.get('git_commit') or '—'))[:12]} · {escape(str(meta.get('created', '')))}")
-    return (
-        "<!doctype html><html lang=en><head><meta charset=utf-8>"
-        f"<meta name=viewport content='width=device-width,initial-scale=1'><title>{escape(title)}</title>"
-        f"<style>{_CSS}</style></head><body>"
+    return page(
+        title,
         f"<h1>{escape(title)}</h1><div class=meta>{head}</div>"
         f"<div class='banner {cls}'>{escape(banner)}</div>"
         f"<h2>Aggregate</h2>{aggregate}<p class=note>{escape(note)}</p>"
@@ -239,6 +204,5 @@ def render_html(artifact: Mapping[str, Any], metric: str | None = None, title: s
         f"<p class=note>{counted(len(deltas), 'query', 'queries')}, sorted by change; hover a bar for its query.</p>"
         f"<h2>Per tag</h2><p class=note>{escape(metric)}: grey bar baseline, blue bar now.</p>"
         f"{_strata_chart(strata, metric)}{strata_table}{parents}"
-        f"<h2>Worst regressed queries</h2>{worst}"
-        "</body></html>\n"
+        f"<h2>Worst regressed queries</h2>{worst}",
     )

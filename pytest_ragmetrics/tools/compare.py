@@ -30,7 +30,8 @@ from pytest_ragmetrics.golden import GoldenSet, Query, load_qrels
 from pytest_ragmetrics.measures import MeasurementConfig
 from pytest_ragmetrics.metrics import document_ranking
 
-__all__ = ["RunData", "load_run_data", "compare", "describe_measurement", "metric_names", "missing_from", "mismatch"]
+__all__ = ["RunData", "load_run_data", "is_run_artifact", "run_data_from_artifact", "compare", "describe_measurement",
+           "metric_names", "missing_from", "mismatch"]
 
 
 @dataclass
@@ -71,6 +72,31 @@ def metric_names(config: MeasurementConfig | None, side: RunData) -> list[str]:
     return list(names)
 
 
+def is_run_artifact(data: Any) -> bool:
+    """Whether parsed JSON is a run artifact (``--rag-report``): a baseline has no ``comparison``."""
+    return isinstance(data, dict) and "comparison" in data and isinstance(data.get("per_query"), dict)
+
+
+def run_data_from_artifact(data: Mapping[str, Any], source: str) -> RunData:
+    """One side from a parsed run artifact: per query its metrics, or its error, or that it
+    was unscorable, with its ranking, tags and judgments digest."""
+    side = RunData(source, {}, meta=data.get("_meta", {}))
+    for qid, entry in data["per_query"].items():
+        if entry.get("status") == "scored" and entry.get("metrics"):
+            side.metrics[qid] = entry["metrics"]
+            if isinstance(entry.get("parent_level"), dict):
+                side.parent_levels[qid] = entry["parent_level"]
+        elif entry.get("status") == "error":
+            side.errors[qid] = entry.get("error") or "error"
+        elif entry.get("status") == "unscorable":
+            side.unscorable.append(qid)
+        side.rankings[qid] = list(entry.get("ranking") or [])
+        side.tags[qid] = list(entry.get("tags") or [])
+        if isinstance(entry.get("_judgments"), str):
+            side.judgments[qid] = entry["_judgments"]
+    return side
+
+
 def load_run_data(path: str | Path, qrels: str | Path | Mapping[str, Mapping[str, int]] | None = None,
                   config: MeasurementConfig | None = None) -> RunData:
     """Read an artifact, a baseline or (with qrels) a TREC run into :class:`RunData`.
@@ -89,22 +115,8 @@ def load_run_data(path: str | Path, qrels: str | Path | Mapping[str, Mapping[str
             data = loads_json(text)
         except json.JSONDecodeError as exc:
             raise InputError(name, f"line {exc.lineno}", f"not valid JSON ({exc.msg})") from None
-        if isinstance(data, dict) and "comparison" in data and isinstance(data.get("per_query"), dict):
-            side = RunData(name, {}, meta=data.get("_meta", {}))
-            for qid, entry in data["per_query"].items():
-                if entry.get("status") == "scored" and entry.get("metrics"):
-                    side.metrics[qid] = entry["metrics"]
-                    if isinstance(entry.get("parent_level"), dict):
-                        side.parent_levels[qid] = entry["parent_level"]
-                elif entry.get("status") == "error":
-                    side.errors[qid] = entry.get("error") or "error"
-                elif entry.get("status") == "unscorable":
-                    side.unscorable.append(qid)
-                side.rankings[qid] = list(entry.get("ranking") or [])
-                side.tags[qid] = list(entry.get("tags") or [])
-                if isinstance(entry.get("_judgments"), str):
-                    side.judgments[qid] = entry["_judgments"]
-            return side
+        if is_run_artifact(data):
+            return run_data_from_artifact(data, name)
         baseline = load_baseline(path)
         return RunData(name, {q: baseline.metrics_of(q) for q in baseline.per_query}, meta=baseline.meta,
                        judgments={q: e["_judgments"] for q, e in baseline.per_query.items()

@@ -198,6 +198,28 @@ def test_report_is_written_on_a_passing_run_and_with_update(project: RagProject)
     assert json.loads((project.path / "run.json").read_text())["comparison"]["passed"] is True
 
 
+def test_report_names_the_baseline_it_was_judged_against(project: RagProject) -> None:
+    """``_meta.baseline``: the file's sha256 and created time, so a history of artifacts
+    can tell a baseline refresh from a change in retrieval; only the artifact carries it."""
+    import hashlib
+
+    def sha() -> str:
+        return hashlib.sha256(project.baseline_path.read_bytes()).hexdigest()
+
+    assert project.run("--rag-report", "none.json").ret == pytest.ExitCode.TESTS_FAILED  # no baseline yet
+    assert json.loads((project.path / "none.json").read_text())["_meta"]["baseline"] is None
+
+    project.run("--rag-update-baseline", "--rag-report", "wrote.json")
+    wrote = json.loads((project.path / "wrote.json").read_text())["_meta"]
+    first = project.baseline()
+    assert wrote["baseline"] == {"sha256": sha(), "created": first["_meta"]["created"], "updated": True}
+    assert "baseline" not in first["_meta"]  # the baseline file itself is unchanged
+
+    project.run("--rag-report", "judged.json")
+    judged = json.loads((project.path / "judged.json").read_text())["_meta"]
+    assert judged["baseline"] == {"sha256": sha(), "created": first["_meta"]["created"], "updated": False}
+
+
 def test_no_report_without_the_flag(baselined: RagProject) -> None:
     before = sorted(p.name for p in baselined.path.rglob("*") if ".pytest_cache" not in p.parts)
     baselined.run()
