@@ -272,6 +272,7 @@ class JudgmentStore:
         self.previous_guidelines_sha256 = previous_guidelines_sha256
         self._lock = threading.Lock()
         self._signature = _signature(path)
+        self._closed = False
 
     @classmethod
     def open(cls, path: str | Path, pool: Candidates, *, annotator: str, candidates_label: str,
@@ -292,6 +293,8 @@ class JudgmentStore:
     def judge(self, qid: str, doc_id: str, rel: int | None, note: str = "") -> None:
         """Record (or with ``rel=None`` withdraw) one judgment and save the file before returning."""
         with self._lock:
+            if self._closed:
+                raise RagMetricsError("stopping: this judgment was not saved")
             before = self.judgments.get(qid, doc_id)
             if rel is None:
                 self.judgments.clear(qid, doc_id)
@@ -308,6 +311,11 @@ class JudgmentStore:
     def save(self) -> None:
         with self._lock:
             self._save()
+
+    def close(self) -> None:
+        """Wait for a save in progress, then refuse further judgments: what stopping needs."""
+        with self._lock:
+            self._closed = True
 
     def _save(self) -> None:
         if _signature(self.path) != self._signature:

@@ -187,3 +187,12 @@ def test_annotator_names_make_safe_file_names(name: str, pool_path: Path) -> Non
 def test_annotator_names_that_could_escape_the_folder_are_refused(name: str) -> None:
     with pytest.raises(RagMetricsError, match="annotator name"):
         check_annotator(name)
+
+
+def test_a_closed_store_finishes_the_save_in_progress_and_refuses_more(pool_path: Path) -> None:
+    store = open_store(pool_path)
+    store.judge("q1", "a", 2)
+    store.close()
+    with pytest.raises(RagMetricsError, match="stopping"):
+        store.judge("q1", "b", 1)
+    assert read_judgments(store.path, read_candidates(pool_path)).pairs().keys() == {("q1", "a")}
