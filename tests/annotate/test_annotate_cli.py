@@ -104,7 +104,6 @@ def test_adjudication_without_disagreement_writes_the_file_and_does_not_serve(
                                                      {"annotator": "bob", "file": str(b)}]
 
 
-@pytest.mark.slow
 def test_it_prints_the_url_and_what_is_left_and_stops_cleanly(pool_path: Path) -> None:
     cli = Cli(str(pool_path), "--annotator", "alice")
     try:
@@ -133,7 +132,6 @@ def token_of(url: str) -> str:
     return found.group(1)
 
 
-@pytest.mark.slow
 def test_sigkill_loses_at_most_the_judgment_being_made(pool_path: Path) -> None:
     pairs = [(q["qid"], c["doc_id"]) for q in QUESTIONS for c in q["candidates"]]
     sequence = [(pairs[i % len(pairs)], (i // len(pairs)) % 3) for i in range(10_000)]

@@ -54,6 +54,7 @@
   // ------------------------------------------------------------------ progress
 
   function showProgress(progress) {
+    state.progress = progress;
     const box = $("progress");
     box.textContent = "";
     const all = progress.total > 0 && progress.judged === progress.total;
@@ -79,7 +80,7 @@
     const jump = $("jump");
     jump.textContent = "";
     state.questions.forEach((q, i) => {
-      const mark = q.judged === q.n ? "✓" : `${q.judged}/${q.n}`;
+      const mark = q.judged === q.n ? "✓" : `${q.judged}/${q.n}` + (skipped.has(q.qid) ? ", skipped" : "");
       jump.append(new Option(`${i + 1}. ${q.qid} (${mark})`, String(i), false, i === index));
     });
   }
@@ -158,6 +159,7 @@
       }
       index = wanted;
       question = loaded;
+      if ($("status").className !== "error") say("", false);  // a message of the last question is done
       $("position").textContent = `Question ${index + 1} of ${state.questions.length}`;
       const meta = $("qmeta");
       meta.textContent = "";
@@ -227,6 +229,7 @@
   function skip() {
     const n = state.questions.length;
     skipped.add(question.qid);
+    showProgress(state.progress);
     for (let k = 1; k <= n; k++) {
       const j = (index + k) % n;
       const q = state.questions[j];
