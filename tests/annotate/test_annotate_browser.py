@@ -199,6 +199,26 @@ def test_the_watch_sees_dialogs_errors_and_blocked_loads(
         w.clean()
 
 
+def test_a_question_without_candidates_says_so_and_keys_do_no_harm(
+        tmp_path: Path, serve: Callable[[Task], Any], open_page: Callable[[str], Watched]) -> None:
+    from pytest_ragmetrics.annotate import JudgmentStore, shown_questions
+
+    pool = read_candidates(write_pool(tmp_path / "pool.jsonl", [
+        {"qid": "empty", "query": "nothing pooled", "candidates": []}, QUESTIONS[2]]))
+    store = JudgmentStore.open(tmp_path / "out.jsonl", pool, annotator="alice", candidates_label="pool.jsonl",
+                               guidelines_sha256="g")
+    w = open_page(serve(Task(shown_questions(pool), store, "rules")).url)
+    w.expect("#position").to_have_text("Question 2 of 2")  # the empty one counts as complete
+    w.page.keyboard.press("p")
+    w.expect("#candidates").to_have_text("No candidate to judge here.")
+    for key in ("2", "e", "Delete", "j", "k"):
+        w.page.keyboard.press(key)
+    w.page.keyboard.press("n")
+    w.expect("#position").to_have_text("Question 2 of 2")
+    assert not store.path.exists()
+    w.clean()
+
+
 HOSTILE = [
     '<script>alert("script")</script>',
     '<img src=x onerror="alert(\'img\')">',

@@ -169,6 +169,7 @@
       const list = $("candidates");
       list.textContent = "";
       question.candidates.forEach((c, k) => list.append(candidateCard(c, k)));
+      if (!question.candidates.length) list.append(el("p", {class: "meta", text: "No candidate to judge here."}));
       const open = question.candidates.findIndex((c) => c.rel === null);
       setFocus(open < 0 ? 0 : open, false);
       window.scrollTo(0, 0);
@@ -252,16 +253,17 @@
     }
     const key = event.key;
     const grades = state.grades.map((g) => String(g.value));
+    const some = question.candidates.length > 0;
     let done = true;
-    if (grades.includes(key)) grade(focus, Number(key));
+    if (grades.includes(key)) { if (some) grade(focus, Number(key)); }
     else if (key === "j" || key === "ArrowDown") setFocus(focus + 1);
     else if (key === "k" || key === "ArrowUp") setFocus(focus - 1);
     else if (key === "n" || key === "ArrowRight") show(index + 1);
     else if (key === "p" || key === "ArrowLeft") show(index - 1);
     else if (key === "s") skip();
-    else if (key === "e" || key === "Enter") cards()[focus].querySelector("textarea").focus();
+    else if (key === "e" || key === "Enter") { if (some) cards()[focus].querySelector("textarea").focus(); }
     else if (key === "Delete" || key === "Backspace") {
-      if (question.candidates[focus].rel !== null) grade(focus, null);
+      if (some && question.candidates[focus].rel !== null) grade(focus, null);
     } else done = false;
     if (done) event.preventDefault();
   }
