@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 import threading
@@ -48,13 +49,20 @@ def _same(a: str | Path, b: str | Path) -> bool:
     return Path(a).resolve() == Path(b).resolve()
 
 
+def _check_writable(out: Path) -> None:
+    """Fail now, not at the first grade, when the judgments file cannot be written."""
+    folder = next((f for f in [out.parent.resolve(), *out.parent.resolve().parents] if f.exists()), None)
+    if folder is None or not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
+        raise RagMetricsError(f"cannot write {out}: {folder} is not a folder this user may write to")
+
+
 def run(args: argparse.Namespace) -> int:
     """Check everything, print where to go, serve until Ctrl-C: 0 when stopped; errors raise."""
     from pytest_ragmetrics.annotate import (
         DEFAULT_GUIDELINES, JudgmentStore, Task, compare_judgments, default_out, read_judgments,
         seed_adjudicated, shown_questions)
     from pytest_ragmetrics.annotate.judgments import check_annotator, sha256_text
-    from pytest_ragmetrics.files import read_text
+    from pytest_ragmetrics.files import read_text, write_problem
     from pytest_ragmetrics.tools.candidates import read_candidates
 
     if not 0 <= args.port <= 65535:
@@ -80,6 +88,7 @@ def run(args: argparse.Namespace) -> int:
         for other in (args.candidates, path_a, path_b):
             if _same(out, other):
                 raise RagMetricsError(f"--out {out} is {other}; the adjudicated judgments go to a file of their own")
+        _check_writable(out)
         comparison = compare_judgments(pool, read_judgments(path_a, pool), read_judgments(path_b, pool))
         store = JudgmentStore.open(out, pool, annotator=comparison.annotator, candidates_label=args.candidates,
                                    guidelines_sha256=digest)
@@ -88,7 +97,10 @@ def run(args: argparse.Namespace) -> int:
             {"annotator": comparison.b.annotator, "file": path_b}]
         seed_adjudicated(comparison, store.judgments)
         if store.judgments.n_judged() or store.resumed:
-            store.save()
+            try:
+                store.save()
+            except OSError as exc:
+                raise RagMetricsError(f"cannot write {out}: {write_problem(out, exc)}") from None
         both = len(comparison.agreed) + len(comparison.disagreements)
         print(f"{comparison.a.annotator} ({path_a}) and {comparison.b.annotator} ({path_b}): {both} pairs judged "
               f"by both, {len(comparison.agreed)} agree (carried over), {len(comparison.disagreements)} disagree; "
@@ -103,6 +115,7 @@ def run(args: argparse.Namespace) -> int:
         out = Path(args.out) if args.out is not None else default_out(args.candidates, name)
         if _same(out, args.candidates):
             raise RagMetricsError(f"--out {out} is the candidates file; judgments go to a file of their own")
+        _check_writable(out)
         store = JudgmentStore.open(out, pool, annotator=name, candidates_label=args.candidates,
                                    guidelines_sha256=digest)
         if store.resumed and store.previous_guidelines_sha256 not in (None, "", digest):

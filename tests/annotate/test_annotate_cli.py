@@ -55,6 +55,8 @@ def test_help_is_wired(capsys: pytest.CaptureFixture[str]) -> None:
         (["--adjudicate", "{a}", "{b}", "--out", "{adj}", "--annotator", "c"], "--annotator is not used"),
         (["--adjudicate", "{a}", "{a}", "--out", "{adj}"], "two annotators"),
         (["--adjudicate", "{a}", "{b}", "--out", "{a}"], "a file of their own"),
+        (["--annotator", "a", "--out", "{a}/x.jsonl"], "is not a folder"),
+        (["--adjudicate", "{a}", "{b}", "--out", "{a}/adj.jsonl"], "is not a folder"),
     ],
 )
 def test_usage_problems_exit_2_before_serving(tmp_path: Path, pool_path: Path, capsys: pytest.CaptureFixture[str],
