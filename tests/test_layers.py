@@ -1,7 +1,7 @@
 """The package's layers, checked: imports point one way, so each layer can be read and tested alone.
 
-core (flat at the root) <- gate/ <- report/ <- tools/, _plugin/ (behind plugin.py), cli/;
-stack/ sits on the core. Every import counts, also one inside a function.
+core (flat at the root) <- gate/ <- report/ <- tools/ <- annotate/; _plugin/ (behind plugin.py)
+and cli/ on top; stack/ sits on the core. Every import counts, also one inside a function.
 """
 
 from __future__ import annotations
@@ -23,9 +23,10 @@ ALLOWED: dict[str, set[str]] = {
     "stack": {"core", "stack"},
     "adapters": {"core"},
     "tools": {"core", "gate", "report", "stack", "tools"},
+    "annotate": {"core", "tools", "annotate"},
     "_plugin": {"core", "gate", "report", "tools", "_plugin"},
     "plugin": {"core", "_plugin"},
-    "cli": {"core", "gate", "report", "tools", "stack", "cli"},
+    "cli": {"core", "gate", "report", "tools", "stack", "annotate", "cli"},
     "__main__": {"cli"},
 }
 #: third-party or standard modules a layer must not touch
@@ -34,6 +35,7 @@ FORBIDDEN = {
     "gate": {"pytest", "argparse", "_pytest"},
     "report": {"pytest", "argparse", "_pytest"},
     "tools": {"pytest", "argparse", "_pytest"},
+    "annotate": {"pytest", "argparse", "_pytest"},
     "stack": {"pytest", "argparse", "_pytest"},
 }
 

@@ -6,7 +6,8 @@ TREC run against qrels, trec_eval's job), ``compare`` (judge run B against A wit
 plugin's gate), ``history`` (nightly artifacts read together: series, drift, flaky
 queries), ``ablate`` (compare the reference stack's modes and sweep its
 parameters), ``pool`` (pool candidates from several retrievers, runs or stack modes for annotation),
-``agreement`` (Cohen's kappa between two annotators), ``leakage`` (golden questions
+``annotate`` (a local page to grade pooled candidates, and to adjudicate two
+annotators), ``agreement`` (Cohen's kappa between two annotators), ``leakage`` (golden questions
 found in the corpus) and ``export`` (an artifact as a TREC run, a golden set as qrels).
 Exit codes: 0 done, 1 a check failed (``--fail-on-regression``, ``--fail-on-drift``,
 ``--fail-below``, ``--fail``), 2 bad input or usage (the message names file, line and problem).
@@ -24,7 +25,7 @@ from pytest_ragmetrics.errors import RagMetricsError
 __all__ = ["main", "build_parser", "VERBS"]
 
 #: The verbs, in the order ``--help`` lists them; each is the module ``cli/<verb>.py``.
-VERBS = ("evaluate", "compare", "history", "ablate", "pool", "agreement", "leakage", "export")
+VERBS = ("evaluate", "compare", "history", "ablate", "pool", "annotate", "agreement", "leakage", "export")
 
 
 def build_parser() -> argparse.ArgumentParser:

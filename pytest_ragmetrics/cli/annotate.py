@@ -1,0 +1,170 @@
+"""``ragmetrics annotate CANDIDATES``: a local page for graded relevance judgments, and adjudication."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+from pytest_ragmetrics.errors import RagMetricsError
+
+HELP = "judge pooled candidates 0/1/2 in a local page (or adjudicate two annotators' disagreements)"
+
+DESCRIPTION = """\
+Serves a page on 127.0.0.1 for grading each pooled candidate of a candidates file
+(written by `ragmetrics pool`): 2 fully answers the question, 1 partially relevant,
+0 not relevant. Every grade is saved at once to the annotator's own JSONL file
+(default <candidates stem>.<annotator>.jsonl beside the candidates), which
+`ragmetrics agreement` and the plugin read as a golden set; starting again resumes
+it. With --adjudicate A B --out ADJ, the page shows only the pairs A and B grade
+differently, and writes ADJ with the agreements carried over."""
+
+
+def register(verbs: Any) -> None:
+    parser = verbs.add_parser("annotate", help=HELP, description=DESCRIPTION,
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.set_defaults(command=run)
+    parser.add_argument("candidates", metavar="CANDIDATES", help="the candidates file (JSONL from ragmetrics pool)")
+    parser.add_argument("--annotator", metavar="NAME",
+                        help="who judges (letters, digits, '.', '_', '-'); names the output file")
+    parser.add_argument("--out", metavar="PATH",
+                        help="the judgments file (default <candidates stem>.<annotator>.jsonl beside the "
+                             "candidates; required with --adjudicate); resumed when it exists")
+    parser.add_argument("--corpus", metavar="PATH",
+                        help="where candidates without text get it: a corpus.jsonl or a folder of .md/.txt files")
+    parser.add_argument("--guidelines", metavar="FILE",
+                        help="grading guidelines shown beside the task (Markdown or text, shown as text); "
+                             "default: the 0/1/2 definitions")
+    parser.add_argument("--adjudicate", nargs=2, metavar=("A", "B"),
+                        help="two annotators' judgments files of these candidates: settle where they disagree")
+    parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default 0: a free one)")
+    parser.add_argument("--open", action="store_true", help="open the page in the default browser")
+
+
+def _same(a: str | Path, b: str | Path) -> bool:
+    return Path(a).resolve() == Path(b).resolve()
+
+
+def _check_writable(out: Path) -> None:
+    """Fail now, not at the first grade, when the judgments file cannot be written."""
+    folder = next((f for f in [out.parent.resolve(), *out.parent.resolve().parents] if f.exists()), None)
+    if folder is None or not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
+        raise RagMetricsError(f"cannot write {out}: {folder} is not a folder this user may write to")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Check everything, print where to go, serve until Ctrl-C: 0 when stopped; errors raise."""
+    from pytest_ragmetrics.annotate import (
+        DEFAULT_GUIDELINES, JudgmentStore, Task, compare_judgments, default_out, read_judgments,
+        seed_adjudicated, shown_questions)
+    from pytest_ragmetrics.annotate.judgments import check_annotator, sha256_text
+    from pytest_ragmetrics.files import read_text, write_problem
+    from pytest_ragmetrics.tools.candidates import read_candidates
+
+    if not 0 <= args.port <= 65535:
+        raise RagMetricsError(f"--port must be 0-65535, got {args.port}")
+    pool = read_candidates(args.candidates)
+    guidelines = DEFAULT_GUIDELINES
+    if args.guidelines is not None:
+        guidelines = read_text(Path(args.guidelines))
+        if not guidelines.strip():
+            raise RagMetricsError(f"{args.guidelines}: the guidelines file is empty")
+    digest = sha256_text(guidelines)
+    questions = shown_questions(pool, args.corpus)  # every candidate has text, before anything is served
+
+    comparison = None
+    if args.adjudicate:
+        if args.out is None:
+            raise RagMetricsError("--adjudicate needs --out ADJ.jsonl: where the adjudicated judgments go")
+        if args.annotator is not None:
+            raise RagMetricsError("--annotator is not used with --adjudicate: the file records "
+                                  "adjudicated(A,B) from the two annotators' names")
+        path_a, path_b = args.adjudicate
+        out = Path(args.out)
+        for other in (args.candidates, path_a, path_b):
+            if _same(out, other):
+                raise RagMetricsError(f"--out {out} is {other}; the adjudicated judgments go to a file of their own")
+        _check_writable(out)
+        comparison = compare_judgments(pool, read_judgments(path_a, pool), read_judgments(path_b, pool))
+        store = JudgmentStore.open(out, pool, annotator=comparison.annotator, candidates_label=args.candidates,
+                                   guidelines_sha256=digest)
+        store.judgments.extra_meta["adjudicated_from"] = [
+            {"annotator": comparison.a.annotator, "file": path_a},
+            {"annotator": comparison.b.annotator, "file": path_b}]
+        seed_adjudicated(comparison, store.judgments)
+        if store.judgments.n_judged() or store.resumed:
+            try:
+                store.save()
+            except OSError as exc:
+                raise RagMetricsError(f"cannot write {out}: {write_problem(out, exc)}") from None
+        both = len(comparison.agreed) + len(comparison.disagreements)
+        print(f"{comparison.a.annotator} ({path_a}) and {comparison.b.annotator} ({path_b}): {both} pairs judged "
+              f"by both, {len(comparison.agreed)} agree (carried over), {len(comparison.disagreements)} disagree; "
+              f"{len(comparison.one_sided)} judged by one of them only (carried over).")
+        if not comparison.disagreements:
+            print(f"Nothing to adjudicate; wrote {out}.")
+            return 0
+    else:
+        if args.annotator is None:
+            raise RagMetricsError("--annotator NAME is required: each annotator judges into a file of their own")
+        name = check_annotator(args.annotator)
+        out = Path(args.out) if args.out is not None else default_out(args.candidates, name)
+        if _same(out, args.candidates):
+            raise RagMetricsError(f"--out {out} is the candidates file; judgments go to a file of their own")
+        _check_writable(out)
+        store = JudgmentStore.open(out, pool, annotator=name, candidates_label=args.candidates,
+                                   guidelines_sha256=digest)
+        if store.resumed and store.previous_guidelines_sha256 not in (None, "", digest):
+            print(f"ragmetrics annotate: note: {out} was started under other guidelines; "
+                  "the grades made so far are kept", file=sys.stderr)
+
+    task = Task(questions, store, guidelines, comparison)
+    from pytest_ragmetrics.annotate.server import AnnotateServer
+
+    try:
+        server = AnnotateServer(task, args.port)
+    except OSError as exc:
+        raise RagMetricsError(f"cannot listen on 127.0.0.1:{args.port}: {exc.strerror or exc}") from None
+    return _serve(server, task, args)
+
+
+def _left(task: Any) -> str:
+    p = task.progress()
+    what = "disagreements" if task.mode == "adjudicate" else "candidates"
+    return (f"{p['questions'] - p['questions_done']} of {p['questions']} questions and "
+            f"{p['total'] - p['judged']} of {p['total']} {what} left")
+
+
+def _serve(server: Any, task: Any, args: argparse.Namespace) -> int:
+    def stop(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    try:
+        previous = signal.signal(signal.SIGTERM, stop)
+    except ValueError:  # not the main thread: stopping is the caller's business
+        previous = None
+    try:  # from the first line printed on, Ctrl-C (or SIGTERM) stops cleanly
+        who = "Adjudicating" if task.mode == "adjudicate" else f"Annotating as {task.store.judgments.annotator}"
+        print(f"{who}: {args.candidates}, {_left(task)}.")
+        print(f"Every grade is saved to {task.store.path}.")
+        print(f"Open {server.url} (this machine only). Ctrl-C stops.", flush=True)
+        if args.open:
+            import webbrowser
+
+            threading.Thread(target=webbrowser.open, args=(server.url,), daemon=True).start()
+        server.serve_forever(poll_interval=0.2)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        task.store.close()  # a grade being saved is finished first
+        server.server_close()
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+    where = (f"The judgments are in {task.store.path}." if task.store.path.exists()
+             else "No grade was made; nothing was written.")
+    print(f"\nStopped; {_left(task)}. {where}", flush=True)
+    return 0
