@@ -45,3 +45,29 @@ def test_artifact_and_golden_round_trip_through_trec(tmp_path: Path, capsys: pyt
 def test_export_needs_a_pair_of_options(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["export", "--artifact", "x.json"]) == 2
     assert "--run-out" in capsys.readouterr().err
+
+
+def test_golden_yaml_appends_to_a_golden_file(tmp_path: Path) -> None:
+    """Judged (or adjudicated) JSONL becomes YAML entries that join an existing golden YAML as they are."""
+    from pytest_ragmetrics.cli import main
+    from pytest_ragmetrics.golden import load_golden
+
+    judged = tmp_path / "adjudicated.jsonl"
+    judged.write_text(
+        '{"_meta": {"kind": "ragmetrics-judgments", "annotator": "adjudicated(a,b)"}}\n'
+        '{"qid": "new-001", "query": "手冲咖啡的水温是多少？", "tags": ["standard"], '
+        '"candidates": [{"doc_id": "pour-over", "rel": 2}, {"doc_id": "kettle", "rel": 1}, {"doc_id": "tea", "rel": 0}]}\n'
+        '{"qid": "new-002", "query": "How do I oil a chain?", "candidates": [{"doc_id": "chain-lube", "rel": 1}]}\n',
+        encoding="utf-8")
+    golden = tmp_path / "golden.yaml"
+    golden.write_text("# our golden set\n- id: old-001\n  question: \"What is a derailleur?\"\n"
+                      "  gold_chunks: [derailleur]\n", encoding="utf-8")
+    out = tmp_path / "new.yaml"
+    assert main(["export", "--golden", str(judged), "--yaml-out", str(out)]) == 0
+    golden.write_text(golden.read_text(encoding="utf-8") + out.read_text(encoding="utf-8"), encoding="utf-8")
+    merged = load_golden(golden)
+    assert [q.qid for q in merged] == ["old-001", "new-001", "new-002"]
+    assert merged["new-001"].judgments == {"pour-over": 2, "kettle": 1, "tea": 0}
+    assert merged["new-001"].text == "手冲咖啡的水温是多少？" and merged["new-001"].tags == ("standard",)
+    assert "手冲咖啡" in out.read_text(encoding="utf-8")  # readable, not escaped
+    assert main(["export", "--golden", str(judged), "--yaml-out", str(out)]) == 2  # never overwritten silently

@@ -1,4 +1,4 @@
-"""``ragmetrics export``: a run artifact as a TREC run, a golden set as TREC qrels."""
+"""``ragmetrics export``: a run artifact as a TREC run, a golden set as TREC qrels or golden YAML."""
 
 from __future__ import annotations
 
@@ -8,10 +8,11 @@ from typing import Any
 
 from pytest_ragmetrics.errors import InputError, RagMetricsError
 from pytest_ragmetrics.golden import load_golden
-from pytest_ragmetrics.tools.export import artifact_rankings
+from pytest_ragmetrics.files import atomic_write_text
+from pytest_ragmetrics.tools.export import artifact_rankings, golden_yaml
 from pytest_ragmetrics.trec import write_qrels, write_run
 
-HELP = "write a run artifact as a TREC run and a golden set as TREC qrels"
+HELP = "write a run artifact as a TREC run, and a golden set as TREC qrels or golden YAML"
 
 
 def register(verbs: Any) -> None:
@@ -21,6 +22,8 @@ def register(verbs: Any) -> None:
     parser.add_argument("--run-out", help="where to write the TREC run (with --artifact)")
     parser.add_argument("--golden", help="golden set in any supported format (YAML, JSONL, a queries.jsonl + qrels folder)")
     parser.add_argument("--qrels-out", help="where to write TREC qrels (with --golden)")
+    parser.add_argument("--yaml-out", help="where to write the golden set as golden YAML entries (with --golden); "
+                                           "the text appends to an existing golden YAML file as it is")
     parser.add_argument("--tag", default="ragmetrics", help="run tag, the sixth column (default ragmetrics)")
     parser.add_argument("--force", action="store_true", help="overwrite existing output files")
 
@@ -33,10 +36,11 @@ def _target(path: str, force: bool) -> Path:
 
 
 def run(args: argparse.Namespace) -> int:
-    if not (args.artifact and args.run_out) and not (args.golden and args.qrels_out):
-        raise RagMetricsError("give --artifact with --run-out, and/or --golden with --qrels-out")
-    if bool(args.artifact) != bool(args.run_out) or bool(args.golden) != bool(args.qrels_out):
-        raise RagMetricsError("--artifact goes with --run-out, --golden with --qrels-out")
+    golden_out = bool(args.qrels_out or args.yaml_out)
+    if not (args.artifact and args.run_out) and not (args.golden and golden_out):
+        raise RagMetricsError("give --artifact with --run-out, and/or --golden with --qrels-out or --yaml-out")
+    if bool(args.artifact) != bool(args.run_out) or bool(args.golden) != golden_out:
+        raise RagMetricsError("--artifact goes with --run-out, --golden with --qrels-out and/or --yaml-out")
     if args.artifact:
         rankings = artifact_rankings(args.artifact)
         out = _target(args.run_out, args.force)
@@ -45,8 +49,13 @@ def run(args: argparse.Namespace) -> int:
         print(f"wrote {sum(map(len, rankings.values()))} lines for {len(rankings)} queries to {out}")
     if args.golden:
         golden = load_golden(args.golden)
-        out = _target(args.qrels_out, args.force)
-        with out.open("w", encoding="utf-8") as fh:
-            write_qrels(fh, golden.qrels)
-        print(f"wrote {sum(len(q.judgments) for q in golden)} judgments for {len(golden)} queries to {out}")
+        if args.qrels_out:
+            out = _target(args.qrels_out, args.force)
+            with out.open("w", encoding="utf-8") as fh:
+                write_qrels(fh, golden.qrels)
+            print(f"wrote {sum(len(q.judgments) for q in golden)} judgments for {len(golden)} queries to {out}")
+        if args.yaml_out:
+            out = _target(args.yaml_out, args.force)
+            atomic_write_text(out, golden_yaml(golden))
+            print(f"wrote {len(golden)} questions as golden YAML to {out}")
     return 0

@@ -1,4 +1,4 @@
-"""A run artifact as a TREC run, a golden set as TREC qrels.
+"""A run artifact as a TREC run, a golden set as TREC qrels or as golden YAML.
 
 So anyone can check the numbers with trec_eval, ranx or ir_measures: the run
 keeps each query's ranking (documents after chunk mapping and dedup) in order,
@@ -8,11 +8,12 @@ written with descending scores so trec_eval's sort reproduces it exactly.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from pytest_ragmetrics.errors import InputError, brief_repr
 from pytest_ragmetrics.files import loads_json, read_text
 
-__all__ = ["artifact_rankings"]
+__all__ = ["artifact_rankings", "golden_yaml"]
 
 
 def artifact_rankings(path: str | Path, text: str | None = None) -> dict[str, list[str]]:
@@ -46,3 +47,25 @@ def artifact_rankings(path: str | Path, text: str | None = None) -> dict[str, li
             raise InputError(name, where, f"ranking must be a list of document ids, got {brief_repr(ranking)}")
         out[qid] = list(ranking)
     return out
+
+
+def golden_yaml(queries: Any) -> str:
+    """Questions as entries of a golden YAML file (``id``, ``question``, ``gold_chunks``, ``tags``).
+
+    The text is a YAML list, so it can be appended to an existing golden YAML file
+    as it is (``cat new.yaml >> eval/golden.yaml``): judged annotations, or an
+    adjudicated file, join the golden set without rewriting its comments. Grades
+    are kept as judged, 0 included (a judged "not relevant" is part of the set);
+    a question whose documents are all grade 1 gets the short list form.
+    """
+    import yaml
+
+    entries = []
+    for q in queries:
+        grades = dict(q.judgments)
+        gold: Any = list(grades) if grades and all(g == 1 for g in grades.values()) else grades
+        entry: dict[str, Any] = {"id": q.qid, "question": q.text, "gold_chunks": gold}
+        if q.tags:
+            entry["tags"] = list(q.tags)
+        entries.append(entry)
+    return yaml.safe_dump(entries, sort_keys=False, allow_unicode=True, width=100)
