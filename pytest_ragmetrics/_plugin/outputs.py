@@ -23,10 +23,7 @@ def meta(rag: RagSession) -> dict[str, Any]:
     """What was measured, on what, by whom and when: the fingerprint a comparison checks."""
     from pytest_ragmetrics import __version__
 
-    try:
-        source = str(rag.options.golden.resolve().relative_to(rag.rootdir.resolve()))
-    except ValueError:
-        source = str(rag.options.golden)
+    source = _project_path(rag, rag.options.golden)
     return {
         "golden": {"source": source, "sha256": rag.full_golden.fingerprint(),
                    "n_queries": len(rag.full_golden)},
@@ -36,9 +33,19 @@ def meta(rag: RagSession) -> dict[str, Any]:
         "package_version": __version__,
         "git_commit": git_commit(rag.rootdir),
         # what the run was gated with, so `ragmetrics compare` can judge it the same way later
-        "thresholds": {"source": rag.thresholds.path or "defaults", "values": rag.thresholds.to_dict()},
+        "thresholds": {"source": _project_path(rag, Path(rag.thresholds.path)) if rag.thresholds.path else "defaults",
+                       "values": rag.thresholds.to_dict()},
         "created": rag.created,
     }
+
+
+def _project_path(rag: RagSession, path: Path) -> str:
+    """``path`` relative to the project root when it is inside it: committed files must not carry one
+    machine's absolute paths."""
+    try:
+        return Path(path).resolve().relative_to(rag.rootdir.resolve()).as_posix()
+    except ValueError:
+        return str(path)
 
 
 def artifact(rag: RagSession) -> dict[str, Any]:
