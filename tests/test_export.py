@@ -71,3 +71,26 @@ def test_golden_yaml_appends_to_a_golden_file(tmp_path: Path) -> None:
     assert merged["new-001"].text == "手冲咖啡的水温是多少？" and merged["new-001"].tags == ("standard",)
     assert "手冲咖啡" in out.read_text(encoding="utf-8")  # readable, not escaped
     assert main(["export", "--golden", str(judged), "--yaml-out", str(out)]) == 2  # never overwritten silently
+
+
+def test_exporting_a_partly_judged_annotator_file_says_what_it_leaves_out(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from pytest_ragmetrics.cli import main
+    from pytest_ragmetrics.tools.candidates import pool_identity
+
+    pool = tmp_path / "candidates.jsonl"
+    questions = [("q1", ["a", "b"]), ("q2", ["c"])]
+    pool.write_text(json.dumps({"_meta": {"kind": "ragmetrics-candidates", "pool_id": pool_identity(questions),
+                                          "seed": 1}}) + "\n" + "".join(
+        json.dumps({"qid": q, "query": f"question {q}", "candidates": [{"doc_id": d, "rel": None} for d in docs]}) + "\n"
+        for q, docs in questions), encoding="utf-8")
+    alice = tmp_path / "candidates.alice.jsonl"
+    alice.write_text(json.dumps({"_meta": {"kind": "ragmetrics-judgments", "annotator": "alice",
+                                           "candidates": "candidates.jsonl"}}) + "\n" +
+                     json.dumps({"qid": "q1", "query": "question q1",
+                                 "candidates": [{"doc_id": "a", "rel": 2, "note": "exactly this"}]}) + "\n",
+                     encoding="utf-8")
+    assert main(["export", "--golden", str(alice), "--yaml-out", str(tmp_path / "a.yaml")]) == 0
+    err = capsys.readouterr().err
+    assert "1 of 2 questions and 2 candidates of" in err and "are not judged" in err
+    assert "1 note is not kept in the export" in err

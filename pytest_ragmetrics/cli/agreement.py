@@ -37,6 +37,12 @@ def run(args: argparse.Namespace) -> int:
     if args.top < 0:
         raise RagMetricsError(f"--top must be >= 0, got {args.top}")
     result = agreement(Path(args.a), Path(args.b), args.weights, relevance_level=args.relevance_level)
+    from pytest_ragmetrics.tools.candidates import file_meta
+
+    pools = [(file_meta(path) or {}).get("pool_id") for path in (args.a, args.b)]
+    if all(pools) and pools[0] != pools[1]:
+        print(f"note: {args.a} and {args.b} were graded from different pools; only the pairs both judged are "
+              "compared, and each saw its own set of candidates", file=sys.stderr)
     if args.format == "json":
         json.dump(result.to_dict(top=args.top), sys.stdout, indent=2, ensure_ascii=False)
         sys.stdout.write("\n")

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
 from pytest_ragmetrics.errors import InputError, RagMetricsError
 from pytest_ragmetrics.golden import load_golden
 from pytest_ragmetrics.files import atomic_write_text
-from pytest_ragmetrics.tools.export import artifact_rankings, golden_yaml
+from pytest_ragmetrics.tools.export import artifact_rankings, golden_yaml, judgments_gaps
 from pytest_ragmetrics.trec import write_qrels, write_run
 
 HELP = "write a run artifact as a TREC run, and a golden set as TREC qrels or golden YAML"
@@ -58,4 +59,6 @@ def run(args: argparse.Namespace) -> int:
             out = _target(args.yaml_out, args.force)
             atomic_write_text(out, golden_yaml(golden))
             print(f"wrote {len(golden)} questions as golden YAML to {out}")
+            for note in judgments_gaps(args.golden):
+                print(f"note: {note}", file=sys.stderr)
     return 0

@@ -318,9 +318,36 @@ def retriever_changes(before: Any, now: Any) -> list[str]:
     for key in keys:
         old, new = before.get(key, missing), now.get(key, missing)
         if old != new:
-            shown = ["(absent)" if v is missing else brief_repr(v) for v in (old, new)]
+            if old is missing or new is missing:
+                shown = ["(absent)" if v is missing else brief_repr(v) for v in (old, new)]
+            else:
+                shown = list(_where_they_differ(old, new))
             out.append(f"{key}: {shown[0]} -> {shown[1]}")
     return out
+
+
+def _where_they_differ(old: Any, new: Any, width: int = 80) -> tuple[str, str]:
+    """Two values as text; when long, both cut to the same window around their first difference,
+    so the change itself is what shows (a cut in the middle could hide it)."""
+    a, b = _repr_bounded(old), _repr_bounded(new)
+    if len(a) <= width and len(b) <= width:
+        return a, b
+    same = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    start = max(0, same - width // 4)
+
+    def cut(text: str) -> str:
+        part = text[start:start + width]
+        return ("…" if start else "") + part + ("…" if start + width < len(text) else "")
+
+    return cut(a), cut(b)
+
+
+def _repr_bounded(value: Any, limit: int = 20_000) -> str:
+    try:
+        text = repr(value)
+    except Exception:  # e.g. an integer too large to print
+        return f"<{type(value).__name__}>"
+    return text[:limit]
 
 
 def retriever_text(before: Any, now: Any, refreshing: bool = False) -> str | None:

@@ -40,6 +40,7 @@ __all__ = [
     "CandidateQuestion",
     "Candidates",
     "display_order",
+    "file_meta",
     "pool_identity",
     "read_candidates",
 ]
@@ -189,3 +190,15 @@ def _question(record: dict[str, Any], name: str, where: str, seen: dict[str, int
     elif not isinstance(order, list) or sorted(map(str, order)) != sorted(ids):
         raise InputError(name, where, "order must list each candidate's doc_id exactly once")
     return CandidateQuestion(qid, query, tuple(tags), docs, [str(d) for d in order])
+
+
+def file_meta(path: str | Path) -> dict[str, Any] | None:
+    """The ``_meta`` of a candidates or judgments file's first line; None for any other file."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            first = fh.readline(1 << 20)
+        record = loads_json(first) if first.lstrip().startswith("{") else None
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
+    meta = record.get("_meta") if isinstance(record, dict) else None
+    return meta if isinstance(meta, dict) else None

@@ -13,7 +13,7 @@ from typing import Any
 from pytest_ragmetrics.errors import InputError, brief_repr
 from pytest_ragmetrics.files import loads_json, read_text
 
-__all__ = ["artifact_rankings", "golden_yaml"]
+__all__ = ["artifact_rankings", "golden_yaml", "judgments_gaps"]
 
 
 def artifact_rankings(path: str | Path, text: str | None = None) -> dict[str, list[str]]:
@@ -69,3 +69,45 @@ def golden_yaml(queries: Any) -> str:
             entry["tags"] = list(q.tags)
         entries.append(entry)
     return yaml.safe_dump(entries, sort_keys=False, allow_unicode=True, width=100)
+
+
+def judgments_gaps(path: str | Path) -> list[str]:
+    """What an annotator's file (``ragmetrics annotate``) leaves out of its pool, as notes.
+
+    Exporting such a file keeps what was judged; a question never graded
+    disappears and an ungraded candidate counts as not relevant, so say how many.
+    Empty for any other file, or when its candidates file cannot be found.
+    """
+    from pytest_ragmetrics.tools.candidates import file_meta, read_candidates
+
+    p = Path(path)
+    meta = file_meta(p)
+    if not isinstance(meta, dict) or meta.get("kind") != "ragmetrics-judgments" or not meta.get("candidates"):
+        return []
+    source = Path(str(meta["candidates"]))
+    found = next((c for c in (source, p.parent / source) if c.is_file()), None)
+    if found is None:
+        return [f"{p} was graded from {source}, which is not here, so what it leaves unjudged is not known"]
+    pool = read_candidates(found)
+    judged: dict[str, set[str]] = {}
+    notes = 0
+    for line in read_text(p).splitlines()[1:]:
+        if not line.strip():
+            continue
+        record = loads_json(line)
+        docs = judged.setdefault(str(record.get("qid")), set())
+        for cand in record.get("candidates") or []:
+            if cand.get("rel") is not None:
+                docs.add(str(cand.get("doc_id")))
+            notes += bool(str(cand.get("note") or "").strip())
+    questions = [q.qid for q in pool.questions if not judged.get(q.qid)]
+    candidates = sum(1 for q in pool.questions for c in q.candidates if c.doc_id not in judged.get(q.qid, set()))
+    out = []
+    if candidates:
+        out.append(f"{p}: {len(questions)} of {len(pool.questions)} questions and {candidates} candidates of "
+                   f"{found} are not judged; unjudged questions are left out and unjudged candidates count as "
+                   "not relevant")
+    if notes:
+        out.append(f"{p}: {notes} {'note is' if notes == 1 else 'notes are'} not kept in the export "
+                   "(they stay in the file)")
+    return out

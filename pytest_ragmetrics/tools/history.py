@@ -25,7 +25,7 @@ import datetime as _dt
 import hashlib
 import json
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -301,7 +301,7 @@ class Drift:
     tolerance: float
     largest_step: float  # the largest one-step fall inside the window (within tolerance)
     segment: int
-    current: bool  # in the latest baseline period of the group holding the newest run
+    current: bool  # in its group's latest baseline period, with no baseline refresh (in any group) since
 
     @property
     def move(self) -> float:
@@ -362,7 +362,7 @@ class History:
 
     @property
     def current_drift(self) -> list[Drift]:
-        """Drift in the latest baseline period of the newest run's group: what a nightly job fails on."""
+        """Drift no baseline refresh has answered yet, in any group: what a nightly job fails on."""
         return [d for g in self.groups for d in g.drift if d.current]
 
     def to_dict(self) -> dict[str, Any]:
@@ -558,11 +558,20 @@ def build_history(artifacts: Sequence[Artifact], min_flips: int = 2,
     for a in sorted(artifacts, key=Artifact.sort_key):
         by_key.setdefault(a.group_key(), []).append(a)
     ordered = sorted(by_key.values(), key=lambda runs: (-len(runs), -runs[-1].created.timestamp(), runs[-1].path))
-    newest = max(artifacts, key=Artifact.sort_key) if artifacts else None
     groups = []
     for number, runs in enumerate(ordered, start=1):
-        group = _group(number, runs, any(a is newest for a in runs), min_flips)
+        group = _group(number, runs, True, min_flips)
         if number > 1:
             group.differs = _differences(ordered[0][-1], runs[-1], ("group 1", f"group {number}"))
         groups.append(group)
+    # A drift stays current until a baseline refresh answers it, in whichever group the refresh
+    # falls: a newer artifact measured differently (a golden set that grew by one question) must
+    # not turn --fail-on-drift green on its own.
+    when = {a.path: a.created.timestamp() for a in artifacts}
+    refreshes = [when[p.path] for g in groups for p in g.runs if p.refresh and p.path in when]
+    latest_refresh = max(refreshes, default=None)
+    for g in groups:
+        at = {p.index: when.get(p.path) for p in g.runs}
+        g.drift = [d if not d.current or latest_refresh is None or (at.get(d.end) or 0) >= latest_refresh
+                   else replace(d, current=False) for d in g.drift]
     return History(groups, list(skipped), min_flips)

@@ -360,7 +360,7 @@ def pool_summary(pooled: Sequence[PooledQuery], sources: Sequence[Source | str],
         rows.append(row)
     lines = [
         f"{counted(n, 'question')}, {counted(len(srcs), 'source')}, top {depth} documents each: "
-        f"{counted(total, 'candidate')} ({total / max(n, 1):.1f} a question{spread}) from {ranked} ranked documents.",
+        f"{counted(total, 'candidate')} ({total / max(n, 1):.1f} a question{spread}) from {counted(ranked, 'ranked document')}.",
         "",
         markdown_table(headers, rows),
         "",
@@ -369,8 +369,8 @@ def pool_summary(pooled: Sequence[PooledQuery], sources: Sequence[Source | str],
     ]
     missed = [(p.qid, c.doc_id) for p in pooled for c in p.candidates if not c.found_by and (c.rel or 0) > 0]
     todo = sum(1 for p in pooled for c in p.candidates if c.rel is None)
-    lines.append(f"{carried} judgments carried over from the input; {todo} candidates await a rel "
-                 "(0 = not relevant).")
+    lines.append(f"{counted(carried, 'judgment')} carried over from the input; {counted(todo, 'candidate')} "
+                 f"{'awaits' if todo == 1 else 'await'} a rel (0 = not relevant).")
     if missed:
         qid, doc = missed[0]
         lines.append(

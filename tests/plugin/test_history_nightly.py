@@ -272,6 +272,16 @@ def test_fail_on_drift_fails_while_the_drift_is_in_the_latest_baseline_period(
     assert data["drift_flagged"] is True and data["current_drift"] is False
 
 
+def test_a_newer_run_measured_differently_does_not_clear_a_drift(nights: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """Night 9 (linear gain) starts a group of its own after the drift of nights 3-5: no refresh has
+    answered the drift, so --fail-on-drift still fails (a false pass would be the worst outcome)."""
+    runs = [str(nights / f"night-{n:02d}.json") for n in (1, 2, 3, 4, 5, 9)]
+    data = history_json(*runs, "--fail-on-drift", capsys=capsys, code=1)
+    assert data["current_drift"] is True
+    assert [d["current"] for g in data["groups"] for d in g["drift"]] == [True]
+
+
 def test_a_one_step_fall_beyond_the_allowed_drop_is_not_drift(nights: Path,
                                                                capsys: pytest.CaptureFixture[str]) -> None:
     """Nights 6-8: 5/6 -> 4.5/6 (within 0.1) -> 3.5/6 (a fall of 1/6 in one step): the gate's, not drift."""

@@ -87,3 +87,14 @@ def test_the_first_baseline_shows_its_numbers(project: RagProject) -> None:
     summary = rag_summary(project.make_baseline())
     assert "No previous baseline." in summary
     assert "  recall@10: 1.0000" in summary
+
+
+def test_a_long_setting_shows_where_it_changed() -> None:
+    from pytest_ragmetrics.report.text import retriever_changes
+
+    boosts = [f"topic-{i}:0.5" for i in range(12)]
+    before = {"boost": ",".join(boosts)}
+    after = {"boost": ",".join(boosts[:9] + ["humidity-sensor:0.5"] + boosts[9:])}
+    (change,) = retriever_changes(before, after)
+    assert "humidity-sensor" in change  # the added entry shows, though the values are long
+    assert change.startswith("boost: …") and len(change) < 220
