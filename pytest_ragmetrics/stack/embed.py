@@ -181,8 +181,9 @@ def cache_error(path: Path | None, exc: sqlite3.DatabaseError) -> IndexStoreErro
     nothing but encoding time.
     """
     text = str(exc)
-    damaged = getattr(exc, "sqlite_errorname", None) in ("SQLITE_CORRUPT", "SQLITE_NOTADB") or any(
-        phrase in text for phrase in ("malformed", "not a database"))
+    # SQLITE_ERROR "unsupported file format": a header whose version bytes were overwritten
+    damaged = str(getattr(exc, "sqlite_errorname", "")).startswith(("SQLITE_CORRUPT", "SQLITE_NOTADB")) or any(
+        phrase in text for phrase in ("malformed", "not a database", "unsupported file format"))
     if damaged:
         return IndexStoreError(
             f"the embedding cache {path} is damaged ({text}). It is only a cache: delete it, with its -wal "
