@@ -11,9 +11,9 @@ and the index rebuilt.
 Only a hash of every byte finds random damage: a size, an mtime or a sample of
 blocks would let a 64-byte write through. SHA-256 comes with Python and, on a
 CPU with SHA extensions (x86 since about 2017, ARMv8), hashes faster than
-BLAKE2b (1.36 against 0.59 GB/s on the 2-core Xeon of
-``benchmarks/stack_manifest.py``), so checking a SciFact-size index costs tens
-of milliseconds (docs/benchmarks/manifest.md).
+BLAKE2b (1.34 against 0.73 GiB/s in ``benchmarks/stack_manifest.py``): checking
+a SciFact-size vector and BM25 index took 69 ms a process, 0.8% of a warm
+SciFact gate run (docs/benchmarks/manifest.md).
 
 A manifest is JSON: ``{"format": 1, "hash": "sha256", "files": {name: {"size":
 bytes, "sha256": hex}}, "checksum": hex}``, names relative to the folder with
