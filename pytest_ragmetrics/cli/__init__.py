@@ -18,9 +18,10 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
-from typing import Sequence
+import warnings
+from typing import Any, Sequence
 
-from pytest_ragmetrics.errors import RagMetricsError
+from pytest_ragmetrics.errors import RagMetricsError, RagMetricsWarning
 
 __all__ = ["main", "build_parser", "VERBS"]
 
@@ -39,13 +40,23 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    try:
-        return int(args.command(args))
-    except RagMetricsError as exc:
-        print(f"ragmetrics {args.verb}: error: {exc}", file=sys.stderr)
-        return 2
-    except BrokenPipeError:  # `ragmetrics evaluate ... | head`
-        return 0
+    with warnings.catch_warnings():  # restores showwarning: main() may run inside another program
+        shown = warnings.showwarning
+
+        def show(message: Any, category: type[Warning], *rest: Any, **kwargs: Any) -> None:
+            if issubclass(category, RagMetricsWarning):  # e.g. a stored index repaired: one line, as the verbs log
+                print(f"warning: {str(message).removeprefix('ragmetrics: ')}", file=sys.stderr, flush=True)
+            else:
+                shown(message, category, *rest, **kwargs)
+
+        warnings.showwarning = show
+        try:
+            return int(args.command(args))
+        except RagMetricsError as exc:
+            print(f"ragmetrics {args.verb}: error: {exc}", file=sys.stderr)
+            return 2
+        except BrokenPipeError:  # `ragmetrics evaluate ... | head`
+            return 0
 
 
 if __name__ == "__main__":

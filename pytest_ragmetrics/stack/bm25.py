@@ -36,7 +36,8 @@ with the query was not found by this route, which matters for fusion.
 
 A bm25s index can be kept on disk (:func:`stored_bm25`): tokenising SciFact's
 31,592 chunks takes 2-3 s, and every process (each pytest-xdist worker too)
-paid it again; a stored index is memory-mapped instead.
+paid it again; a stored index is memory-mapped instead, once its files match
+the manifest written with it.
 """
 
 from __future__ import annotations
@@ -46,12 +47,24 @@ import os
 import re
 import shutil
 import tempfile
+import time
 import unicodedata
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
+
+from .manifest import (
+    ManifestError,
+    describe_problems,
+    file_lock,
+    mismatches,
+    read_manifest,
+    record,
+    report_repair,
+    write_manifest,
+)
 
 __all__ = [
     "BACKENDS",
@@ -226,6 +239,10 @@ class BM25Index:
         self.k1, self.b = k1, b
         self.tokenizer = tokenizer or make_tokenizer("auto", texts)
         self.language: str = getattr(self.tokenizer, "language", "custom")
+        #: What :func:`stored_bm25` repaired to give this index, one line each.
+        self.repaired: list[str] = []
+        #: Seconds :func:`stored_bm25` spent checking the stored copy against its manifest.
+        self.manifest_seconds = 0.0
         self._size = len(texts)
         tokens = [self.tokenizer(t) for t in texts]
         self._empty = not any(tokens)
@@ -249,6 +266,7 @@ class BM25Index:
         index.backend, index.k1, index.b = "bm25s", k1, b
         index.tokenizer = tokenizer
         index.language = getattr(tokenizer, "language", "custom")
+        index.repaired, index.manifest_seconds = [], 0.0
         index._size, index._empty, index._impl = size, False, impl
         return index
 
@@ -279,6 +297,8 @@ class BM25Index:
 
 #: Bumped when what :func:`stored_bm25` writes changes; part of the folder name.
 STORE_FORMAT = 1
+#: Written last into a stored index: its size and the manifest of its files (see :mod:`.manifest`).
+META = "meta.json"
 
 
 def stored_bm25(
@@ -298,21 +318,86 @@ def stored_bm25(
     it or none of it, and is memory-mapped when loaded. A tokenizer without a
     signature (a custom callable: what it does cannot be named) gets an index
     built in memory every time, as does a text list with no terms at all.
+
+    ``meta.json``, written last, holds the manifest of the other files (size and
+    SHA-256 each). They are checked before bm25s maps them; a stored index that
+    differs, or has no manifest (an older version wrote it), is rebuilt and
+    stored again, and the returned index's ``repaired`` says so in one line (also
+    a :class:`~pytest_ragmetrics.errors.RagMetricsWarning`). Checking and
+    repairing take the store's lock (``folder/.lock``), so one process repairs
+    while the others wait and then load its copy.
     """
     signature = getattr(tokenizer, "signature", None)
     if not signature:
         return BM25Index(texts, tokenizer, backend="bm25s", k1=k1, b=b)
     name = f"bm25s-v{STORE_FORMAT}-{corpus_key[:32]}-{signature}-k1={k1:g}-b={b:g}"
     target = Path(folder) / name
-    if (target / "meta.json").is_file():
-        try:
-            return _load_bm25(target, tokenizer, len(texts), k1, b)
-        except (OSError, ValueError, KeyError):
-            shutil.rmtree(target, ignore_errors=True)  # damaged: rebuilt below
-    index = BM25Index(texts, tokenizer, backend="bm25s", k1=k1, b=b)
-    if not index._empty:
-        _save_bm25(index, target)
+    notes: list[str] = []
+    checked = 0.0
+    with file_lock(Path(folder) / ".lock"):
+        if target.exists():
+            t0 = time.perf_counter()
+            problem = _check_bm25(target, len(texts))
+            checked = time.perf_counter() - t0
+            if problem is None:
+                try:
+                    index = _load_bm25(target, tokenizer, len(texts), k1, b)
+                except (OSError, ValueError, KeyError) as exc:
+                    problem = f"bm25s cannot load it ({exc})"
+                else:
+                    index.manifest_seconds = checked
+                    return index
+            notes.append(_replace_note(target, problem))
+        index = BM25Index(texts, tokenizer, backend="bm25s", k1=k1, b=b)
+        if not index._empty:
+            try:
+                _save_bm25(index, target)
+            except OSError as exc:  # a full disk, a folder we cannot write: this run keeps it in memory
+                notes.append(f"the BM25 index could not be stored as {target} ({exc.strerror or exc}); "
+                             "this run built it in memory")
+    index.manifest_seconds = checked
+    for note in notes:
+        index.repaired.append(note)
+        report_repair(note, stacklevel=2)  # the caller of stored_bm25()
     return index
+
+
+def _replace_note(target: Path, problem: str) -> str:
+    """Delete a stored index that failed its check; say so, or why it could not be deleted."""
+    try:
+        shutil.rmtree(target)
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        return (f"the stored BM25 index {target} cannot be used ({problem}) and cannot be deleted "
+                f"({exc.strerror or exc}); this run built it in memory: delete that folder")
+    if problem == _UNVERIFIED:
+        return f"the stored BM25 index {target} was rebuilt: {problem}; it is checked on every load from now on"
+    return f"the stored BM25 index {target} was damaged and was rebuilt: {problem}"
+
+
+_UNVERIFIED = "it had no manifest (an older version wrote it), so its files could not be checked"
+
+
+def _check_bm25(target: Path, size: int) -> str | None:
+    """What is wrong with a stored index before bm25s reads it, in one line; None when it checks out."""
+    meta_path = target / META
+    try:
+        meta = read_manifest(meta_path)
+    except FileNotFoundError:
+        return f"{META} is missing"
+    except ManifestError as exc:
+        try:  # an older version's meta.json: {"size": n} alone
+            old = json.loads(meta_path.read_bytes())
+        except (OSError, ValueError):
+            old = None
+        if isinstance(old, dict) and set(old) == {"size"}:
+            return _UNVERIFIED
+        return str(exc)
+    if meta.get("size") != size:
+        return f"{META} says it holds {meta.get('size')!r} texts, expected {size}"
+    bad = mismatches(target, meta["files"])
+    return describe_problems(bad) if bad else None
 
 
 def _save_bm25(index: BM25Index, target: Path) -> None:
@@ -320,8 +405,9 @@ def _save_bm25(index: BM25Index, target: Path) -> None:
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
     try:
         index._impl.save(str(tmp), show_progress=False)
-        # written last: its presence says the folder is complete
-        (tmp / "meta.json").write_text(json.dumps({"size": index._size}), encoding="utf-8")
+        files = record(tmp, [p.name for p in tmp.iterdir() if p.is_file()])
+        # written last: its presence says the folder is complete, its manifest what it holds
+        write_manifest(tmp / META, files, size=index._size)
         os.chmod(tmp, 0o755)  # mkdtemp makes it private; the store is shared like the embedding cache
         try:
             os.replace(tmp, target)
@@ -334,9 +420,6 @@ def _save_bm25(index: BM25Index, target: Path) -> None:
 def _load_bm25(target: Path, tokenizer: Tokenizer, size: int, k1: float, b: float) -> BM25Index:
     import bm25s
 
-    meta = json.loads((target / "meta.json").read_text(encoding="utf-8"))
-    if meta["size"] != size:
-        raise ValueError(f"{target}: holds {meta['size']} texts, expected {size}")
     impl = bm25s.BM25.load(str(target), mmap=True, show_progress=False)
     if (impl.k1, impl.b) != (k1, b):
         raise ValueError(f"{target}: k1/b {impl.k1}/{impl.b}, expected {k1}/{b}")

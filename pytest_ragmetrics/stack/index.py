@@ -22,11 +22,29 @@ SciFact's 300 rankings, between serial runs and pytest-xdist workers alike).
 Persisted whole, the graph is the same file for every reader, and opening it
 replays nothing. ``LAYOUT`` in the collection's metadata marks collections
 built this way; older ones are rebuilt (from the embedding cache).
+
+A local folder carries a manifest (:mod:`.manifest`): the size and SHA-256 of
+``chroma.sqlite3`` and of each live segment's HNSW files (``data_level0.bin``,
+``header.bin``, ``length.bin``, ``link_lists.bin``, ``index_metadata.pickle``),
+written under the build lock when a build completes and checked, under the same
+lock, before chromadb opens the folder: chromadb maps the HNSW files unchecked,
+and damaged ones crash the process. A mismatch is named in one line and the
+folder's chroma files are deleted and rebuilt from the embedding cache; a folder
+without a manifest (an older version's, or a build that did not finish) is
+rebuilt once the same way. chromadb writes ``chroma.sqlite3`` when it opens a
+folder (a row of its ``acquire_write`` table), so each open records the file's
+new hash. After a build, segment folders of deleted collections (chromadb leaves
+them) are removed and the database is vacuumed: the log of the vectors just
+added leaves its pages free (65 of the 69 MB of a SciFact-size index), and every open hashes the file.
 """
 
 from __future__ import annotations
 
 import contextlib
+import re
+import shutil
+import sqlite3
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -37,11 +55,24 @@ import numpy as np
 
 from pytest_ragmetrics.errors import RagMetricsError
 
-__all__ = ["DEFAULT_HNSW", "HnswSettings", "IndexStoreError", "VectorIndex", "connect"]
+from .manifest import (
+    ManifestError,
+    describe_problems,
+    file_lock,
+    mismatches,
+    read_manifest,
+    record,
+    report_repair,
+    write_manifest,
+)
+
+__all__ = ["DEFAULT_HNSW", "MANIFEST", "HnswSettings", "IndexStoreError", "VectorIndex", "check_folder",
+           "chroma_files", "clear_folder", "connect"]
 
 
 class IndexStoreError(RagMetricsError, RuntimeError):
-    """A local index folder chromadb cannot open (a corrupt or half-written ``chroma.sqlite3``)."""
+    """A local store the stack cannot read or repair: an index folder (damaged and not
+    writable, or one chromadb cannot open) or the embedding cache."""
 
 
 @dataclass(frozen=True)
@@ -122,11 +153,92 @@ def _build_lock(data_dir: Path | None) -> Iterator[None]:
     if data_dir is None:
         yield
         return
-    from filelock import FileLock  # installed with the stack; imported only when an index is opened
-
-    data_dir.mkdir(parents=True, exist_ok=True)
-    with FileLock(data_dir / ".build.lock"):
+    with file_lock(data_dir / ".build.lock"):
         yield
+
+
+#: The manifest of a local index folder: chroma's files as the last build or open left them.
+MANIFEST = "manifest.json"
+_SQLITE = "chroma.sqlite3"
+#: Left beside the database by an interrupted transaction or another journal mode.
+_SQLITE_SIDECARS = ("-journal", "-wal", "-shm")
+#: chromadb names a segment's folder by its UUID.
+_SEGMENT = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+
+
+def _segment_folders(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.iterdir() if p.is_dir() and _SEGMENT.match(p.name)) if folder.is_dir() else []
+
+
+def _live_segments(folder: Path) -> set[str] | None:
+    """The vector segments ``chroma.sqlite3`` refers to; None when it cannot be read this way
+    (then every segment folder counts as live)."""
+    try:
+        db = sqlite3.connect(f"{(folder / _SQLITE).resolve().as_uri()}?mode=ro", uri=True)
+        try:
+            return {row[0] for row in db.execute("SELECT id FROM segments WHERE scope = 'VECTOR'")}
+        finally:
+            db.close()
+    except sqlite3.Error:
+        return None
+
+
+def chroma_files(folder: Path, segments: set[str] | None = None) -> list[str]:
+    """chroma's files in ``folder``, relative: ``chroma.sqlite3`` and the files of the segment
+    folders in ``segments`` (default: every segment folder)."""
+    names = [_SQLITE] if (folder / _SQLITE).is_file() else []
+    for sub in _segment_folders(folder):
+        if segments is None or sub.name in segments:
+            names.extend(f.relative_to(folder).as_posix() for f in sorted(sub.rglob("*")) if f.is_file())
+    return names
+
+
+#: What :func:`check_folder` says of chroma files without a manifest.
+UNVERIFIED = "it had no manifest (an older version wrote it, or its build did not finish), so its files could not be checked"
+
+
+def check_folder(folder: Path) -> tuple[str | None, dict[str, Any] | None]:
+    """Compare a local index folder's chroma files with its manifest, before chromadb reads them.
+
+    Returns ``(problem, manifest)``: ``problem`` is None when every listed file
+    matches (or the folder holds no chroma file yet), else one line saying what
+    is wrong (:data:`UNVERIFIED` without a manifest); ``manifest`` is the
+    manifest read when it matched.
+    """
+    try:
+        manifest = read_manifest(folder / MANIFEST)
+    except FileNotFoundError:
+        if not chroma_files(folder):
+            return None, None  # a new folder
+        return UNVERIFIED, None
+    except ManifestError as exc:
+        return str(exc), None
+    bad = mismatches(folder, manifest["files"])
+    return (describe_problems(bad), None) if bad else (None, manifest)
+
+
+def clear_folder(folder: Path) -> None:
+    """Delete chroma's files from ``folder`` (database, segment folders) and the manifest;
+    the settings note and the lock stay."""
+    (folder / MANIFEST).unlink(missing_ok=True)
+    for suffix in ("", *_SQLITE_SIDECARS):
+        (folder / (_SQLITE + suffix)).unlink(missing_ok=True)
+    for sub in _segment_folders(folder):
+        shutil.rmtree(sub)
+
+
+def _forget_system(folder: Path) -> None:
+    """Drop chromadb's in-process client of ``folder``, if any: its files are about to go."""
+    try:
+        from chromadb.api.shared_system_client import SharedSystemClient
+
+        system = SharedSystemClient._identifier_to_system.pop(str(folder), None)
+        SharedSystemClient._identifier_to_refcount.pop(str(folder), None)
+    except (ImportError, AttributeError):  # another chromadb: nothing cached to drop, or no way to
+        return
+    if system is not None:
+        with contextlib.suppress(Exception):
+            system.stop()
 
 
 class VectorIndex:
@@ -149,13 +261,88 @@ class VectorIndex:
         self.data_dir = Path(data_dir) if data_dir is not None and not chroma_url else None
         self.chroma_url = chroma_url
         self.batch_size = batch_size
+        #: One line per repair of the local folder (a damaged or unverified index rebuilt), said by :meth:`sync`.
+        self.repaired: list[str] = []
+        self._unsaid: list[str] = []
+        #: Seconds spent checking and recording the folder's manifest (hashing its files).
+        self.manifest_seconds = 0.0
+        self._manifest: dict[str, Any] | None = None
         # Opening a fresh folder creates chroma's tables: two processes doing it at once
         # race ("table collections already exists"), so opening takes the build lock too.
+        # The manifest is checked under it, before chromadb reads a byte of the folder.
         with _build_lock(self.data_dir):
+            if self.data_dir is not None:
+                self._check_before_open(self.data_dir)
             self._client = connect(self.data_dir, chroma_url)
+            if self.data_dir is not None:
+                self._record_after_open(self.data_dir)
         self._collection: Any = None
         #: Set by :meth:`sync`: whether the last sync had to (re)build the collection.
         self.rebuilt = False
+
+    def _check_before_open(self, folder: Path) -> None:
+        """Verify the folder against its manifest; a mismatch deletes chroma's files there (rebuilt by sync)."""
+        t0 = time.perf_counter()
+        problem, self._manifest = check_folder(folder)
+        self.manifest_seconds += time.perf_counter() - t0
+        if problem is None:
+            return
+        if problem == UNVERIFIED:
+            note = (f"the vector index in {folder} was rebuilt from the embedding cache: {problem}; "
+                    "it is checked on every open from now on")
+        else:
+            note = f"the vector index in {folder} was damaged and was rebuilt from the embedding cache: {problem}"
+        _forget_system(folder)
+        try:
+            clear_folder(folder)
+        except OSError as exc:
+            raise IndexStoreError(
+                f"the vector index in {folder} cannot be used ({problem}) and cannot be rebuilt there "
+                f"({exc.strerror or exc}: {exc.filename or folder}): delete that folder, or make it writable, "
+                "and the next run rebuilds it from the embedding cache"
+            ) from None
+        self.repaired.append(note)
+        self._unsaid.append(note)
+
+    def _record_after_open(self, folder: Path) -> None:
+        """chromadb writes its database on opening a folder: record the new hash (or, for a folder
+        without a verified manifest, every chroma file) so the next open checks what is there now."""
+        t0 = time.perf_counter()
+        try:
+            if self._manifest is None:
+                self._write_manifest(folder, chroma_files(folder))
+            else:  # hashed again, not judged by its mtime: a write in the same clock tick keeps it
+                files = dict(self._manifest["files"])
+                files.update(record(folder, [_SQLITE]))
+                if files != self._manifest["files"]:
+                    write_manifest(folder / MANIFEST, files)
+                    self._manifest = {"files": files}
+        except OSError:
+            pass  # a folder chromadb could open but we cannot write: the next open checks it again
+        self.manifest_seconds += time.perf_counter() - t0
+
+    def _write_manifest(self, folder: Path, names: list[str]) -> None:
+        files = record(folder, names)
+        write_manifest(folder / MANIFEST, files)
+        self._manifest = {"files": files}
+
+    def _after_build(self, folder: Path) -> None:
+        """Under the build lock, once a build is complete: drop dead segment folders, vacuum the
+        database, and write the manifest of what is left."""
+        t0 = time.perf_counter()
+        live = _live_segments(folder)
+        if live is not None:
+            for sub in _segment_folders(folder):
+                if sub.name not in live:
+                    shutil.rmtree(sub, ignore_errors=True)
+        with contextlib.suppress(sqlite3.Error):  # what chromadb's own `chroma utils vacuum` runs
+            db = sqlite3.connect(folder / _SQLITE, timeout=10)
+            try:
+                db.execute("VACUUM")
+            finally:
+                db.close()
+        self._write_manifest(folder, chroma_files(folder, live))
+        self.manifest_seconds += time.perf_counter() - t0
 
     def _get(self) -> Any:
         """The existing collection, or None (older chromadb raised ValueError when absent)."""
@@ -204,7 +391,11 @@ class VectorIndex:
                 if self._usable(collection, corpus_sha, len(ids)):
                     self._collection = collection
                     self.rebuilt = False
+                    self._say_repairs()
                     return False
+            if self.data_dir is not None:  # a build that does not finish leaves the folder unverified
+                (self.data_dir / MANIFEST).unlink(missing_ok=True)
+            if collection is not None:
                 self._client.delete_collection(self.name)
             collection = self._client.create_collection(
                 self.name,
@@ -216,9 +407,17 @@ class VectorIndex:
             for start in range(0, len(ids), step):
                 end = start + step
                 collection.upsert(ids=list(ids[start:end]), embeddings=embed(texts[start:end]))
+            if self.data_dir is not None:
+                self._after_build(self.data_dir)
             self._collection = collection
             self.rebuilt = True
-            return True
+        self._say_repairs()
+        return True
+
+    def _say_repairs(self) -> None:
+        """Warn about each repair once, now that the folder is sound again."""
+        while self._unsaid:
+            report_repair(self._unsaid.pop(0), stacklevel=3)  # the caller of sync()
 
     def count(self) -> int:
         return 0 if self._collection is None else int(self._collection.count())

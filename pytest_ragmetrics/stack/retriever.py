@@ -216,8 +216,11 @@ class Retriever:
         self.data_dir: Path | None = self._data_dir
         self._bm25: BM25Index | None = None
         self._vectors: VectorIndex | None = None
-        #: Timings and counts of the last :meth:`build` (seconds, texts encoded, reuse).
+        #: Timings and counts of the last :meth:`build` (seconds, texts encoded, reuse, repairs).
         self.build_stats: dict[str, Any] = {}
+        #: One line per stored index found damaged (or unverified) and rebuilt while opening
+        #: this retriever's indexes; each was also raised as a RagMetricsWarning.
+        self.repaired: list[str] = []
 
     # -- construction -------------------------------------------------------------
 
@@ -270,6 +273,7 @@ class Retriever:
                 bm25_dir(), self.corpus_sha, [c.text for c in self.chunks], self.tokenizer,
                 k1=self.bm25_k1, b=self.bm25_b,
             )
+            self.repaired.extend(self._bm25.repaired)
         if self._bm25 is None:
             self._bm25 = BM25Index(
                 [c.text for c in self.chunks],
@@ -312,6 +316,7 @@ class Retriever:
                 self.corpus_sha,
                 self.embedder.embed,
             )
+            self.repaired.extend(index.repaired)
             self._vectors = index
         return self._vectors
 
@@ -328,6 +333,7 @@ class Retriever:
                 "documents": len(self.documents), "chunks": len(self.chunks), "encoded": 0,
                 "vector_index_rebuilt": None, "collection": None,
                 "bm25_seconds": round(t1 - t0, 3), "vector_seconds": None,
+                "manifest_seconds": round(self._manifest_seconds(), 3), "repaired": list(self.repaired),
             }
             return self.build_stats
         vectors = self._ensure_vectors()
@@ -340,8 +346,15 @@ class Retriever:
             "collection": vectors.name,
             "bm25_seconds": round(t1 - t0, 3),
             "vector_seconds": round(t2 - t1, 3),
+            # checking the stored indexes against their manifests (part of the two above)
+            "manifest_seconds": round(self._manifest_seconds(), 3),
+            "repaired": list(self.repaired),
         }
         return self.build_stats
+
+    def _manifest_seconds(self) -> float:
+        return sum(getattr(index, "manifest_seconds", 0.0) for index in (self._bm25, self._vectors)
+                   if index is not None)
 
     # -- searching ------------------------------------------------------------------
 

@@ -4,13 +4,15 @@ Every worker runs the session-scoped ``rag_retriever`` fixture, and with it
 ``Retriever.build()``. The build lock in ``stack/index.py`` must make the first
 worker encode and build while the other waits and then opens the finished
 collection: exactly one process encodes the corpus, and nothing is encoded or
-rebuilt on the next run. A real ``pytest -n 2`` session over a small corpus, with
+rebuilt on the next run. A damaged index is repaired by one worker, from the
+embedding cache, and the note is shown once. A real ``pytest -n 2`` session over a small corpus, with
 the real model, chroma and BM25, in a fresh ``RAGMETRICS_HOME``.
 """
 
 from __future__ import annotations
 
 import json
+import random
 from pathlib import Path
 
 import pytest
@@ -92,3 +94,29 @@ def test_the_index_is_built_once_under_xdist(pytester: pytest.Pytester, monkeypa
     warm = _builds(pytester.path, "warm")
     assert sorted(b["who"] for b in warm) == ["gw0", "gw1"], warm
     assert [(b["rebuilt"], b["encoded"]) for b in warm] == [(False, 0), (False, 0)]  # nobody builds twice
+
+    # a damaged vector index and BM25 store: one worker repairs each under its lock, the other
+    # opens the repaired copy; the run passes, nothing is encoded, and each note is shown once
+    (folder,) = {Path(b["data_dir"]) for b in warm}
+    _damage(next(folder.glob("*/data_level0.bin")))
+    _damage(next(home.glob("bm25/bm25s-*/data.csc.index.npy")))
+    monkeypatch.setenv("INDEX_ONCE_RUN", "damaged")
+    repaired = pytester.runpytest_subprocess("--rag-eval", "-n", "2", "-p", "no:cacheprovider", timeout=600)
+    assert repaired.ret == pytest.ExitCode.OK, repaired.stdout.str()[-3000:]
+    damaged = _builds(pytester.path, "damaged")
+    assert sorted((b["rebuilt"], b["encoded"]) for b in damaged) == [(False, 0), (True, 0)], damaged
+    out = repaired.stdout.lines
+    vector = [line for line in out if f"RagMetricsWarning: ragmetrics: the vector index in {folder} was damaged" in line]
+    bm25 = [line for line in out if "RagMetricsWarning: ragmetrics: the stored BM25 index" in line]
+    assert len(vector) == 1 and "/data_level0.bin has sha256 " in vector[0], repaired.stdout.str()[-3000:]
+    assert len(bm25) == 1 and "data.csc.index.npy has sha256 " in bm25[0], repaired.stdout.str()[-3000:]
+
+
+def _damage(path: Path) -> None:
+    """50 random 64-byte writes at random offsets (a fixed seed): what a half-restored cache leaves."""
+    rng = random.Random(0)
+    size = path.stat().st_size
+    with open(path, "r+b") as fh:
+        for _ in range(50):
+            fh.seek(rng.randrange(max(size - 64, 0) + 1))
+            fh.write(rng.randbytes(64))

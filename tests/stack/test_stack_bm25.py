@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_ragmetrics.errors import RagMetricsWarning
 from pytest_ragmetrics.stack import (
     BACKENDS,
     LANGUAGES,
@@ -263,6 +264,11 @@ def _calls(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return built
 
 
+def _stored(folder: Path) -> list[Path]:
+    """The stored indexes in a BM25 store (its lock file aside)."""
+    return sorted(p for p in folder.iterdir() if not p.name.startswith("."))
+
+
 def test_stored_index_is_mapped_and_ranks_alike(
     texts: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -272,7 +278,7 @@ def test_stored_index_is_mapped_and_ranks_alike(
     tok = english_tokenizer()
     first = stored_bm25(tmp_path, "a" * 64, texts, tok)
     assert len(built) == 1
-    (folder,) = [p for p in tmp_path.iterdir()]
+    (folder,) = _stored(tmp_path)
     assert folder.name.startswith("bm25s-v1-" + "a" * 32 + "-en-stopwords-") and (folder / "meta.json").is_file()
     again = stored_bm25(tmp_path, "a" * 64, texts, tok)
     assert len(built) == 1  # loaded, not built
@@ -285,8 +291,8 @@ def test_stored_index_is_mapped_and_ranks_alike(
     stored_bm25(tmp_path, "b" * 64, texts[:-1], tok)
     stored_bm25(tmp_path, "a" * 64, texts, english_tokenizer(stopwords=False))
     stored_bm25(tmp_path, "a" * 64, texts, tok, k1=1.2)
-    assert len(built) == 5 and len(list(tmp_path.iterdir())) == 4  # 5: the in-memory reference too
-    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary folder left
+    assert len(built) == 5 and len(_stored(tmp_path)) == 4  # 5: the in-memory reference too
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == [".lock"]  # no temporary folder left
 
 
 def test_unnamed_tokenizer_and_damaged_store(
@@ -301,12 +307,14 @@ def test_unnamed_tokenizer_and_damaged_store(
     assert not (tmp_path / "custom").exists()  # what a custom callable does cannot be named
     tok = english_tokenizer()
     stored_bm25(tmp_path, "a" * 64, texts, tok)
-    (folder,) = list(tmp_path.iterdir())
-    (folder / "meta.json").write_text('{"size": 3}')  # says it holds other texts
+    (folder,) = _stored(tmp_path)
+    (folder / "meta.json").write_text('{"size": 3}')  # what an older version wrote, and other texts at that
     built = _calls(monkeypatch)
-    index = stored_bm25(tmp_path, "a" * 64, texts, tok)
+    with pytest.warns(RagMetricsWarning, match="had no manifest"):
+        index = stored_bm25(tmp_path, "a" * 64, texts, tok)
+    assert index.repaired and str(folder) in index.repaired[0]
     assert len(built) == 1 and len(index) == len(texts)
-    assert json.loads((folder / "meta.json").read_text()) == {"size": len(texts)}  # stored anew
+    assert json.loads((folder / "meta.json").read_text())["size"] == len(texts)  # stored anew
 
 
 def test_retriever_stores_bm25_once_per_chunking(
@@ -324,7 +332,7 @@ def test_retriever_stores_bm25_once_per_chunking(
     Retriever(car_docs, mode="bm25", chunk_size=200, overlap=20).search("brake", 3)
     Retriever(car_docs, mode="bm25", chunk_size=120, overlap=20, bm25_backend="rank_bm25").search("brake", 3)
     assert len(built) == 2
-    assert len(list((tmp_path / "home" / "bm25").iterdir())) == 2  # rank_bm25 is not stored
+    assert len(_stored(tmp_path / "home" / "bm25")) == 2  # rank_bm25 is not stored
 
 
 def test_stored_index_under_the_mixed_signature(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -333,7 +341,7 @@ def test_stored_index_under_the_mixed_signature(tmp_path: Path, monkeypatch: pyt
     texts = list(MIXED_DOCS.values())
     built = _calls(monkeypatch)
     first = stored_bm25(tmp_path, "m" * 64, texts, make_tokenizer("auto", texts))
-    (folder,) = list(tmp_path.iterdir())
+    (folder,) = _stored(tmp_path)
     assert folder.name == "bm25s-v1-" + "m" * 32 + "-mixed-zh-jieba+en-stopwords-k1=1.5-b=0.75"
     again = stored_bm25(tmp_path, "m" * 64, texts, mixed_tokenizer())  # another process's tokenizer
     assert len(built) == 1  # loaded, not built
@@ -345,7 +353,7 @@ def test_stored_index_under_the_mixed_signature(tmp_path: Path, monkeypatch: pyt
         assert again.scores(q).tolist() == memory.scores(q).tolist()
     assert {q: _first(again, q) for q in MIXED_QUERIES} == MIXED_QUERIES
     stored_bm25(tmp_path, "m" * 64, texts, chinese_tokenizer())  # jieba alone is another index
-    assert len(built) == 3 and len(list(tmp_path.iterdir())) == 2
+    assert len(built) == 3 and len(_stored(tmp_path)) == 2
 
 
 def test_retriever_on_a_mixed_corpus(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -356,7 +364,7 @@ def test_retriever_on_a_mixed_corpus(tmp_path: Path, monkeypatch: pytest.MonkeyP
     r = Retriever(docs, mode="bm25", chunk_size=None)
     assert r.language == "mixed" and r.describe()["bm25"]["language"] == "mixed"
     assert {q: r.search(q, 1)[0].doc_id for q in MIXED_QUERIES} == MIXED_QUERIES
-    (stored,) = list((tmp_path / "home" / "bm25").iterdir())
+    (stored,) = _stored(tmp_path / "home" / "bm25")
     assert "-mixed-zh-jieba+en-stopwords-" in stored.name
     assert Retriever(docs, mode="bm25", chunk_size=None, language="zh").describe()["bm25"]["language"] == "zh"
     assert Retriever(docs, mode="bm25", chunk_size=None, language="en").describe()["bm25"]["language"] == "en"

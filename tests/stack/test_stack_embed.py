@@ -73,3 +73,28 @@ def test_without_cache_nothing_is_stored() -> None:
     emb.embed(["one text"])
     assert emb.encoded == 2
     assert emb.embed([]).shape[0] == 0
+
+
+@pytest.mark.parametrize("damage, why", [("header", "file is not a database"),
+                                         ("truncate", "database disk image is malformed")])
+def test_a_damaged_cache_names_the_file_and_the_fix(tmp_path: Path, damage: str, why: str) -> None:
+    from pytest_ragmetrics.stack.index import IndexStoreError
+
+    path = tmp_path / "cache.sqlite3"
+    emb = Embedder(cache_path=path)
+    keys = [emb.key(f"text {i}") for i in range(2000)]
+    emb._store([(k, np.full(384, i, dtype=np.float32)) for i, k in enumerate(keys)])
+    emb.close()
+    with sqlite3.connect(path) as db:  # fold the write-ahead log into the file, as a finished run leaves it
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    with open(path, "r+b") as fh:
+        if damage == "header":
+            fh.write(b"\xff" * 100)
+        else:
+            fh.truncate(path.stat().st_size // 2)
+    fresh = Embedder(cache_path=path)
+    with pytest.raises(IndexStoreError) as caught:
+        fresh.embed(["text 1", "text 1999"])
+    assert str(caught.value) == (f"the embedding cache {path} is damaged ({why}). It is only a cache: delete it, "
+                                 "with its -wal and -shm files if present, and the next run encodes again what it needs")
+    assert fresh.encoded == 0  # nothing was encoded (nor the model loaded) before the error

@@ -1,6 +1,6 @@
 """Files and processes: a killed baseline update loses nothing, unwritable paths are clear
-errors, concurrent index builds neither corrupt nor deadlock, a corrupt index is rebuilt
-or reported, and xdist workers never write.
+errors, concurrent index builds neither corrupt nor deadlock, a corrupt index is named
+and rebuilt, and xdist workers never write.
 """
 
 from __future__ import annotations
@@ -419,8 +419,10 @@ def test_a_build_killed_half_way_is_rebuilt(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("damage", ["truncate-sqlite", "garbage-sqlite", "empty-sqlite", "garbage-hnsw-header",
-                                    "truncated-hnsw-data"])
-def test_a_corrupt_index_is_rebuilt_or_reported_clearly(tmp_path: Path, damage: str) -> None:
+                                    "truncated-hnsw-data", "older-version-garbage-sqlite"])
+def test_a_corrupt_index_is_named_and_rebuilt(tmp_path: Path, damage: str) -> None:
+    """The manifest is checked before chromadb opens the folder: whatever the damage, the file is
+    named and the folder rebuilt (an older version's folder, without a manifest, is rebuilt too)."""
     data_dir = tmp_path / "index"
     _finish(_index_run(tmp_path, data_dir, "whole.json"))
     expected = _result(tmp_path, "whole.json")["found"]
@@ -430,8 +432,10 @@ def test_a_corrupt_index_is_rebuilt_or_reported_clearly(tmp_path: Path, damage: 
     if damage == "truncate-sqlite":
         with open(sqlite, "r+b") as fh:
             fh.truncate(sqlite.stat().st_size // 3)
-    elif damage == "garbage-sqlite":
+    elif damage in ("garbage-sqlite", "older-version-garbage-sqlite"):
         sqlite.write_bytes(rng.randbytes(sqlite.stat().st_size))
+        if damage.startswith("older"):
+            (data_dir / "manifest.json").unlink()
     elif damage == "empty-sqlite":
         sqlite.write_bytes(b"")
     elif damage == "garbage-hnsw-header":
@@ -441,18 +445,19 @@ def test_a_corrupt_index_is_rebuilt_or_reported_clearly(tmp_path: Path, damage: 
             fh.truncate(1000)
     proc = _index_run(tmp_path, data_dir, "after.json")
     out, _ = proc.communicate(timeout=300)
-    if damage.endswith("sqlite") and damage != "empty-sqlite":
-        # chroma cannot open the folder at all: reported, naming the folder and the fix
-        assert proc.returncode == 1
-        assert f"IndexStoreError: cannot open the chroma index in {data_dir}" in out
-        assert "delete it and the next run rebuilds it" in out
-        assert sqlite.exists()  # reported, never deleted behind the user's back
-    else:
-        # chroma opens it (an empty file is a new database) or the damage is in a segment: rebuilt
-        assert proc.returncode == 0, out[-3000:]
-        after = _result(tmp_path, "after.json")
-        assert after["count"] == 3000 and after["found"] == expected
-        assert after["rebuilt"] is True
+    assert proc.returncode == 0, out[-3000:]
+    after = _result(tmp_path, "after.json")
+    assert after["count"] == 3000 and after["found"] == expected
+    assert after["rebuilt"] is True
+    (note,) = [line for line in out.splitlines() if "RagMetricsWarning" in line]
+    assert f"the vector index in {data_dir}" in note
+    named = {"truncate-sqlite": "chroma.sqlite3 is", "garbage-sqlite": "chroma.sqlite3 has sha256",
+             "empty-sqlite": "chroma.sqlite3 is 0 bytes", "garbage-hnsw-header": "/header.bin has sha256",
+             "truncated-hnsw-data": "/data_level0.bin is 1,000 bytes",
+             "older-version-garbage-sqlite": "it had no manifest"}[damage]
+    assert named in note
+    _finish(_index_run(tmp_path, data_dir, "again.json"))  # and the next open trusts it again
+    assert _result(tmp_path, "again.json")["rebuilt"] is False
 
 
 @pytest.mark.slow

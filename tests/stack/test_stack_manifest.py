@@ -1,0 +1,328 @@
+"""Manifests of stored indexes: damage is found before chromadb or bm25s reads a byte, named, and repaired.
+
+The damage tests run the real stack (the car corpus, MiniLM through the embedding
+cache, chroma, bm25s) in a subprocess: a crash inside chromadb would show as a
+signal exit (-11) there instead of killing the test run. Every file the stack
+stores is damaged in turn, by 50 random 64-byte writes at random offsets (a fixed
+seed) and by truncation to half its size; the run must succeed, name the file in
+its one-line note, rank exactly as a fresh build does, and encode nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from pytest_ragmetrics.errors import RagMetricsWarning
+from pytest_ragmetrics.stack import bm25 as bm25_module
+from pytest_ragmetrics.stack import index as index_module
+from pytest_ragmetrics.stack.bm25 import english_tokenizer, stored_bm25
+from pytest_ragmetrics.stack.index import MANIFEST, IndexStoreError, VectorIndex, chroma_files
+from pytest_ragmetrics.stack.manifest import (
+    ManifestError,
+    describe_problems,
+    file_sha256,
+    mismatches,
+    read_manifest,
+    record,
+    write_manifest,
+)
+
+#: The stack tests' car corpus and chunking (tests/stack/conftest.py).
+CAR_CORPUS = Path(__file__).parent / "data" / "car_corpus.jsonl"
+CAR_CHUNK_SIZE, CAR_OVERLAP = 120, 20
+
+# -- the manifest itself -------------------------------------------------------------
+
+
+def test_a_manifest_round_trips_and_names_what_differs(tmp_path: Path) -> None:
+    (tmp_path / "a.bin").write_bytes(os.urandom(3000))
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "b.bin").write_bytes(b"x" * 10)
+    assert file_sha256(tmp_path / "a.bin") == hashlib.sha256((tmp_path / "a.bin").read_bytes()).hexdigest()
+    files = record(tmp_path, ["sub/b.bin", "a.bin"])
+    write_manifest(tmp_path / "m.json", files, size=7)
+    back = read_manifest(tmp_path / "m.json")
+    assert back["files"] == files and back["size"] == 7 and back["hash"] == "sha256"
+    assert mismatches(tmp_path, files) == []
+
+    with open(tmp_path / "a.bin", "r+b") as fh:
+        fh.seek(100)
+        fh.write(b"\0" * 64)
+    (tmp_path / "sub" / "b.bin").write_bytes(b"x" * 5)
+    got = mismatches(tmp_path, {**files, "gone.bin": {"size": 4, "sha256": "0" * 64}})
+    assert got[0].startswith("a.bin has sha256 ") and got[0].endswith(", expected "
+                                                                     f"{files['a.bin']['sha256'][:12]} (same size, 3,000 bytes)")
+    assert got[1] == "gone.bin is missing (4 bytes expected)"
+    assert got[2] == "sub/b.bin is 5 bytes, expected 10"
+    assert describe_problems(got, shown=2) == f"{got[0]}; {got[1]} … and 1 more"
+
+
+@pytest.mark.parametrize("text, why", [
+    ("", "is unreadable"),
+    ("[]", "is not a manifest"),
+    ('{"files": {}, "format": 1, "hash": "sha256", "checksum": "00"}', "does not match its own checksum"),
+])
+def test_a_manifest_that_cannot_be_trusted_says_why(tmp_path: Path, text: str, why: str) -> None:
+    (tmp_path / "m.json").write_text(text)
+    with pytest.raises(ManifestError, match=f"^m.json {why}"):
+        read_manifest(tmp_path / "m.json")
+
+
+@pytest.mark.parametrize("name", ["/etc/passwd", "../outside", "a/../../b", "a\\b"])
+def test_a_manifest_never_names_a_file_outside_its_folder(tmp_path: Path, name: str) -> None:
+    write_manifest(tmp_path / "m.json", {name: {"size": 1, "sha256": "0" * 64}})
+    with pytest.raises(ManifestError, match="lists files it cannot describe"):
+        read_manifest(tmp_path / "m.json")
+
+
+# -- the vector index folder, in this process (random vectors, no model) ---------------------
+
+
+def _table(n: int = 400, dim: int = 16) -> tuple[list[str], Any]:
+    rows = np.random.default_rng(0).standard_normal((n, dim)).astype(np.float32)
+    ids = [f"c{i}" for i in range(n)]
+    return ids, lambda texts: rows[[int(t[1:]) for t in texts]]
+
+
+def test_the_manifest_lists_chromas_files_and_follows_each_open(tmp_path: Path) -> None:
+    ids, embed = _table()
+    index = VectorIndex("manifest-test", {"model": "random"}, data_dir=tmp_path)
+    assert index.sync(ids, ids, "corpus", embed) is True and index.repaired == []
+    listed = read_manifest(tmp_path / MANIFEST)["files"]
+    # what chromadb 1.x writes: its database and, per vector segment, the HNSW files
+    assert sorted(name.rpartition("/")[2] for name in listed) == [
+        "chroma.sqlite3", "data_level0.bin", "header.bin", "index_metadata.pickle", "length.bin", "link_lists.bin"]
+    assert sorted(listed) == sorted(chroma_files(tmp_path)) and mismatches(tmp_path, listed) == []
+    # a changed corpus rebuilds the collection: the dead segment folder chromadb leaves is removed
+    assert VectorIndex("manifest-test", {"model": "random"}, data_dir=tmp_path).sync(ids, ids, "other", embed)
+    segments = [p for p in tmp_path.iterdir() if p.is_dir()]
+    assert len(segments) == 1 and sorted(read_manifest(tmp_path / MANIFEST)["files"]) == sorted(chroma_files(tmp_path))
+    assert mismatches(tmp_path, read_manifest(tmp_path / MANIFEST)["files"]) == []
+
+
+def test_an_older_folder_without_a_manifest_is_rebuilt_once(tmp_path: Path) -> None:
+    ids, embed = _table()
+    VectorIndex("manifest-test", {"model": "random"}, data_dir=tmp_path).sync(ids, ids, "corpus", embed)
+    (tmp_path / MANIFEST).unlink()  # what an earlier version left
+    index = VectorIndex("manifest-test", {"model": "random"}, data_dir=tmp_path)
+    with pytest.warns(RagMetricsWarning, match=f"the vector index in {tmp_path} was rebuilt from the embedding "
+                                               "cache: it had no manifest"):
+        assert index.sync(ids, ids, "corpus", embed) is True
+    again = VectorIndex("manifest-test", {"model": "random"}, data_dir=tmp_path)
+    assert again.sync(ids, ids, "corpus", embed) is False and again.repaired == []
+
+
+def test_a_damaged_folder_that_cannot_be_deleted_is_refused_with_the_fix(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ids, embed = _table()
+    VectorIndex("manifest-test", {"model": "random"}, data_dir=tmp_path).sync(ids, ids, "corpus", embed)
+    (data,) = tmp_path.glob("*/data_level0.bin")
+    _damage(data, "writes")
+
+    def read_only(folder: Path) -> None:
+        raise PermissionError(13, "Permission denied", str(folder / "chroma.sqlite3"))
+
+    monkeypatch.setattr(index_module, "clear_folder", read_only)
+    with pytest.raises(IndexStoreError) as caught:
+        VectorIndex("manifest-test", {"model": "random"}, data_dir=tmp_path)
+    message = str(caught.value)
+    assert f"the vector index in {tmp_path} cannot be used ({data.parent.name}/data_level0.bin has sha256" in message
+    assert "Permission denied" in message and "delete that folder, or make it writable" in message
+
+
+def test_a_bm25_store_that_cannot_be_replaced_serves_from_memory_and_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    texts = [json.loads(line)["text"] for line in CAR_CORPUS.read_text(encoding="utf-8").splitlines()]
+    tok = english_tokenizer()
+    first = stored_bm25(tmp_path, "k" * 64, texts, tok)
+    (data,) = tmp_path.glob("bm25s-*/data.csc.index.npy")
+    _damage(data, "truncate")
+    real = shutil.rmtree
+
+    def stuck(path: Any, *args: Any, **kwargs: Any) -> None:
+        if Path(path) == data.parent:
+            raise PermissionError(13, "Permission denied", str(path))
+        real(path, *args, **kwargs)
+
+    monkeypatch.setattr(bm25_module.shutil, "rmtree", stuck)
+    with pytest.warns(RagMetricsWarning, match="cannot be deleted"):
+        index = stored_bm25(tmp_path, "k" * 64, texts, tok)
+    assert "data.csc.index.npy is" in index.repaired[0] and index.repaired[0].endswith("delete that folder")
+    assert index.search("battery cold", 5) == first.search("battery cold", 5)
+
+
+# -- the real stack in a subprocess ---------------------------------------------------------
+
+QUERIES = ["my car battery dies on cold mornings", "squealing noise when braking",
+           "how often to change the engine oil", "engine temperature gauge in the red"]
+
+STACK_SCRIPT = r'''
+import json, sys
+from pytest_ragmetrics.stack import Retriever
+
+corpus, chunk_size, overlap, queries = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), json.loads(sys.argv[4])
+r = Retriever(corpus, chunk_size=chunk_size, overlap=overlap, mode="hybrid", top_k=5, fetch_k=10)
+stats = r.build()
+ranked = {mode: [[(h.id, round(h.score, 6)) for h in hits] for hits in r.search_batch(queries, mode=mode)]
+          for mode in ("hybrid", "bm25", "vector")}
+print(json.dumps({"stats": stats, "encoded": r.embedder.encoded, "ranked": ranked}))
+'''
+
+
+def _run_stack(home: Path, script: Path) -> tuple[int, dict[str, Any] | None, str]:
+    env = {**os.environ, "RAGMETRICS_HOME": str(home), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+           "PYTHONWARNINGS": "default"}
+    env = {k: v for k, v in env.items() if not k.startswith("RAGMETRICS_") or k == "RAGMETRICS_HOME"}
+    proc = subprocess.run(
+        [sys.executable, str(script), str(CAR_CORPUS), str(CAR_CHUNK_SIZE), str(CAR_OVERLAP), json.dumps(QUERIES)],
+        capture_output=True, text=True, timeout=600, env=env,
+    )
+    out = json.loads(proc.stdout) if proc.returncode == 0 else None
+    return proc.returncode, out, proc.stderr
+
+
+@pytest.fixture(scope="module")
+def fresh(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """A fresh build in its own home, by the script every damaged run uses: the reference rankings."""
+    folder = tmp_path_factory.mktemp("manifest-fresh")
+    script = folder / "stack_script.py"
+    script.write_text(STACK_SCRIPT, encoding="utf-8")
+    home = folder / "home"
+    code, out, err = _run_stack(home, script)
+    assert code == 0 and out is not None, err[-3000:]
+    assert out["stats"]["vector_index_rebuilt"] and out["stats"]["repaired"] == []
+    return {"home": home, "script": script, "ranked": out["ranked"]}
+
+
+def _damage(path: Path, how: str, seed: int = 0) -> None:
+    """50 random 64-byte writes at random offsets, or truncation to half the size."""
+    size = path.stat().st_size
+    with open(path, "r+b") as fh:
+        if how == "truncate":
+            fh.truncate(size // 2)
+            return
+        rng = random.Random(seed)
+        for _ in range(50):
+            fh.seek(rng.randrange(max(size - 64, 0) + 1))
+            fh.write(rng.randbytes(64))
+
+
+#: Every file the stack stores for the car corpus, by where it sits under RAGMETRICS_HOME.
+VECTOR_FILES = ["chroma.sqlite3", "data_level0.bin", "header.bin", "length.bin", "link_lists.bin",
+                "index_metadata.pickle", "manifest.json"]
+BM25_FILES = ["data.csc.index.npy", "indices.csc.index.npy", "indptr.csc.index.npy", "params.index.json",
+              "vocab.index.json", "meta.json"]
+#: The quick suite damages these; the rest are marked slow.
+QUICK = {("data_level0.bin", "writes"), ("chroma.sqlite3", "truncate"), ("data.csc.index.npy", "writes")}
+
+
+def _where(home: Path, name: str) -> Path:
+    if name in BM25_FILES:
+        (path,) = home.glob(f"bm25/bm25s-*/{name}")
+    elif name in ("chroma.sqlite3", "manifest.json"):
+        (path,) = home.glob(f"index/*/{name}")
+    else:
+        (path,) = home.glob(f"index/*/*/{name}")
+    return path
+
+
+def _cases() -> list[Any]:
+    return [
+        pytest.param(name, how, id=f"{name}-{how}",
+                     marks=() if (name, how) in QUICK else pytest.mark.slow)
+        for name in [*VECTOR_FILES, *BM25_FILES] for how in ("writes", "truncate")
+    ]
+
+
+@pytest.mark.parametrize("name, how", _cases())
+def test_a_damaged_file_is_named_and_rebuilt_without_encoding(
+    fresh: dict[str, Any], tmp_path: Path, name: str, how: str
+) -> None:
+    home = tmp_path / "home"
+    shutil.copytree(fresh["home"], home)  # as a CI cache restores it: new mtimes, same bytes
+    target = _where(home, name)
+    _damage(target, how)
+    code, out, err = _run_stack(home, fresh["script"])
+    assert code == 0, f"exit {code}\n{err[-3000:]}"  # a crash in chromadb would be -11 here
+    assert out is not None
+    vector = name in VECTOR_FILES
+    notes = [line for line in err.splitlines() if "RagMetricsWarning" in line]
+    assert len(notes) == 1, err[-3000:]
+    (repaired,) = out["stats"]["repaired"]
+    assert repaired in notes[0]  # the same line, in build_stats and said once
+    if vector:
+        assert f"the vector index in {target.parent if name in ('chroma.sqlite3', MANIFEST) else target.parent.parent}" \
+               " was damaged and was rebuilt from the embedding cache: " in repaired
+        assert out["stats"]["vector_index_rebuilt"] is True
+    else:
+        assert f"the stored BM25 index {target.parent} was damaged and was rebuilt: " in repaired
+        assert out["stats"]["vector_index_rebuilt"] is False
+    shown = name if name in ("chroma.sqlite3", MANIFEST) or not vector else f"{target.parent.name}/{name}"
+    assert f"{shown} " in repaired  # the file, then what differs
+    assert out["ranked"] == fresh["ranked"]
+    assert out["encoded"] == 0 and out["stats"]["encoded"] == 0  # rebuilt from the cache: nothing re-encoded
+
+    code, again, err = _run_stack(home, fresh["script"])  # repaired for good: the next run trusts it
+    assert code == 0 and again is not None, err[-3000:]
+    assert again["stats"]["repaired"] == [] and again["stats"]["vector_index_rebuilt"] is False
+    assert again["ranked"] == fresh["ranked"]
+
+
+CAR_GOLDEN = [
+    ("q1", "my car battery dies on cold mornings", ["battery-cold"]),
+    ("q2", "squealing noise when braking", ["brake-pads"]),
+    ("q3", "how often to change the engine oil", ["oil-change", "oil-level"]),
+    ("q4", "engine temperature gauge in the red", ["overheating", "coolant"]),
+]
+
+
+def test_ragmetrics_ablate_prints_the_repair_once(fresh: dict[str, Any], tmp_path: Path) -> None:
+    """The CLI shows the note as one ``warning:`` line, runs on, and ranks as before."""
+    home = tmp_path / "home"
+    shutil.copytree(fresh["home"], home)
+    _damage(_where(home, "data_level0.bin"), "writes", seed=1)
+    golden = tmp_path / "golden.jsonl"
+    golden.write_text("".join(json.dumps({"qid": q, "query": text, "candidates": [{"doc_id": d, "rel": 1}
+                                                                                   for d in gold]}) + "\n"
+                              for q, text, gold in CAR_GOLDEN), encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAGMETRICS_")}
+    env.update(RAGMETRICS_HOME=str(home), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest_ragmetrics", "ablate", "--corpus", str(CAR_CORPUS), "--golden", str(golden),
+         "--chunk-size", str(CAR_CHUNK_SIZE), "--overlap", str(CAR_OVERLAP), "--modes", "hybrid", "-m", "ndcg@5"],
+        capture_output=True, text=True, timeout=600, env=env,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    notes = [line for line in proc.stderr.splitlines() if "was damaged" in line]
+    assert len(notes) == 1 and notes[0].startswith("warning: the vector index in "), proc.stderr
+    assert "/data_level0.bin has sha256 " in notes[0] and "RagMetricsWarning" not in proc.stderr
+    assert "0 embedded (rest from cache)" in proc.stderr
+
+
+@pytest.mark.parametrize("how, why", [("writes", "unsupported file format"),
+                                      ("truncate", "database disk image is malformed")])
+def test_a_damaged_embedding_cache_is_a_clear_error(fresh: dict[str, Any], tmp_path: Path, how: str,
+                                                    why: str) -> None:
+    """The cache has no manifest (it is keyed by content): damage is reported, naming the file and the fix."""
+    home = tmp_path / "home"
+    shutil.copytree(fresh["home"], home)
+    cache = home / "cache" / "embeddings.sqlite3"
+    _damage(cache, how)
+    code, out, err = _run_stack(home, fresh["script"])
+    assert code == 1 and out is None
+    assert f"IndexStoreError: the embedding cache {cache} is damaged ({why}). It is only a cache: delete it" in err, \
+        err[-3000:]
+    assert cache.exists()  # reported, never deleted behind the user's back
