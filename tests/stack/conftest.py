@@ -88,12 +88,21 @@ def car_retriever(
     embedder: Embedder,
     tiny_cross_encoder: Path,
     tmp_path_factory: pytest.TempPathFactory,
+    _session_home: Path,
 ) -> Retriever:
     """The car corpus indexed once for the session, with the tiny reranker available.
 
     Chunks of 120 characters split the longer documents in two, so chunk ids
     other than ``#1-1`` appear in results.
     """
+    # built before the function-scoped ragmetrics_home applies: point the stored BM25 index at the tests' home too
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("RAGMETRICS_HOME", str(_session_home))
+        return _build_car_retriever(car_docs, embedder, tiny_cross_encoder, tmp_path_factory)
+
+
+def _build_car_retriever(car_docs: list[Document], embedder: Embedder, tiny_cross_encoder: Path,
+                         tmp_path_factory: pytest.TempPathFactory) -> Retriever:
     r = Retriever(
         car_docs,
         data_dir=tmp_path_factory.mktemp("car-index"),
