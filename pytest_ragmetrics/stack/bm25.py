@@ -53,6 +53,8 @@ from typing import Any, Literal
 
 import numpy as np
 
+from pytest_ragmetrics.progress import SILENT
+
 __all__ = [
     "BACKENDS",
     "DEFAULT_BACKEND",
@@ -195,6 +197,23 @@ def check_language(language: str) -> None:
         raise ValueError(f"unknown language {language!r}: expected {allowed}")
 
 
+#: Texts tokenised between two progress reports.
+_TOKENISE_SLICE = 1000
+
+
+def _tokenise(texts: Sequence[str], tokenizer: Tokenizer, progress: Any) -> list[list[str]]:
+    """Every text's tokens, reported to ``progress`` as ``tokenising for BM25`` (jieba takes a while)."""
+    progress = progress or SILENT
+    progress.start("tokenising for BM25", len(texts), "chunks")
+    tokens: list[list[str]] = []
+    for start in range(0, len(texts), _TOKENISE_SLICE):
+        part = texts[start:start + _TOKENISE_SLICE]
+        tokens.extend(tokenizer(t) for t in part)
+        progress.advance(len(part))
+    progress.finish()
+    return tokens
+
+
 def _top_n(scores: np.ndarray, n: int) -> list[tuple[int, float]]:
     """Best ``n`` positive scores, ties broken by position so both backends order alike."""
     positive = np.flatnonzero(scores > 0)
@@ -209,7 +228,10 @@ def _top_n(scores: np.ndarray, n: int) -> list[tuple[int, float]]:
 
 
 class BM25Index:
-    """BM25 over a list of texts; results are ``(position in texts, score)`` pairs, best first."""
+    """BM25 over a list of texts; results are ``(position in texts, score)`` pairs, best first.
+
+    Tokenising the texts is reported to ``progress`` (a :class:`pytest_ragmetrics.progress.Progress`).
+    """
 
     def __init__(
         self,
@@ -219,6 +241,7 @@ class BM25Index:
         backend: str = DEFAULT_BACKEND,
         k1: float = 1.5,
         b: float = 0.75,
+        progress: Any = None,
     ) -> None:
         if backend not in BACKENDS:
             raise ValueError(f"unknown BM25 backend {backend!r}: expected one of {BACKENDS}")
@@ -227,7 +250,7 @@ class BM25Index:
         self.tokenizer = tokenizer or make_tokenizer("auto", texts)
         self.language: str = getattr(self.tokenizer, "language", "custom")
         self._size = len(texts)
-        tokens = [self.tokenizer(t) for t in texts]
+        tokens = _tokenise(texts, self.tokenizer, progress)
         self._empty = not any(tokens)
         self._impl: Any = None
         if self._empty:
@@ -289,6 +312,7 @@ def stored_bm25(
     *,
     k1: float = 1.5,
     b: float = 0.75,
+    progress: Any = None,
 ) -> BM25Index:
     """A bm25s index of ``texts``, loaded from ``folder`` if stored there, else built and stored.
 
@@ -301,7 +325,7 @@ def stored_bm25(
     """
     signature = getattr(tokenizer, "signature", None)
     if not signature:
-        return BM25Index(texts, tokenizer, backend="bm25s", k1=k1, b=b)
+        return BM25Index(texts, tokenizer, backend="bm25s", k1=k1, b=b, progress=progress)
     name = f"bm25s-v{STORE_FORMAT}-{corpus_key[:32]}-{signature}-k1={k1:g}-b={b:g}"
     target = Path(folder) / name
     if (target / "meta.json").is_file():
@@ -309,7 +333,7 @@ def stored_bm25(
             return _load_bm25(target, tokenizer, len(texts), k1, b)
         except (OSError, ValueError, KeyError):
             shutil.rmtree(target, ignore_errors=True)  # damaged: rebuilt below
-    index = BM25Index(texts, tokenizer, backend="bm25s", k1=k1, b=b)
+    index = BM25Index(texts, tokenizer, backend="bm25s", k1=k1, b=b, progress=progress)
     if not index._empty:
         _save_bm25(index, target)
     return index
