@@ -77,6 +77,8 @@ class QueryItem(pytest.Function):
     def setup(self) -> None:
         """Resolve ``rag_retriever``; at the first query, check it can be searched at all.
 
+        The fixture's build (the reference stack's, or any code reporting through
+        :mod:`pytest_ragmetrics.progress`) is shown on the terminal as it goes.
         A fixture that returns the wrong thing would fail every query the same
         way; instead the run stops here with one usage error (under xdist, each
         worker stops at its first query). A fixture that raises is the same kind of
@@ -86,12 +88,14 @@ class QueryItem(pytest.Function):
         if self.config.stash.get(_RETRIEVER_CHECKED, False):
             super().setup()
             return
+        from pytest_ragmetrics._plugin.progress import fixture_progress
         from pytest_ragmetrics._plugin.setup_deadline import setup_deadline
 
         try:
             capture = self.config.pluginmanager.getplugin("capturemanager")
             release = (lambda: capture.suspend_global_capture(in_=True)) if capture is not None else (lambda: None)
-            with setup_deadline(self.config.stash[RAG_SESSION].options.setup_timeout, release_output=release):
+            with setup_deadline(self.config.stash[RAG_SESSION].options.setup_timeout, release_output=release), \
+                    fixture_progress(self.config, self.nodeid):  # a build shows on the terminal, not in captured output
                 super().setup()
         except Exception as exc:
             self.session.shouldstop = "ragmetrics: the rag_retriever fixture raised"
