@@ -4,9 +4,9 @@ A step reports through a :class:`Progress`: ``start(task, total, unit)``, then
 ``advance(n)`` as work gets done, then ``finish()``. Three kinds ship:
 
 - a live bar on a terminal (tqdm, imported when a step starts; plain lines where it is missing);
-- plain lines at a steady interval (every 15 s by default) where stderr is not a terminal,
-  as in a CI log: ``building the vector index: 12,000/31,592 chunks (38%), 85 chunks/s, about
-  3 min 50 s left``, and one line when the step ends;
+- plain lines where stderr is not a terminal, as in a CI log: one when a step has run two
+  seconds, then one every 15 s (``building the vector index: 12,000/31,592 chunks (38%),
+  85 chunks/s, about 3 min 50 s left``), and one when it ends;
 - silence.
 
 Steps shorter than two seconds show nothing, so a warm run (indexes reused, vectors

@@ -11,8 +11,10 @@ It writes with capture suspended:
   every 15 s, then the end) otherwise, as in a CI log;
 - an xdist worker has no terminal: it writes plain lines to its own stderr, which
   pytest-xdist's workers share with the controller on POSIX, prefixed with the
-  worker's id (``[gw0] ragmetrics: ...``). On Windows a worker's stderr goes
-  nowhere, so the build shows there in serial runs only.
+  worker's id (``[gw0] ragmetrics: ...``). A worker waiting for another's build
+  says so while it waits, but not when the wait ends: by then the builder has said
+  the index is ready, and the controller may be printing results. On Windows a
+  worker's stderr goes nowhere, so the build shows there in serial runs only.
 
 ``-q`` and ``RAGMETRICS_PROGRESS=off`` silence it.
 """
@@ -123,6 +125,17 @@ class _Reporter(progress.LineProgress):
         self.writer.close()
 
 
+class _WorkerReporter(_Reporter):
+    """A worker's lines, but a wait ends without a line: the builder's last line says the index
+    is ready, and by the time the waiter would say so the controller may be printing results."""
+
+    def finish(self) -> None:
+        if self._tasks and self._tasks[-1].total is None:
+            self._tasks.pop()
+            return
+        super().finish()
+
+
 def fixture_reporter(config: pytest.Config, nodeid: str = "") -> Any:
     """The reporter for this process's fixture build: silent under ``-q`` or ``RAGMETRICS_PROGRESS=off``."""
     settings = progress.settings()
@@ -130,8 +143,8 @@ def fixture_reporter(config: pytest.Config, nodeid: str = "") -> Any:
         return progress.SILENT
     workerinput = getattr(config, "workerinput", None)
     if workerinput is not None:
-        return _Reporter(_WorkerLines(config, str(workerinput.get("workerid", "worker"))), status=False,
-                         settings=settings)
+        return _WorkerReporter(_WorkerLines(config, str(workerinput.get("workerid", "worker"))), status=False,
+                               settings=settings)
     terminal = config.pluginmanager.get_plugin("terminalreporter")
     if terminal is None:  # -p no:terminal
         return progress.SILENT
