@@ -102,6 +102,30 @@ def test_the_build_shows_above_the_items_and_quiet_hides_it(pytester: pytest.Pyt
     assert off.stdout.lines[out.index("golden.jsonl "):][0].startswith("golden.jsonl ....F")
 
 
+#: A retriever whose fixture leaves the build to the first search.
+LAZY_CONFTEST = r'''
+import os
+import pytest
+
+
+@pytest.fixture(scope="session")
+def rag_retriever():
+    from pytest_ragmetrics.stack import Retriever
+
+    return Retriever(os.environ["PROGRESS_CORPUS"], chunk_size=None, mode="bm25", top_k=5)
+'''
+
+
+def test_a_build_at_the_first_search_shows_too(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    project(pytester, monkeypatch, LAZY_CONFTEST)
+    cold(pytester, monkeypatch, "lazy")
+    result = run(pytester)
+    out = result.stdout.lines
+    ended = [i for i, line in enumerate(out) if line.startswith("ragmetrics: tokenising for BM25: 30 chunks in ")]
+    assert len(ended) == 1, result.stdout.str()
+    assert ended[0] < next(i for i, line in enumerate(out) if line.startswith("golden.jsonl ....F"))
+
+
 def test_a_bad_progress_setting_stops_the_run_at_once(pytester: pytest.Pytester,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     project(pytester, monkeypatch, BM25_CONFTEST)
