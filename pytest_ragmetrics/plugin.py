@@ -106,6 +106,9 @@ def pytest_configure(config: pytest.Config) -> None:
 
     _refuse_misread_rootdir(config)
     try:
+        from pytest_ragmetrics.progress import settings as progress_settings
+
+        progress_settings()  # RAGMETRICS_PROGRESS*: a bad value stops the run now, not at the first query
         options = build_options(get, resolve)
         rag = config.stash[RAG_SESSION] = RagSession(options, hasattr(config, "workerinput"), config.rootpath)
     except RagMetricsError as exc:

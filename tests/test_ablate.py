@@ -511,3 +511,69 @@ def test_cli_ablate_bm25_only_never_builds_a_vector_index(
     assert not (tmp_path / "idx").exists()
     assert "| bm25 " in out and "Modes (top_k=3, fetch_k=30, rrf_k=60, whole documents)" in out
     assert "questions score differently" not in out  # one row: nothing to compare
+
+
+# ------------------------------------------------------------------------------- progress
+
+#: Every step shown, a line at each advance: a small corpus's steps "last long enough".
+SHOW_EVERY_STEP = {"RAGMETRICS_PROGRESS_INTERVAL": "0.001", "RAGMETRICS_PROGRESS_MIN_SECONDS": "0"}
+#: What progress lines start with (the tasks of a build and of a table's rows).
+TASKS = ("tokenising for BM25:", "building the vector index:", "searching mode ")
+
+
+def test_cli_ablate_shows_progress_lines_on_a_log_and_quiet_hides_them(
+    capsys: pytest.CaptureFixture[str], car_golden: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name, value in SHOW_EVERY_STEP.items():
+        monkeypatch.setenv(name, value)
+    argv = ["ablate", "--corpus", str(CAR_CORPUS), "--golden", str(car_golden), "--modes", "bm25",
+            "--chunk-size", "whole", "-m", "mrr@3"]
+    monkeypatch.setenv("RAGMETRICS_HOME", str(tmp_path / "loud"))  # cold: the BM25 index is tokenised
+    code, out, err = run_cli(capsys, *argv)  # stderr is no terminal here: plain lines
+    assert code == 0, err
+    lines = err.splitlines()
+    assert lines[0].startswith("tokenising for BM25: 30/30 chunks (100%)")
+    assert lines[1].startswith("tokenising for BM25: 30 chunks in ")
+    assert "searching mode bm25: 5/5 questions (100%)" in err and "searching mode bm25: 5 questions in " in err
+    assert "| bm25 " in out
+
+    monkeypatch.setenv("RAGMETRICS_HOME", str(tmp_path / "quiet"))
+    code, quiet_out, err = run_cli(capsys, *argv, "--quiet")
+    assert code == 0 and err == ""  # no progress, no timings (and no warning to give)
+    assert quiet_out == out
+
+    monkeypatch.setenv("RAGMETRICS_PROGRESS", "off")
+    monkeypatch.setenv("RAGMETRICS_HOME", str(tmp_path / "off"))
+    code, _, err = run_cli(capsys, *argv)
+    assert code == 0 and not any(line.startswith(TASKS) for line in err.splitlines())
+    assert "index whole: 30 documents" in err  # the timings stay: only -q drops them
+
+    monkeypatch.setenv("RAGMETRICS_PROGRESS", "sometimes")
+    code, _, err = run_cli(capsys, *argv)
+    assert code == 2 and "RAGMETRICS_PROGRESS='sometimes': expected bar, lines, off or auto" in err
+
+
+@pytest.mark.slow  # loads MiniLM in a fresh process, twice
+def test_cli_ablate_in_a_process_whose_stderr_is_a_log(car_golden: Path, tmp_path: Path) -> None:
+    """What a CI log of a cold build shows: the build's steps and each row's search, as plain lines."""
+    argv = [sys.executable, "-m", "pytest_ragmetrics", "ablate", "--corpus", str(CAR_CORPUS), "--golden",
+            str(car_golden), "--modes", "bm25,hybrid", "--chunk-size", "120", "--overlap", "20", "-m", "mrr@3"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAGMETRICS_")}
+    env.update(SHOW_EVERY_STEP, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    loud = subprocess.run(argv, env={**env, "RAGMETRICS_HOME": str(tmp_path / "loud")}, capture_output=True,
+                          text=True, timeout=600)
+    assert loud.returncode == 0, loud.stderr[-3000:]
+    ours = [line for line in loud.stderr.splitlines() if line.startswith(TASKS)]
+    chunks = next(line for line in ours if line.startswith("tokenising for BM25: ")).split("/")[1].split()[0]
+    assert f"tokenising for BM25: {chunks} chunks in " in loud.stderr
+    assert any(line.startswith(f"building the vector index: {chunks}/{chunks} chunks (100%)") for line in ours)
+    assert ours.index(next(line for line in ours if line.startswith(f"building the vector index: {chunks} chunks in "))) \
+        < ours.index(next(line for line in ours if line.startswith("searching mode bm25: 5 questions in ")))
+    assert "searching mode hybrid: 5 questions in " in loud.stderr
+    assert "\r" not in loud.stderr.split("Loading weights")[0]  # no bar: stderr is no terminal
+
+    quiet = subprocess.run([*argv, "-q"], env={**env, "RAGMETRICS_HOME": str(tmp_path / "quiet")},
+                           capture_output=True, text=True, timeout=600)
+    assert quiet.returncode == 0, quiet.stderr[-3000:]
+    assert not [line for line in quiet.stderr.splitlines() if line.startswith(TASKS) or line.startswith("index ")]
+    assert quiet.stdout == loud.stdout

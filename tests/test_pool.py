@@ -785,3 +785,18 @@ def test_cli_pool_bad_inputs_exit_2(capsys: pytest.CaptureFixture[str], tmp_path
     code, _, err = run_cli(capsys, "pool", "--corpus", str(CAR_CORPUS), "--queries", str(questions),
                            "--depth", "0", "--out", str(tmp_path / "o.jsonl"))
     assert code == 2 and "--depth must be >= 1" in err
+
+
+def test_each_source_shows_its_search_and_quiet_hides_it(app: Path, capsys: pytest.CaptureFixture[str],
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(app)
+    monkeypatch.setenv("RAGMETRICS_PROGRESS_INTERVAL", "0.001")
+    monkeypatch.setenv("RAGMETRICS_PROGRESS_MIN_SECONDS", "0")  # every step shown, as if long
+    code, _, err = run_cli(capsys, *pool_args(app, *SOURCES, "--seed", "7"))
+    assert code == 0, err
+    assert "searching keyword: 1/2 questions (50%)" in err and "searching keyword: 2 questions in " in err
+    assert "searching dense: 2/2 questions (100%)" in err  # search_batch, a slice at a time
+    code, _, err = run_cli(capsys, *pool_args(app, *SOURCES, "--seed", "7", "--force", "-q"))
+    assert code == 0
+    assert "searching" not in err and "retriever keyword: 2 questions" not in err
+    assert "warning: run 'bm25' (bm25.trec): ignoring 1 query" in err  # warnings still print

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -20,6 +21,7 @@ __all__ = ["FIXTURE_RAISED", "GoldenFile", "QueryItem", "GateItem", "RAG_SESSION
 
 RAG_SESSION = pytest.StashKey[RagSession]()
 _RETRIEVER_CHECKED = pytest.StashKey[bool]()
+_SEARCHED = pytest.StashKey[bool]()
 
 #: How the message about a ``rag_retriever`` fixture that raised starts (the controller prints it once more).
 FIXTURE_RAISED = "ragmetrics: the rag_retriever fixture raised"
@@ -77,6 +79,8 @@ class QueryItem(pytest.Function):
     def setup(self) -> None:
         """Resolve ``rag_retriever``; at the first query, check it can be searched at all.
 
+        The fixture's build (the reference stack's, or any code reporting through
+        :mod:`pytest_ragmetrics.progress`) is shown on the terminal as it goes.
         A fixture that returns the wrong thing would fail every query the same
         way; instead the run stops here with one usage error (under xdist, each
         worker stops at its first query). A fixture that raises is the same kind of
@@ -86,12 +90,14 @@ class QueryItem(pytest.Function):
         if self.config.stash.get(_RETRIEVER_CHECKED, False):
             super().setup()
             return
+        from pytest_ragmetrics._plugin.progress import fixture_progress
         from pytest_ragmetrics._plugin.setup_deadline import setup_deadline
 
         try:
             capture = self.config.pluginmanager.getplugin("capturemanager")
             release = (lambda: capture.suspend_global_capture(in_=True)) if capture is not None else (lambda: None)
-            with setup_deadline(self.config.stash[RAG_SESSION].options.setup_timeout, release_output=release):
+            with setup_deadline(self.config.stash[RAG_SESSION].options.setup_timeout, release_output=release), \
+                    fixture_progress(self.config, self.nodeid):  # a build shows on the terminal, not in captured output
                 super().setup()
         except Exception as exc:
             self.session.shouldstop = "ragmetrics: the rag_retriever fixture raised"
@@ -115,7 +121,8 @@ class QueryItem(pytest.Function):
         rag = self.config.stash[RAG_SESSION]
         retriever = self.funcargs["rag_retriever"]
         try:
-            record, drops = rag.run_query(retriever, self.query, self._upcoming)
+            with self._first_search():
+                record, drops = rag.run_query(retriever, self.query, self._upcoming)
         except Exception as exc:
             record = getattr(exc, "ragmetrics_record", None) or QueryRecord(
                 self.query.qid, "error", error=f"{type(exc).__name__}: {exc}")
@@ -127,6 +134,16 @@ class QueryItem(pytest.Function):
         exceeded = [d for d in drops if d.exceeded]
         if exceeded and rag.thresholds.fail_on_regression:
             raise QueryRegression(self._regression_text(rag, record, drops))
+
+    def _first_search(self) -> Any:
+        """The first search of this process shows a build on the terminal too, as the fixture's
+        setup does: a fixture may return a retriever that builds its index on first use."""
+        if self.config.stash.get(_SEARCHED, False):
+            return contextlib.nullcontext()
+        self.config.stash[_SEARCHED] = True
+        from pytest_ragmetrics._plugin.progress import fixture_progress
+
+        return fixture_progress(self.config, self.nodeid)
 
     def _attach(self, rag: RagSession, record: QueryRecord) -> None:
         self.user_properties.append((RECORD_KEY, rag.record_payload(record)))

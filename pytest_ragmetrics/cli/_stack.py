@@ -72,11 +72,29 @@ def log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
+def quiet_argument(parser: argparse._ActionsContainer) -> None:
+    """``-q/--quiet``: no progress and no timings on stderr."""
+    parser.add_argument("-q", "--quiet", action="store_true",
+                        help="no progress and no timings on stderr (warnings and notes still print); without it, "
+                             "long steps show a bar on a terminal and a line every 15 s elsewhere "
+                             "(RAGMETRICS_PROGRESS=bar|lines|off)")
+
+
+def progress_for(args: argparse.Namespace) -> Any:
+    """The verb's one progress reporter: silent with --quiet, else as RAGMETRICS_PROGRESS says (default auto)."""
+    from pytest_ragmetrics.progress import reporter
+
+    return reporter("off" if getattr(args, "quiet", False) else None)
+
+
 def stack_factory(args: argparse.Namespace, builds: list[dict[str, Any]], **kwargs: Any) -> Any:
-    """The reference stack over --corpus, one retriever (and index) per chunking, builds logged."""
+    """The reference stack over --corpus, one retriever (and index) per chunking, builds logged
+    (unless --quiet; pass ``progress=`` to show the builds as they go)."""
     # Models load from local folders only: without these a hub name would hang for a minute.
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    if getattr(args, "quiet", False):  # the model's own "Loading weights" bar too
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     from pytest_ragmetrics.corpus import CorpusError
 
     corpus = Path(args.corpus)
@@ -101,6 +119,8 @@ def stack_factory(args: argparse.Namespace, builds: list[dict[str, Any]], **kwar
         stats["chunking"] = chunking.label
         stats["index_dir"] = str(retriever.data_dir) if retriever.data_dir is not None else None
         builds.append(stats)
+        if getattr(args, "quiet", False):
+            return
         where = f"{stats['documents']:,} documents, {stats['chunks']:,} chunks"
         if stats.get("vector_seconds") is None:
             log(f"index {chunking.label}: {where}, bm25 {stats['bm25_seconds']:.1f} s (no vector index needed)")

@@ -13,6 +13,8 @@ from pytest_ragmetrics.cli._stack import (
     first_retriever,
     log,
     parse_modes,
+    progress_for,
+    quiet_argument,
     stack_arguments,
     stack_factory,
 )
@@ -61,6 +63,7 @@ def register(verbs: Any) -> None:
     measurement_arguments(parser, ids=False)
     parser.add_argument("--format", choices=("markdown", "json"), default="markdown",
                         help="markdown tables for people (default) or JSON for scripts")
+    quiet_argument(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -91,7 +94,9 @@ def run(args: argparse.Namespace) -> int:
     builds: list[dict[str, Any]] = []
     used = modes + ([sweep_mode] if sweeps else [])
     vectors = any(m.partition("+")[0] != "bm25" for m in used)
-    factory = stack_factory(args, builds, vectors=vectors, rrf_k=args.rrf_k, fetch_k=args.fetch_k, top_k=top_k)
+    progress = progress_for(args)
+    factory = stack_factory(args, builds, vectors=vectors, rrf_k=args.rrf_k, fetch_k=args.fetch_k, top_k=top_k,
+                            progress=progress)
     default = first_retriever(factory)
     check_corpus_covers({q.qid: set(q.relevant(args.relevance_level)) for q in golden}, default)
 
@@ -112,13 +117,13 @@ def run(args: argparse.Namespace) -> int:
     for param, title, settings in plans:
         try:
             result = ablate(golden, factory, settings, config, metrics=specs, parameter=param, title=title,
-                            spelling=FLAGS)
+                            spelling=FLAGS, progress=progress)
         except ValueError as exc:
             if isinstance(exc, RagMetricsError):
                 raise
             raise RagMetricsError(f"{title}: {exc}") from None
         for row in result.rows:
-            if row.skipped is None:
+            if row.skipped is None and not args.quiet:
                 log(f"{param} {row.label}: {row.n + len(row.unscorable)} questions in {row.seconds:.2f} s "
                      f"({1000 * row.seconds / max(row.n + len(row.unscorable), 1):.1f} ms a question)")
         ablations.append(result)

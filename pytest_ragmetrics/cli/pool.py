@@ -8,7 +8,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pytest_ragmetrics.cli._stack import first_retriever, log, parse_modes, stack_arguments, stack_factory
+from pytest_ragmetrics.cli._stack import (
+    first_retriever,
+    log,
+    parse_modes,
+    progress_for,
+    quiet_argument,
+    stack_arguments,
+    stack_factory,
+)
 from pytest_ragmetrics.errors import RagMetricsError, listed
 from pytest_ragmetrics.measures import DEFAULT_ID_SEPARATOR
 from pytest_ragmetrics.report.tables import counted
@@ -79,6 +87,7 @@ def register(verbs: Any) -> None:
                         help="project root put first on sys.path to import --retriever modules (default: the "
                              "current directory)")
     parser.add_argument("--force", action="store_true", help="overwrite --out if it exists")
+    quiet_argument(parser)
 
 
 def _named(kind: str, raw: str) -> tuple[str, str]:
@@ -139,6 +148,7 @@ def run(args: argparse.Namespace) -> int:
     retriever_sep, run_sep = _separators(args.id_separator)
     seed = args.seed if args.seed is not None else secrets.randbelow(2**31)
 
+    progress = progress_for(args)
     queries = read_queries(args.queries)
     questions = [(q.qid, q.text) for q in queries]
     qids = [q.qid for q in queries]
@@ -162,19 +172,22 @@ def run(args: argparse.Namespace) -> int:
                 retriever = load_retriever(spec, root)
                 t0 = time.perf_counter()
                 ranked[name] = retriever_rankings(Source(name, "retriever", spec), retriever, questions,
-                                                  args.depth, retriever_sep)
-                log(f"retriever {name}: {len(questions)} questions in {time.perf_counter() - t0:.2f} s")
+                                                  args.depth, retriever_sep, progress=progress)
+                if not args.quiet:
+                    log(f"retriever {name}: {len(questions)} questions in {time.perf_counter() - t0:.2f} s")
     documents = None
     stack: list[Any] = []
     if modes:
         builds: list[dict[str, Any]] = []
         vectors = any(m.partition("+")[0] != "bm25" for m in modes)
-        factory = stack_factory(args, builds, vectors=vectors, fetch_k=max(args.fetch_k, args.depth))
+        factory = stack_factory(args, builds, vectors=vectors, fetch_k=max(args.fetch_k, args.depth), progress=progress)
         retriever = first_retriever(factory)
         t0 = time.perf_counter()
         chunking = f"chunk_size={args.chunk_size or 'whole'} overlap={args.overlap if args.chunk_size else 0}"
-        stack = stack_rankings(retriever, questions, modes, args.depth, spec=f"corpus={args.corpus} {chunking}")
-        log(f"stack modes {', '.join(modes)}: {len(questions)} questions in {time.perf_counter() - t0:.2f} s")
+        stack = stack_rankings(retriever, questions, modes, args.depth, spec=f"corpus={args.corpus} {chunking}",
+                               progress=progress)
+        if not args.quiet:
+            log(f"stack modes {', '.join(modes)}: {len(questions)} questions in {time.perf_counter() - t0:.2f} s")
         documents = getattr(retriever, "documents", None)
     elif args.corpus is not None:
         from pytest_ragmetrics.corpus import load_corpus

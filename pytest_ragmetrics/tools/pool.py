@@ -290,15 +290,18 @@ def pool(
     depth: int = 10,
     *,
     id_separator: str | None = DEFAULT_ID_SEPARATOR,
+    progress: Any = None,
 ) -> list[PooledQuery]:
-    """Pool the reference stack's ``modes`` (one ``search_batch`` call each, distinct documents):
-    :func:`pool_sources` over :func:`~pytest_ragmetrics.tools.sources.stack_rankings`."""
+    """Pool the reference stack's ``modes`` (``search_batch`` in slices, distinct documents;
+    ``progress`` shows each mode's search): :func:`pool_sources` over
+    :func:`~pytest_ragmetrics.tools.sources.stack_rankings`."""
     _check_depth(depth)
     modes = list(dict.fromkeys(modes))
     if not modes:
         raise RagMetricsError("no modes to pool from")
     queries = list(queries)
-    ranked = stack_rankings(retriever, [(q.qid, q.text) for q in queries], modes, depth, id_separator=id_separator)
+    ranked = stack_rankings(retriever, [(q.qid, q.text) for q in queries], modes, depth, id_separator=id_separator,
+                            progress=progress)
     return pool_sources(queries, ranked, depth)
 
 

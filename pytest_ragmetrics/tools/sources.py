@@ -33,6 +33,7 @@ from typing import Any, Iterator, Mapping, NamedTuple, Sequence
 from pytest_ragmetrics.errors import InputError, RagMetricsError, RetrieverError, brief_repr, listed
 from pytest_ragmetrics.files import read_text
 from pytest_ragmetrics.metrics import document_of
+from pytest_ragmetrics.progress import resolve as resolve_progress
 from pytest_ragmetrics.protocol import search_problem
 from pytest_ragmetrics.results import normalize_results
 from pytest_ragmetrics.tools.export import artifact_rankings
@@ -301,44 +302,78 @@ def _call_factory(spec: str, factory: Any, fixture: bool, root: Path) -> Any:
         raise RagMetricsError(f"retriever {spec!r}: calling it raised {_raised(exc)}{_where(exc, root)}") from None
 
 
+#: Questions per ``search_batch`` call: what ``pytest --rag-eval`` asks at a time by default, and
+#: how often the progress of a long search is told.
+SEARCH_SLICE = 32
+
+
+def _batched(search_batch: Any, texts: list[str], progress: Any, task: str, what: str,
+             wrap_errors: bool) -> list[Any]:
+    """``search_batch`` over ``texts`` in slices of :data:`SEARCH_SLICE`, each checked to answer
+    one result list per question; ``what`` names the source in messages, and with
+    ``wrap_errors`` what the call raises becomes a :class:`RagMetricsError` saying where."""
+    results: list[Any] = []
+    progress.start(task, len(texts), "questions")
+    try:
+        for start in range(0, len(texts), SEARCH_SLICE):
+            part = texts[start:start + SEARCH_SLICE]
+            try:
+                found = list(search_batch(part))
+            except KeyboardInterrupt:
+                raise
+            except Exception as exc:
+                if not wrap_errors:
+                    raise
+                raise RagMetricsError(f"{what}: search_batch raised {_raised(exc)}{_where(exc)}") from None
+            if len(found) != len(part):
+                raise RagMetricsError(f"{what}: search_batch returned {len(found)} lists for {len(part)} questions")
+            results.extend(found)
+            progress.advance(len(part))
+    finally:
+        progress.finish()
+    return results
+
+
 def retriever_rankings(
     source: Source,
     retriever: Any,
     questions: Sequence[tuple[str, str]],
     depth: int,
     id_separator: str | None,
+    progress: Any = None,
 ) -> Ranked:
     """Ask ``retriever`` for ``depth`` results per question, as the gate asks for k.
 
-    ``questions`` are ``(qid, text)``. ``search_batch(texts, depth)`` is called
-    once when the retriever has it, else ``search(text, depth)`` per question.
-    Results past ``depth`` are cut (as the gate cuts at k), ids are mapped to
+    ``questions`` are ``(qid, text)``. ``search_batch(texts, depth)`` is called with
+    :data:`SEARCH_SLICE` questions at a time when the retriever has it (as the plugin
+    calls it), else ``search(text, depth)`` per question; ``progress`` shows how many
+    are done. Results past ``depth`` are cut (as the gate cuts at k), ids are mapped to
     documents by ``id_separator`` (the gate's rule) and repeats dropped, so a
     retriever that returns several chunks of a document contributes fewer
     documents: the ones the gate would judge at k = ``depth``.
     """
+    progress = resolve_progress(progress)
     texts = [text for _, text in questions]
     label = f"{source.kind} {source.name!r} ({source.spec})"
+    task = f"searching {source.name}"
     batch = getattr(retriever, "search_batch", None)
     results: list[Any]
     if callable(batch):
-        try:
-            results = list(batch(texts, depth))
-        except KeyboardInterrupt:
-            raise
-        except Exception as exc:
-            raise RagMetricsError(f"{label}: search_batch raised {_raised(exc)}{_where(exc)}") from None
-        if len(results) != len(questions):
-            raise RagMetricsError(f"{label}: search_batch returned {len(results)} lists for {len(questions)} questions")
+        results = _batched(lambda part: batch(part, depth), texts, progress, task, label, wrap_errors=True)
     else:
         results = []
-        for qid, text in questions:
-            try:
-                results.append(retriever.search(text, depth))
-            except KeyboardInterrupt:
-                raise
-            except Exception as exc:
-                raise RagMetricsError(f"{label}: search raised on question {qid!r}: {_raised(exc)}{_where(exc)}") from None
+        progress.start(task, len(questions), "questions")
+        try:
+            for qid, text in questions:
+                try:
+                    results.append(retriever.search(text, depth))
+                except KeyboardInterrupt:
+                    raise
+                except Exception as exc:
+                    raise RagMetricsError(f"{label}: search raised on question {qid!r}: {_raised(exc)}{_where(exc)}") from None
+                progress.advance(1)
+        finally:
+            progress.finish()
     rankings: dict[str, list[Entry]] = {}
     for (qid, _), items in zip(questions, results):
         if items is not None and not isinstance(items, (str, bytes, Mapping)):
@@ -369,21 +404,24 @@ def stack_rankings(
     *,
     spec: str = "",
     id_separator: str | None = None,
+    progress: Any = None,
 ) -> list[Ranked]:
-    """One :class:`Ranked` per mode of the reference stack (one ``search_batch`` call each).
+    """One :class:`Ranked` per mode of the reference stack (``search_batch`` in slices of
+    :data:`SEARCH_SLICE` questions, shown to ``progress`` as they are done).
 
     Asked with ``unique_docs``, each mode contributes ``depth`` distinct
     documents; a hit's own ``doc_id`` names its document (else ``id_separator``
     does) and its chunk text comes along. ``spec`` describes the settings
     (corpus, chunking) for the candidates file.
     """
+    progress = resolve_progress(progress)
     texts = [text for _, text in questions]
     out = []
     for mode in dict.fromkeys(modes):
         source = Source(mode, "stack", f"mode={mode} {spec}".strip())
-        results = list(retriever.search_batch(texts, top_k=depth, mode=mode, threshold=None, unique_docs=True))
-        if len(results) != len(questions):
-            raise RagMetricsError(f"mode {mode}: search_batch returned {len(results)} lists for {len(questions)} questions")
+        results = _batched(
+            lambda part: retriever.search_batch(part, top_k=depth, mode=mode, threshold=None, unique_docs=True),
+            texts, progress, f"searching mode {mode}", f"mode {mode}", wrap_errors=False)
         rankings: dict[str, list[Entry]] = {}
         for (qid, _), items in zip(questions, results):
             items = list(items)
