@@ -35,8 +35,16 @@ class Recorder:
         self.steps.append(tuple(self.open.pop()))  # type: ignore[arg-type]
 
 
+@pytest.fixture
+def embedder(embedder: Embedder, tmp_path: Path) -> Embedder:
+    """The session's loaded model with an empty cache of its own, so a first build here is cold
+    whatever other tests encoded before (the suite's order differs between serial and xdist runs)."""
+    fresh = Embedder(cache_path=tmp_path / "cold-cache.sqlite3")
+    fresh._model = embedder.model  # the model already loaded, not a second load
+    return fresh
+
+
 def car(car_docs: list[Document], embedder: Embedder, data_dir: Path, progress: Any, size: int = 90) -> Retriever:
-    # 90-character chunks: texts no other test encodes, so the first build here is cold
     return Retriever(car_docs, data_dir=data_dir, embedder=embedder, chunk_size=size, overlap=20, progress=progress)
 
 
