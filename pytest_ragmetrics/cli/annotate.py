@@ -151,7 +151,7 @@ def _serve(server: Any, task: Any, args: argparse.Namespace) -> int:
         who = "Adjudicating" if task.mode == "adjudicate" else f"Annotating as {task.store.judgments.annotator}"
         print(f"{who}: {args.candidates}, {_left(task)}.")
         print(f"Every grade is saved to {task.store.path}.")
-        print(f"Open {server.url} (this machine only). Ctrl-C stops.", flush=True)
+        print(f"Open {server.url} (this computer only). Ctrl-C stops.", flush=True)
         if args.open:
             import webbrowser
 

@@ -12,7 +12,7 @@ the display order annotators see::
      "candidates": [{"doc_id": "doc-a", "chunk": "doc-a#2-3", "text": "…", "rel": null, "note": "",
                      "found_by": ["bm25"], "ranks": {"bm25": 1}}, …]}
 
-``order`` is the candidates shuffled per question from ``seed`` (see
+``order`` is the candidates shuffled per question from the random ``seed`` (see
 :func:`display_order`): annotators judge in that order and never see
 ``found_by`` or ``ranks``, so neither a system's name nor its ranking can sway a
 grade, as TREC assessment does. ``pool_id`` identifies the pool by its content
