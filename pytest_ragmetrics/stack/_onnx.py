@@ -179,8 +179,14 @@ def _quantize_int8(source: Path, dest: Path) -> None:
     except ImportError as exc:
         raise ImportError(f"int8 quantisation needs onnxruntime and onnx ({exc}); {_INSTALL_HINT}") from None
     tmp = _atomic_target(dest)
-    quant_log = logging.getLogger()  # quantize_dynamic logs a "consider pre-processing" warning there
+    # quantize_dynamic logs a "consider pre-processing" warning through logging.warning(), which
+    # gives a root logger without handlers a stderr handler for good: every library's debug
+    # lines (bm25s logs its own at DEBUG) would print from then on. A handler of ours for the
+    # call keeps the root logger as the user left it.
+    quant_log = logging.getLogger()
     level = quant_log.level
+    placeholder = logging.NullHandler()
+    quant_log.addHandler(placeholder)
     try:
         quant_log.setLevel(logging.ERROR)
         quantize_dynamic(
@@ -194,6 +200,7 @@ def _quantize_int8(source: Path, dest: Path) -> None:
         os.replace(tmp, dest)
     finally:
         quant_log.setLevel(level)
+        quant_log.removeHandler(placeholder)
         tmp.unlink(missing_ok=True)
 
 

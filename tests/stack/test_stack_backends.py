@@ -268,3 +268,28 @@ def test_ablate_takes_the_backend() -> None:
     )
     r = factory(None)
     assert r.embedder.backend == "onnx-int8" and r.describe()["embed_backend"] == "onnx-int8"
+
+
+@pytest.mark.slow
+def test_int8_quantisation_leaves_the_root_logger_alone(tmp_path: Path) -> None:
+    # onnxruntime's quantize_dynamic warns through logging.warning(), which installs a stderr
+    # handler on a bare root logger; bm25s logs at DEBUG, so every later build printed
+    # "DEBUG:bm25s:..." lines. A fresh interpreter, as a user's first int8 build is.
+    script = (
+        "import logging, sys\n"
+        "from pathlib import Path\n"
+        "from pytest_ragmetrics.stack import _onnx\n"
+        "from pytest_ragmetrics.stack.bm25 import BM25Index\n"
+        "from pytest_ragmetrics.stack.embed import Embedder\n"
+        "e = Embedder(cache_path=None, backend='onnx-int8')\n"
+        f"_onnx.exported_model(e.model_path, e.fingerprint, 'onnx-int8', Path({str(tmp_path)!r}))\n"
+        "assert _onnx.export_count == 2, _onnx.export_count\n"  # export, then quantise
+        "print('handlers', logging.getLogger().handlers)\n"
+        "BM25Index(['a first text', 'a second text'], backend='bm25s')\n"
+    )
+    import subprocess
+
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert "handlers []" in done.stdout
+    assert "DEBUG:" not in done.stderr, done.stderr
