@@ -261,7 +261,7 @@ class VectorIndex:
         data_dir: str | Path | None = None,
         chroma_url: str | None = None,
         hnsw: HnswSettings = DEFAULT_HNSW,
-        batch_size: int = 1000,
+        batch_size: int | None = None,
         progress: Any = None,
     ) -> None:
         self.name = name
@@ -270,6 +270,9 @@ class VectorIndex:
         self.hnsw = hnsw
         self.data_dir = Path(data_dir) if data_dir is not None and not chroma_url else None
         self.chroma_url = chroma_url
+        #: Vectors per ``upsert``; default: as many as chromadb takes in one call (5,461 in 1.5).
+        #: Each call costs a fixed ~0.1 s beside its vectors: SciFact's 31,592 went in in 17.1 s
+        #: in calls of 1,000 and in 13.8 s in calls of 5,000.
         self.batch_size = batch_size
         #: One line per repair of the local folder (a damaged or unverified index rebuilt), said by :meth:`sync`.
         self.repaired: list[str] = []
@@ -396,7 +399,7 @@ class VectorIndex:
         """Make the collection hold exactly these chunks; returns True if it was (re)built.
 
         Chunks are embedded (through ``embed``, normally the cache) and upserted
-        in batches of ``batch_size``. A (re)build is reported to ``progress`` (default:
+        in batches of ``batch_size`` (default: chromadb's largest). A (re)build is reported to ``progress`` (default:
         the index's) as ``building the vector index``, advanced after each batch.
         """
         progress = progress or self.progress
@@ -418,7 +421,8 @@ class VectorIndex:
                 metadata=self._metadata(corpus_sha, len(ids)),
                 embedding_function=None,
             )
-            step = min(self.batch_size, self._client.get_max_batch_size())
+            most = self._client.get_max_batch_size()
+            step = most if self.batch_size is None else min(self.batch_size, most)
             progress.start("building the vector index", len(ids), "chunks")
             for start in range(0, len(ids), step):
                 end = start + step
