@@ -17,6 +17,7 @@ import stat
 import subprocess
 import tempfile
 from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 from pytest_ragmetrics.errors import InputError, brief_repr
@@ -24,6 +25,7 @@ from pytest_ragmetrics.errors import InputError, brief_repr
 __all__ = [
     "read_text",
     "loads_json",
+    "json_lines",
     "dumps_stable",
     "atomic_write_text",
     "atomic_write_json",
@@ -86,6 +88,27 @@ def loads_json(text: str, **kwargs: Any) -> Any:
         offset = _duplicate_offset(text, kwargs)
         raise json.JSONDecodeError(f"duplicate key {brief_repr(exc.key)} (a later value would silently "
                                    "replace the earlier one)", text, max(offset, 0)) from None
+
+
+def json_lines(path: Path) -> Iterator[tuple[int, Any]]:
+    """``(line number, value)`` for each non-blank line of a JSON-lines file, read with
+    :func:`loads_json`; a line that is not JSON is an :class:`InputError` naming the file and line.
+
+    One reader for every JSON-lines format (golden sets, runs, candidates, judgments), so
+    each says a bad line the same way.
+    """
+    name = str(path)
+    for number, line in enumerate(read_text(path).splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            yield number, loads_json(line)
+        except json.JSONDecodeError as exc:
+            raise InputError(name, f"line {number}", f"invalid JSON: {exc.msg} (column {exc.colno})") from None
+        except RecursionError:
+            raise InputError(name, f"line {number}", "invalid JSON: nested too deeply") from None
+        except ValueError as exc:  # e.g. an integer of more than 4,300 digits
+            raise InputError(name, f"line {number}", f"invalid JSON: {exc}") from None
 
 
 def _duplicate_offset(text: str, kwargs: dict[str, Any]) -> int:

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
 from pytest_ragmetrics.errors import InputError, brief_repr
-from pytest_ragmetrics.files import loads_json, read_text
+from pytest_ragmetrics.files import json_lines, read_text
 
 __all__ = ["Query", "GoldenSet", "by_grade", "load_golden", "load_qrels", "MAX_GRADE"]
 
@@ -312,24 +312,10 @@ def _yaml_gold(gold: Any, path: str, where: str) -> dict[str, int]:
 # ---------------------------------------------------------------------------- JSONL
 
 
-def _json_lines(path: Path) -> Iterator[tuple[int, Any]]:
-    for number, line in enumerate(read_text(path).splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            yield number, loads_json(line)
-        except json.JSONDecodeError as exc:
-            raise InputError(str(path), f"line {number}", f"invalid JSON: {exc.msg} (column {exc.colno})") from None
-        except RecursionError:
-            raise InputError(str(path), f"line {number}", "invalid JSON: nested too deeply") from None
-        except ValueError as exc:  # e.g. an integer of more than 4,300 digits
-            raise InputError(str(path), f"line {number}", f"invalid JSON: {exc}") from None
-
-
 def _load_jsonl(path: Path, id_separator: str | None = None) -> GoldenSet:
     name = str(path)
     queries: list[tuple[Query, str]] = []
-    for number, record in _json_lines(path):
+    for number, record in json_lines(path):
         where = f"line {number}"
         if not isinstance(record, dict):
             raise InputError(name, where, "expected a JSON object with qid, query, candidates")
@@ -435,7 +421,7 @@ def _load_folder(folder: Path, qrels_path: Path | None = None, id_separator: str
     qrels = load_qrels(qrels_path)
     name = str(queries_path)
     texts: dict[str, tuple[str, tuple[str, ...], int]] = {}
-    for number, record in _json_lines(queries_path):
+    for number, record in json_lines(queries_path):
         where = f"line {number}"
         qid, text = query_fields(record, name, where)
         if qid in texts:

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_ragmetrics.errors import InputError, RagMetricsError, brief_repr
-from pytest_ragmetrics.files import atomic_write_text, loads_json, read_text
+from pytest_ragmetrics.files import atomic_write_text, json_lines
 from pytest_ragmetrics.tools.candidates import Candidates
 
 __all__ = [
@@ -175,14 +175,8 @@ def read_judgments(path: str | Path, pool: Candidates) -> Judgments:
     name = str(p)
     meta: dict[str, Any] | None = None
     by_question: dict[str, dict[str, Judgment]] = {}
-    for number, line in enumerate(read_text(p).splitlines(), start=1):
-        if not line.strip():
-            continue
+    for number, record in json_lines(p):
         where = f"line {number}"
-        try:
-            record = loads_json(line)
-        except ValueError as exc:
-            raise InputError(name, where, f"invalid JSON: {exc}") from None
         if not isinstance(record, dict):
             raise InputError(name, where, "expected a JSON object")
         if meta is None:

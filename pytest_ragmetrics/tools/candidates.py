@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_ragmetrics.errors import InputError, brief_repr
-from pytest_ragmetrics.files import loads_json, read_text
+from pytest_ragmetrics.files import json_lines, loads_json
 
 __all__ = [
     "KIND",
@@ -124,14 +124,8 @@ def read_candidates(path: str | Path) -> Candidates:
     meta: dict[str, Any] = {}
     questions: list[CandidateQuestion] = []
     seen: dict[str, int] = {}
-    for number, line in enumerate(read_text(p).splitlines(), start=1):
-        if not line.strip():
-            continue
+    for number, record in json_lines(p):
         where = f"line {number}"
-        try:
-            record = loads_json(line)
-        except ValueError as exc:
-            raise InputError(name, where, f"invalid JSON: {exc}") from None
         if not isinstance(record, dict):
             raise InputError(name, where, "expected a JSON object")
         if "_meta" in record:

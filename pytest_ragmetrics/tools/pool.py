@@ -35,8 +35,8 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from pytest_ragmetrics.errors import InputError, RagMetricsError
-from pytest_ragmetrics.files import atomic_write_text, read_text
-from pytest_ragmetrics.golden import _check_grade, _check_id, _check_tags, _json_lines, by_grade, load_golden, query_fields
+from pytest_ragmetrics.files import atomic_write_text, json_lines, read_text
+from pytest_ragmetrics.golden import _check_grade, _check_id, _check_tags, by_grade, load_golden, query_fields
 from pytest_ragmetrics.measures import DEFAULT_ID_SEPARATOR
 from pytest_ragmetrics.report.tables import counted, markdown_table
 from pytest_ragmetrics.tools.candidates import KIND, VERSION, display_order, pool_identity
@@ -177,7 +177,7 @@ def _finish(path: Path, queries: list[tuple[PoolQuery, str]]) -> list[PoolQuery]
 def _read_jsonl(path: Path) -> list[PoolQuery]:
     name = str(path)
     out: list[tuple[PoolQuery, str]] = []
-    for number, record in _json_lines(path):
+    for number, record in json_lines(path):
         if isinstance(record, dict) and "_meta" in record and not out:  # how a pool was made: not a question
             continue
         qid, text = query_fields(record, name, f"line {number}")
