@@ -84,6 +84,21 @@ def _rag(config: pytest.Config) -> Any:
     return config.stash.get(RAG_SESSION, None)
 
 
+@pytest.hookimpl(tryfirst=True, specname="pytest_configure")
+def pytest_configure_worker_restarts(config: pytest.Config) -> None:
+    """Before pytest-xdist reads it: with a setup timeout, a worker it ended is not replaced.
+
+    A replacement would build the same retriever and hang the same way, once per
+    restart xdist allows (4 per worker), so the run would take that many timeouts
+    to end. ``--max-worker-restart`` given by the user is kept.
+    """
+    if not config.getoption("rag_eval") or getattr(config.option, "maxworkerrestart", "") is not None:
+        return
+    raw = config.getoption("rag_setup_timeout") or config.getini("rag_setup_timeout")
+    if str(raw or "").strip().lower() not in ("", "none"):
+        config.option.maxworkerrestart = "0"
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_configure(config: pytest.Config) -> None:
     if not config.getoption("rag_eval"):

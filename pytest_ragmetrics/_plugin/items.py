@@ -38,6 +38,14 @@ class GateFailure(Exception):
     """An aggregate gate failed."""
 
 
+def _uncaptured_stderr(capture: Any) -> int | None:
+    """The terminal's stderr as pytest's fd capture saved it, for writes that cannot suspend capture
+    first (faulthandler's); None without fd capture (``-s``, ``--capture=sys``), where stderr is it."""
+    err = getattr(getattr(capture, "_global_capturing", None), "err", None)
+    fd = getattr(err, "targetfd_save", None)
+    return fd if isinstance(fd, int) else None
+
+
 def fixture_failure(item: pytest.Item, exc: BaseException) -> str:
     """One line for a ``rag_retriever`` fixture that raised: what, and where the fixture is."""
     where = ""
@@ -96,7 +104,8 @@ class QueryItem(pytest.Function):
         try:
             capture = self.config.pluginmanager.getplugin("capturemanager")
             release = (lambda: capture.suspend_global_capture(in_=True)) if capture is not None else (lambda: None)
-            with setup_deadline(self.config.stash[RAG_SESSION].options.setup_timeout, release_output=release), \
+            with setup_deadline(self.config.stash[RAG_SESSION].options.setup_timeout, release_output=release,
+                                stderr_fd=_uncaptured_stderr(capture)), \
                     fixture_progress(self.config, self.nodeid):  # a build shows on the terminal, not in captured output
                 super().setup()
         except Exception as exc:

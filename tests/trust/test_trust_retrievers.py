@@ -657,6 +657,40 @@ def test_a_fixture_that_cannot_be_interrupted_ends_the_process_with_its_stacks(b
     assert "rag_retriever" in err and "conftest.py" in err  # every thread's stack, the fixture's included
 
 
+GIL_HOLDING_FIXTURE = '''
+
+@pytest.fixture(scope="session")
+def rag_retriever():
+    _log("fixture")
+    return sum(range(10**15))  # a C loop that never lets another Python thread run
+'''
+
+
+@pytest.mark.skipif(not hasattr(signal, "setitimer"), reason="SIGALRM is POSIX-only")
+def test_a_fixture_that_never_releases_the_interpreter_is_ended_by_faulthandler(baselined: TrustProject) -> None:
+    # neither SIGALRM's handler nor the watchdog thread can run; faulthandler's C timer can
+    (baselined.path / "conftest.py").write_text(baselined.conftest_text + GIL_HOLDING_FIXTURE, encoding="utf-8")
+    result = baselined.run_subprocess("--rag-setup-timeout", "1")
+    err = result.stderr.str()
+    assert result.ret == 1, result.stdout.str()[-2000:] + err[-2000:]
+    assert "Timeout (0:00:07)!" in err  # 1 s, as long again, then BACKSTOP_SECONDS
+    assert "in rag_retriever" in err and "conftest.py" in err  # where it was stuck
+
+
+@pytest.mark.skipif(not hasattr(signal, "setitimer"), reason="SIGALRM is POSIX-only")
+def test_under_xdist_a_worker_ended_at_setup_is_not_replaced(baselined: TrustProject) -> None:
+    pytest.importorskip("xdist")
+    (baselined.path / "conftest.py").write_text(baselined.conftest_text + GIL_HOLDING_FIXTURE, encoding="utf-8")
+    result = baselined.run_subprocess("-n", "2", "--rag-setup-timeout", "1")
+    out = result.stdout.str()
+    assert result.ret != 0
+    assert "restarting disabled" in out and "replacing crashed worker" not in out, out[-2000:]
+    assert "Timeout (0:00:07)!" in result.stderr.str()
+    # a limit the user set on restarts is theirs
+    kept = baselined.run_subprocess("-n", "2", "--rag-setup-timeout", "1", "--max-worker-restart", "1")
+    assert "replacing crashed worker" in kept.stdout.str(), kept.stdout.str()[-2000:]
+
+
 def test_setup_timeout_values_are_checked(baselined: TrustProject) -> None:
     for bad in ("0", "-1", "soon"):
         result = baselined.run("--rag-setup-timeout", bad)
