@@ -91,11 +91,18 @@ def test_a_faster_backend_whose_vectors_drift_is_passed_over_with_the_reason() -
     assert rec.passed_over == (("onnx-int8", "lowest cosine to float32 0.9700 < 0.98"),)
 
 
-@pytest.mark.parametrize("change", [-0.0051, 0.0051, -0.02])
-def test_a_ndcg_change_beyond_the_limit_either_way_disqualifies(change: float) -> None:
+@pytest.mark.parametrize("change", [-0.0051, -0.02])
+def test_a_ndcg_fall_beyond_the_limit_disqualifies(change: float) -> None:
     rec = recommend([result("torch", 65, 1.0, 0.0), result("onnx-int8", 180, 0.99, change)])
     assert rec.backend == "torch"
-    assert rec.passed_over[0][0] == "onnx-int8" and "nDCG@10 moved by" in rec.passed_over[0][1]
+    assert rec.passed_over == (("onnx-int8", f"nDCG@10 fell by {-change:.4f} (more than 0.005)"),)
+
+
+@pytest.mark.parametrize("change", [0.0051, 0.0112])
+def test_a_ndcg_rise_does_not_disqualify(change: float) -> None:
+    # a rise is no loss, and on a small golden set it is one question's noise
+    rec = recommend([result("torch", 65, 1.0, 0.0), result("onnx-int8", 180, 0.99, change)])
+    assert rec.backend == "onnx-int8" and rec.passed_over == ()
 
 
 def test_the_limits_themselves_pass() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -36,6 +37,17 @@ class QueryRegression(Exception):
 
 class GateFailure(Exception):
     """An aggregate gate failed."""
+
+
+def _machinery() -> tuple[str, ...]:
+    import _pytest
+    import pluggy
+
+    return tuple(str(Path(module.__file__).parent) + os.sep for module in (_pytest, pluggy))  # type: ignore[arg-type]
+
+
+#: Folders whose frames a query item's traceback leaves out: pytest's, pluggy's and this plugin's.
+_MACHINERY = (*_machinery(), str(Path(__file__).parent) + os.sep)
 
 
 def _uncaptured_stderr(capture: Any) -> int | None:
@@ -124,6 +136,15 @@ class QueryItem(pytest.Function):
         self.session.shouldstop = "ragmetrics: the retriever cannot be searched"
         self.user_properties.append((RETRIEVER_PROBLEM_KEY, message))
         pytest.fail(message, pytrace=False)
+
+    def _traceback_filter(self, excinfo: pytest.ExceptionInfo[BaseException]) -> Any:
+        """pytest's, pluggy's and this plugin's frames are left out (``--fulltrace`` keeps them): a fixture
+        that raises then shows its own frames, not a page of the machinery that called it."""
+        traceback = super()._traceback_filter(excinfo)
+        if self.config.getoption("fulltrace", False):
+            return traceback
+        own = traceback.filter(lambda entry: not str(entry.path).startswith(_MACHINERY))
+        return own or traceback
 
     def runtest(self) -> None:
         __tracebackhide__ = True  # a failing retriever's own frames are what its user needs to see

@@ -69,9 +69,9 @@ def build_options(get: Callable[[str, str], Any], resolve: Callable[[str, bool],
     try:
         k = int(raw_k) if k_given else None
     except (TypeError, ValueError):
-        raise RagMetricsError(f"rag_k must be a positive integer, got {raw_k!r}") from None
+        raise RagMetricsError(f"--rag-k / rag_k must be a positive integer, got {raw_k!r}") from None
     if k is not None and k < 1:
-        raise RagMetricsError(f"rag_k must be a positive integer, got {k}")
+        raise RagMetricsError(f"--rag-k / rag_k must be a positive integer, got {k}")
     names = raw_metrics.split() if isinstance(raw_metrics, str) else list(raw_metrics or [])
     measures = parse_measures(names) if names else parse_measures(_metrics_for(k or _DEFAULT_K))
     depth = MeasurementConfig(measures).depth
@@ -109,6 +109,10 @@ def build_options(get: Callable[[str, str], Any], resolve: Callable[[str, bool],
     timeout = _parse_timeout(raw_timeout)
     raw_setup, _ = pick("rag_setup_timeout", "rag_setup_timeout")
     setup_timeout = _parse_timeout(raw_setup, "--rag-setup-timeout / rag_setup_timeout")
+    corpus_path = resolve(corpus, c_cli) if corpus else None
+    if corpus_path is not None and not corpus_path.exists():
+        # a typo must not switch the leakage check off with one line at the end of the summary
+        raise RagMetricsError(f"--rag-corpus / rag_corpus: {corpus_path}: no such corpus file or folder")
     return RagOptions(
         golden=resolve(golden, g_cli),
         baseline=resolve(baseline, b_cli),
@@ -122,7 +126,7 @@ def build_options(get: Callable[[str, str], Any], resolve: Callable[[str, bool],
         report=resolve(report, True) if report else None,
         html=resolve(html, True) if html else None,
         markdown=resolve(markdown, True) if markdown else None,
-        corpus=resolve(corpus, c_cli) if corpus else None,
+        corpus=corpus_path,
         worst=worst,
         repeat=repeat,
         batch_size=batch_size,

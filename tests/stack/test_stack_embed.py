@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import shutil
 import sqlite3
+import warnings
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from pytest_ragmetrics.errors import RagMetricsWarning
 from pytest_ragmetrics.stack import DEFAULT_MODEL_NAME, Embedder, model_fingerprint
 
 
@@ -78,8 +80,6 @@ def test_without_cache_nothing_is_stored() -> None:
 @pytest.mark.parametrize("damage, why", [("header", "file is not a database"),
                                          ("truncate", "database disk image is malformed")])
 def test_a_damaged_cache_names_the_file_and_the_fix(tmp_path: Path, damage: str, why: str) -> None:
-    from pytest_ragmetrics.stack.index import IndexStoreError
-
     path = tmp_path / "cache.sqlite3"
     emb = Embedder(cache_path=path)
     keys = [emb.key(f"text {i}") for i in range(2000)]
@@ -92,9 +92,37 @@ def test_a_damaged_cache_names_the_file_and_the_fix(tmp_path: Path, damage: str,
             fh.write(b"\xff" * 100)
         else:
             fh.truncate(path.stat().st_size // 2)
+    damaged = path.read_bytes()
     fresh = Embedder(cache_path=path)
-    with pytest.raises(IndexStoreError) as caught:
-        fresh.embed(["text 1", "text 1999"])
-    assert str(caught.value) == (f"the embedding cache {path} is damaged ({why}). It is only a cache: delete it, "
-                                 "with its -wal and -shm files if present, and the next run encodes again what it needs")
-    assert fresh.encoded == 0  # nothing was encoded (nor the model loaded) before the error
+    with pytest.warns(RagMetricsWarning) as caught:
+        vectors = fresh.embed(["text 1", "text 1999"])
+    assert [str(w.message) for w in caught] == [
+        f"ragmetrics: the embedding cache {path} is damaged ({why}). It is only a cache: delete it, with its -wal "
+        "and -shm files if present, and the next run encodes again what it needs; until then this process "
+        "encodes without it"]
+    assert fresh.cache_set_aside is not None
+    assert vectors.shape == (2, 384) and fresh.encoded == 2  # encoded, not read from the damaged file
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # said once: later calls go on without the cache, quietly
+        fresh.embed_queries(["a question"])
+    assert path.read_bytes() == damaged  # nothing written into it, nothing deleted
+
+
+def test_a_cache_that_cannot_be_written_is_still_an_error(tmp_path: Path) -> None:
+    """Only damage sets the cache aside: a lock or a read-only folder is a problem to fix, named as such."""
+    from pytest_ragmetrics.stack.index import IndexStoreError
+
+    path = tmp_path / "cache.sqlite3"
+    emb = Embedder(cache_path=path)
+    emb._store([(emb.key("text"), np.zeros(384, dtype=np.float32))])
+    locker = sqlite3.connect(path, timeout=0)
+    locker.execute("BEGIN EXCLUSIVE")
+    try:
+        other = Embedder(cache_path=path)
+        other._conn().execute("PRAGMA busy_timeout = 0")
+        with pytest.raises(IndexStoreError, match=f"cannot use the embedding cache {path}: database is locked"):
+            other._store([(other.key("other"), np.zeros(384, dtype=np.float32))])
+        assert other.cache_set_aside is None
+    finally:
+        locker.rollback()
+        locker.close()

@@ -588,6 +588,9 @@ def test_a_fixture_that_raises_stops_the_run_and_never_reads_as_a_regression(bas
     assert result.ret == pytest.ExitCode.USAGE_ERROR, out[-3000:]
     assert len(outcomes(result)) == 1  # the first query errors with the traceback; nothing else runs
     assert out.count("ValueError: environment variable RAGMETRICS_SKIP_UNCOVERED='ture'") <= 3  # traceback, E line, summary
+    # the fixture's own frame, without pytest's, pluggy's or the plugin's around it
+    assert 'raise ValueError("environment variable' in out
+    assert "_pytest/" not in out and "pluggy/" not in out and "def setup(self)" not in out, out[-3000:]
     summary = rag_summary(result)
     assert summary.startswith("the rag_retriever fixture raised ValueError: environment variable "
                               "RAGMETRICS_SKIP_UNCOVERED='ture': expected 1/0, true/false (the fixture at conftest.py:")
