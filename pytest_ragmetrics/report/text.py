@@ -362,6 +362,9 @@ def retriever_text(before: Any, now: Any, refreshing: bool = False) -> str | Non
         head = ("Retriever settings differ from the previous baseline's (the new baseline records them):"
                 if refreshing else "Retriever settings differ from the baseline's (the gate compares them as they are):")
         lines.append(head + "\n  - " + "\n  - ".join(changes))
+        if not refreshing:
+            lines.append("  If the change is meant to stay, refresh the baseline once (pytest --rag-eval "
+                         "--rag-update-baseline) so later runs are compared with this retriever.")
     return "\n".join(lines) or None
 
 

@@ -756,7 +756,17 @@ def _route_weights(raw: Mapping[str, float] | str | None) -> dict[str, float]:
 def _chunk_size(raw: str) -> int | None:
     if raw.lower() in ("0", "none", "whole"):
         return None
-    return int(raw)
+    try:
+        return int(raw)
+    except ValueError:
+        raise ValueError("expected a number of characters, or 0, none or whole for whole documents") from None
+
+
+def _integer(raw: str) -> int:
+    try:
+        return int(raw)
+    except ValueError:
+        raise ValueError("expected a whole number") from None
 
 
 def _flag(raw: str) -> bool:
@@ -792,10 +802,10 @@ _VERBATIM = frozenset({"RAGMETRICS_QUERY_PREFIX", "RAGMETRICS_PASSAGE_PREFIX"})
 ENV_VARS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "RAGMETRICS_MODE": ("mode", _mode),
     "RAGMETRICS_CHUNK_SIZE": ("chunk_size", _chunk_size),
-    "RAGMETRICS_OVERLAP": ("overlap", int),
-    "RAGMETRICS_TOP_K": ("top_k", int),
-    "RAGMETRICS_FETCH_K": ("fetch_k", int),
-    "RAGMETRICS_RRF_K": ("rrf_k", int),
+    "RAGMETRICS_OVERLAP": ("overlap", _integer),
+    "RAGMETRICS_TOP_K": ("top_k", _integer),
+    "RAGMETRICS_FETCH_K": ("fetch_k", _integer),
+    "RAGMETRICS_RRF_K": ("rrf_k", _integer),
     "RAGMETRICS_FUSION": ("fusion", _fusion),
     "RAGMETRICS_ROUTE_WEIGHTS": ("route_weights", _route_weights),
     "RAGMETRICS_RERANK_MODEL": ("rerank_model", str),

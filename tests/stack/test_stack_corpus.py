@@ -78,12 +78,22 @@ def test_jsonl_errors_name_file_and_line(tmp_path: Path, content: str, fragment:
 def test_folder_errors(tmp_path: Path) -> None:
     with pytest.raises(CorpusError, match="holds no documents"):
         load_corpus(tmp_path)
-    with pytest.raises(CorpusError, match="no such corpus"):
+    with pytest.raises(CorpusError, match="no such corpus file or folder$"):
         load_corpus(tmp_path / "missing")
     write(tmp_path / "a.md", "alpha")
     write(tmp_path / "a.txt", "alpha again")
     with pytest.raises(CorpusError, match="duplicate doc_id 'a'"):
         load_corpus(tmp_path)
+
+
+def test_a_missing_relative_corpus_names_where_it_was_looked_for(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    # a conftest's "docs/corpus" is read from wherever pytest was started, not from beside the conftest
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(CorpusError) as caught:
+        load_corpus("docs/corpus")
+    assert str(caught.value).endswith(f"no such corpus file or folder (looked for {tmp_path / 'docs' / 'corpus'}: "
+                                      "a relative path is read from the current directory)")
 
 
 def test_folder_rejects_non_utf8_and_wrong_file_type(tmp_path: Path) -> None:

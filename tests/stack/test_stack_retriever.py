@@ -116,8 +116,11 @@ def test_from_env_overrides_defaults(car_docs: list[Document], tmp_path: Path) -
     assert len(r.search("brake pads", None)) == 3
     whole = Retriever.from_env(car_docs, environ={"RAGMETRICS_CHUNK_SIZE": "0"}, data_dir=tmp_path)
     assert whole.chunk_size is None and len(whole.chunks) == len(car_docs)
-    with pytest.raises(ValueError, match="RAGMETRICS_TOP_K='many'"):
+    with pytest.raises(ValueError, match="RAGMETRICS_TOP_K='many': expected a whole number$"):
         Retriever.from_env(car_docs, environ={"RAGMETRICS_TOP_K": "many"}, data_dir=tmp_path)
+    with pytest.raises(ValueError, match="RAGMETRICS_CHUNK_SIZE='abc': expected a number of characters, or 0, none "
+                                         "or whole for whole documents$"):
+        Retriever.from_env(car_docs, environ={"RAGMETRICS_CHUNK_SIZE": "abc"}, data_dir=tmp_path)
     with pytest.raises(ValueError, match=r"RAGMETRICS_MODE='fuzzy'.*unknown mode"):
         Retriever.from_env(car_docs, environ={"RAGMETRICS_MODE": "fuzzy"}, data_dir=tmp_path)
     tuned = Retriever.from_env(car_docs, data_dir=tmp_path, environ={
