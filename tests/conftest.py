@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 
 import numpy  # noqa: F401  - see below
@@ -15,6 +16,12 @@ import pytest
 # No model hub here: a hub name would hang for a minute before failing.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+# A shell that starts the suite as a background job (``cmd &`` without job control) hands it
+# SIGINT ignored, and an ignored signal stays ignored in every child: the tests that stop a
+# subprocess with Ctrl-C would wait for nothing. A handled signal is reset for children.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 COLLECTIONS = REPO_ROOT.parent / "shared" / "collections"
