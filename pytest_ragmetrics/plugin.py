@@ -63,10 +63,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--rag-repeat", dest="rag_repeat", type=int, default=1, metavar="N",
                     help="run each query N times; an item fails if its ranking changes")
     group.addoption("--rag-batch-size", dest="rag_batch_size", type=int, default=32, metavar="N",
-                    help="queries per search_batch call when the retriever offers one")
+                    help="queries per search_batch call when the retriever offers one (not used with --rag-timeout)")
     group.addoption("--rag-timeout", dest="rag_timeout", metavar="SECONDS",
                     help="a query whose retrieval takes longer (> 0; 'none': no limit, the default) errors and "
-                         "the rest run; the retriever is then called from a worker thread, where a hung call is "
+                         "the rest run; each query is then searched alone (search_batch is not used) from a worker thread, where a hung call is "
                          "abandoned (it cannot be killed) and the next call waits for it to return, unless the "
                          "retriever has thread_safe = True; overrides ini rag_timeout")
     group.addoption("--rag-setup-timeout", dest="rag_setup_timeout", metavar="SECONDS",
@@ -220,7 +220,8 @@ def rag_retriever(request: pytest.FixtureRequest) -> Any:
     It returns an object with ``search(query: str, k: int)`` returning ranked
     results, best first (``str`` ids, ``(id, score)`` pairs or objects with an
     ``.id``), and optionally ``search_batch(queries, k)``. With ``--rag-timeout``
-    the retriever is called from worker threads, one call at a time, even while
+    each query gets its own ``search`` call (a batch cannot be timed query by
+    query) from a worker thread, one call at a time, even while
     a call abandoned at its deadline still runs; a class attribute
     ``thread_safe = True`` lets the next call start beside it.
     """

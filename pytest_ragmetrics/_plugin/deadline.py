@@ -41,10 +41,8 @@ class RetrieverCaller:
         self._busy = threading.Lock()  # held by the thread running a call (unless thread-safe)
         self._running = ""  # what that call is, for the message of a call that could not start
 
-    def call(self, what: str, function: Callable[..., Any], *args: Any, queries: int = 1) -> Any:
+    def call(self, what: str, function: Callable[..., Any], *args: Any) -> Any:
         """``function(*args)`` within the deadline; ``what`` names the call in messages.
-
-        A call that answers ``queries`` queries at once gets that many deadlines.
 
         Whatever the call raises, KeyboardInterrupt included, is raised here;
         :class:`RetrievalTimeout` when it overran or could not start in time.
@@ -52,7 +50,7 @@ class RetrieverCaller:
         __tracebackhide__ = True
         if self.timeout is None:
             return function(*args)
-        timeout = self.timeout * queries
+        timeout = self.timeout
         start = time.monotonic()
         serial = not self.thread_safe
         if serial and not self._busy.acquire(timeout=timeout):

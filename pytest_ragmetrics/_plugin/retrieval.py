@@ -1,5 +1,6 @@
-"""How the retriever is called: one query at a time or in ``search_batch`` calls, under
-``--rag-timeout``, never twice at once unless it declares itself thread-safe.
+"""How the retriever is called: in ``search_batch`` calls, or one query at a time
+(always under ``--rag-timeout``: a batch cannot be timed query by query), never
+twice at once unless it declares itself thread-safe.
 
 A broken ``search_batch`` is said once (a warning at the user's own source line)
 and not called again, so a run never pays for every query twice without knowing.
@@ -10,7 +11,7 @@ from __future__ import annotations
 import warnings
 from typing import Any, Callable, Sequence
 
-from pytest_ragmetrics._plugin.deadline import RetrievalTimeout, RetrieverCaller
+from pytest_ragmetrics._plugin.deadline import RetrieverCaller
 from pytest_ragmetrics._plugin.retriever import declares_thread_safe
 from pytest_ragmetrics.errors import RagMetricsWarning
 from pytest_ragmetrics.errors import brief_repr
@@ -25,12 +26,13 @@ class Retrieval:
     def __init__(self, k: int, timeout: float | None, batching: bool, fallback_location: str) -> None:
         self.k = k
         self.timeout = timeout
-        #: whether ``search_batch`` may be used at all (not with --rag-repeat, which calls search again)
+        #: whether ``search_batch`` may be used at all (not with --rag-repeat, which calls search
+        #: again, nor with --rag-timeout, whose limit is per query)
         self.batching = batching
         #: where a batch warning points when the retriever's source is unknown
         self.fallback_location = fallback_location
         self._prefetched: dict[str, Any] = {}
-        self._batch_off = False  # set when search_batch overran --rag-timeout or answered out of shape
+        self._batch_off = False  # set when search_batch answered out of shape
         self._batch_warned = False
         self._unbatched: set[str] = set()  # queries of a batch that raised: searched one at a time
         self._calls: RetrieverCaller | None = None
@@ -50,11 +52,10 @@ class Retrieval:
     def _prefetch(self, retriever: Any, upcoming: Sequence[Query]) -> None:
         """Fill the cache with one ``search_batch`` call; on failure fall back to per-query.
 
-        With a timeout the batch may take ``timeout`` seconds per query in it. A
-        batch that overruns, or returns something other than one result list per
-        query, turns batching off for the rest of the run (each query then gets
-        its own ``search`` and deadline), and a warning says so once: the user
-        would otherwise pay for every query twice without knowing.
+        A batch that returns something other than one result list per query
+        turns batching off for the rest of the run (each query then gets its own
+        ``search``), and a warning says so once: the user would otherwise pay for
+        every query twice without knowing.
         """
         __tracebackhide__ = True
         self._prefetched.clear()
@@ -62,13 +63,7 @@ class Retrieval:
         texts = [q.text for q in upcoming]
         what = f"search_batch of {len(texts)} queries"
         try:
-            results = self._caller(retriever).call(what, retriever.search_batch, texts, self.k,
-                                                   queries=len(texts))
-        except RetrievalTimeout:
-            per_query = self.timeout or 0.0  # set: only a deadline raises this
-            self._stop_batching(retriever, f"{what} did not finish within its deadline of {per_query * len(texts):g} "
-                                           f"s (--rag-timeout {per_query:g} s per query) and was abandoned")
-            return
+            results = self._caller(retriever).call(what, retriever.search_batch, texts, self.k)
         except Exception as exc:  # one bad query must not fail its neighbours: retry one by one
             self._unbatched.update(q.qid for q in upcoming)  # and never batch them again
             self._warn_batch(retriever, f"search_batch raised {brief_repr(exc)}; the {len(texts)} queries "

@@ -80,7 +80,9 @@ class RagSession:
         #: each collected item's position in run order, built at the first search_batch look-ahead
         self.item_index: dict[str, int] | None = None
         self._described = False
-        self.retrieval = Retrieval(options.k, options.timeout, batching=options.repeat == 1,
+        # --rag-repeat calls search again; a batch cannot be timed query by query
+        self.retrieval = Retrieval(options.k, options.timeout,
+                                   batching=options.repeat == 1 and options.timeout is None,
                                    fallback_location=str(self.collect_path))
         self._ideal = {q.qid: ideal_grades(q.judgments) for q in self.golden}
         self._verdict: Verdict | None = None

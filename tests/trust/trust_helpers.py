@@ -27,7 +27,8 @@ class TrustProject(RagProject):
 
 #: Appended to the plugin tests' project conftest: answers that hang or interrupt.
 #: ``{"hang": [...]}`` writes ``hanging`` and blocks until a ``release`` file exists,
-#: then returns the list; ``{"interrupt": true}`` raises KeyboardInterrupt (Ctrl-C
+#: then returns the list; ``{"slow": [seconds, [...]]}`` sleeps that long, then returns
+#: the list; ``{"interrupt": true}`` raises KeyboardInterrupt (Ctrl-C
 #: arriving inside the retriever).
 HANGING_CONFTEST = r'''
 
@@ -43,6 +44,9 @@ def _answer(query):
         while not (HERE / "release").exists():
             _time.sleep(0.02)
         return value["hang"]
+    if isinstance(value, dict) and "slow" in value:
+        _time.sleep(value["slow"][0])
+        return value["slow"][1]
     if isinstance(value, dict) and "interrupt" in value:
         (HERE / "interrupted").write_text(query, encoding="utf-8")
         raise KeyboardInterrupt
