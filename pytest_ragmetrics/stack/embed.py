@@ -2,10 +2,14 @@
 
 Encoding dominates the cost of building an index (~75 chunks/s on two CPU
 cores), so every vector is stored under ``sha256(model identity, text)`` in a
-SQLite file (raw float32 blobs, no pickle). Rebuilding an unchanged corpus, or a
+SQLite file (raw float32 blobs with a CRC-32 each, no pickle). Rebuilding an unchanged corpus, or a
 chunking sweep that repeats most texts, encodes nothing; a different model has a
 different identity and so misses exactly its own entries. Vectors are written
 after every encoded batch, so an interrupted cold build resumes where it stopped.
+sqlite checks its own pages but not the bytes of a value, so each vector carries
+a CRC-32 (rows written before it existed are checked for unit length instead):
+a damaged vector is encoded again and replaced, with one warning, rather than
+scored.
 
 The encoder runs on torch (sentence-transformers, float32, the default), on
 torch in bfloat16 (``backend="torch-bf16"``: cosine to float32 >= 0.9999, about
@@ -30,6 +34,7 @@ import re
 import sqlite3
 import sys
 import warnings
+import zlib
 from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
@@ -174,6 +179,32 @@ def model_prompts(model_dir: str | Path) -> tuple[str, str]:
     return (query if isinstance(query, str) else "", passage if isinstance(passage, str) else "")
 
 
+def _add_crc_column(db: sqlite3.Connection) -> None:
+    """Give a cache written before vectors carried a checksum its ``crc`` column (NULL in old rows)."""
+    if any(row[1] == "crc" for row in db.execute("PRAGMA table_info(embeddings)")):
+        return
+    try:
+        db.execute("ALTER TABLE embeddings ADD COLUMN crc INTEGER")
+    except sqlite3.OperationalError as exc:  # another process added it first
+        if "duplicate column" not in str(exc):
+            raise
+
+
+def _intact(blob: bytes, crc: int | None) -> np.ndarray | None:
+    """The stored vector, or None when its bytes are damaged.
+
+    A row with a checksum must match it; an older row without one must be a
+    finite vector of unit length, as every encoder here writes them.
+    """
+    if crc is not None:
+        return np.frombuffer(blob, dtype=np.float32) if zlib.crc32(blob) == crc else None
+    if len(blob) % 4:
+        return None
+    vec = np.frombuffer(blob, dtype=np.float32)
+    norm = float(np.linalg.norm(vec)) if len(vec) else 0.0
+    return vec if np.isfinite(norm) and abs(norm - 1.0) < 1e-3 else None
+
+
 def _damaged(exc: sqlite3.DatabaseError) -> bool:
     """Whether sqlite's error means the file's bytes are wrong (not a lock, a permission, a full disk)."""
     text = str(exc)
@@ -300,6 +331,7 @@ class Embedder:
         self._model: Any = None
         self._db: sqlite3.Connection | None = None
         self.cache_path = Path(cache_path) if cache_path is not None else None
+        self._damaged_rows = 0  # found by the last lookup, reported once they are replaced
         #: Why the cache was set aside for the rest of this object's life (a damaged file), else None.
         self.cache_set_aside: str | None = None
 
@@ -360,8 +392,9 @@ class Embedder:
                 db.execute("PRAGMA journal_mode=WAL")
                 # a rowid table: 1.5 KB vectors would overflow a WITHOUT ROWID tree (3x the size)
                 db.execute(
-                    "CREATE TABLE IF NOT EXISTS embeddings (key BLOB PRIMARY KEY, vec BLOB NOT NULL)"
+                    "CREATE TABLE IF NOT EXISTS embeddings (key BLOB PRIMARY KEY, vec BLOB NOT NULL, crc INTEGER)"
                 )
+                _add_crc_column(db)
                 db.commit()
             except sqlite3.DatabaseError as exc:
                 db.close()
@@ -404,17 +437,23 @@ class Embedder:
         found: dict[bytes, np.ndarray] = {}
         if db is None:
             return found
+        damaged = 0
         try:
             for start in range(0, len(keys), _LOOKUP_BATCH):
                 part = keys[start : start + _LOOKUP_BATCH]
                 marks = ",".join("?" * len(part))
-                for key, blob in db.execute(
-                    f"SELECT key, vec FROM embeddings WHERE key IN ({marks})", part
+                for key, blob, crc in db.execute(
+                    f"SELECT key, vec, crc FROM embeddings WHERE key IN ({marks})", part
                 ):
-                    found[key] = np.frombuffer(blob, dtype=np.float32)
+                    vec = _intact(blob, crc)
+                    if vec is None:
+                        damaged += 1
+                    else:
+                        found[key] = vec
         except sqlite3.DatabaseError as exc:
             self._cache_failed(exc)
             return {}
+        self._damaged_rows += damaged  # left out of ``found``: encoded again, replaced, then reported
         return found
 
     def _store(self, items: list[tuple[bytes, np.ndarray]]) -> None:
@@ -422,10 +461,11 @@ class Embedder:
         if db is None:
             return
         try:
-            db.executemany(
-                "INSERT OR REPLACE INTO embeddings (key, vec) VALUES (?, ?)",
-                [(k, np.ascontiguousarray(v, dtype=np.float32).tobytes()) for k, v in items],
-            )
+            rows = []
+            for k, v in items:
+                blob = np.ascontiguousarray(v, dtype=np.float32).tobytes()
+                rows.append((k, blob, zlib.crc32(blob)))
+            db.executemany("INSERT OR REPLACE INTO embeddings (key, vec, crc) VALUES (?, ?, ?)", rows)
             db.commit()
         except sqlite3.DatabaseError as exc:
             with contextlib.suppress(sqlite3.Error):
@@ -499,4 +539,11 @@ class Embedder:
             vecs = self._encode([t for _, t in part], is_query, progress)
             self._store([(k, v) for (k, _), v in zip(part, vecs)])
             found.update({k: v for (k, _), v in zip(part, vecs)})
+        if self._damaged_rows:
+            from .manifest import report_repair
+
+            damaged, self._damaged_rows = self._damaged_rows, 0
+            report_repair(f"the embedding cache {self.cache_path} held {damaged} damaged vector(s) (their bytes "
+                          "no longer matched the checksum stored with them); they were encoded again and replaced",
+                          stacklevel=4)
         return np.vstack([found[k] for k in keys])

@@ -306,10 +306,12 @@ class VectorIndex:
         if problem is None:
             return
         if problem == UNVERIFIED:
-            note = (f"the vector index in {folder} was rebuilt from the embedding cache: {problem}; "
+            note = (f"the vector index in {folder} was rebuilt (from the embedding cache where it held the "
+                    f"vectors): {problem}; "
                     "it is checked on every open from now on")
         else:
-            note = f"the vector index in {folder} was damaged and was rebuilt from the embedding cache: {problem}"
+            note = (f"the vector index in {folder} was damaged and was rebuilt (from the embedding cache where it "
+                    f"held the vectors): {problem}")
         _forget_system(folder)
         try:
             clear_folder(folder)

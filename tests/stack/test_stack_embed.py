@@ -126,3 +126,57 @@ def test_a_cache_that_cannot_be_written_is_still_an_error(tmp_path: Path) -> Non
     finally:
         locker.rollback()
         locker.close()
+
+
+def test_a_damaged_vector_is_encoded_again_and_replaced(tmp_path: Path) -> None:
+    """sqlite checks its pages, not the bytes of a value: bytes overwritten inside a stored
+    vector leave a readable file, and before the checksum the wrong vector was scored."""
+    path = tmp_path / "cache.sqlite3"
+    texts = ["the engine overheats in traffic", "wash the car after winter", "rotate the tyres"]
+    first = Embedder(cache_path=path)
+    vectors = first.embed(texts)
+    first.close()
+    with sqlite3.connect(path) as db:  # fold the write-ahead log into the file, as a finished run leaves it
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    data = bytearray(path.read_bytes())
+    at = data.find(vectors[1].tobytes())
+    assert at >= 0
+    data[at + 400 : at + 424] = bytes(b ^ 0x5A for b in data[at + 400 : at + 424])  # 24 bytes mid-vector
+    path.write_bytes(bytes(data))
+    with sqlite3.connect(path) as db:  # the file itself is still sound: only the value changed
+        assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+
+    second = Embedder(cache_path=path)
+    with pytest.warns(RagMetricsWarning) as caught:
+        again = second.embed(texts)
+    assert [str(w.message) for w in caught] == [
+        f"ragmetrics: the embedding cache {path} held 1 damaged vector(s) (their bytes no longer matched the "
+        "checksum stored with them); they were encoded again and replaced"]
+    assert second.encoded == 1 and second.cache_set_aside is None
+    assert np.allclose(again, vectors, atol=1e-5)
+    second.close()
+    third = Embedder(cache_path=path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # replaced: nothing to say any more
+        assert np.array_equal(third.embed(texts), again)
+    assert third.encoded == 0
+
+
+def test_an_older_cache_gets_a_checksum_column_and_its_rows_are_checked_for_unit_length(tmp_path: Path) -> None:
+    path = tmp_path / "cache.sqlite3"
+    emb = Embedder(cache_path=None)
+    unit = np.zeros(384, dtype=np.float32)
+    unit[0] = 1.0
+    damaged = unit.copy()
+    damaged[5] = 3.0e9  # what an overwritten exponent byte looks like
+    with sqlite3.connect(path) as db:  # the table as versions before the checksum wrote it
+        db.execute("CREATE TABLE embeddings (key BLOB PRIMARY KEY, vec BLOB NOT NULL)")
+        db.executemany("INSERT INTO embeddings VALUES (?, ?)",
+                       [(emb.key("sound"), unit.tobytes()), (emb.key("damaged"), damaged.tobytes())])
+    older = Embedder(cache_path=path)
+    found = older._lookup([older.key("sound"), older.key("damaged")])
+    assert list(found) == [older.key("sound")] and np.array_equal(found[older.key("sound")], unit)
+    assert older._damaged_rows == 1
+    older.close()
+    with sqlite3.connect(path) as db:
+        assert "crc" in [row[1] for row in db.execute("PRAGMA table_info(embeddings)")]

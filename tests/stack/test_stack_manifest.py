@@ -14,6 +14,7 @@ import hashlib
 import json
 import os
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -116,8 +117,9 @@ def test_an_older_folder_without_a_manifest_is_rebuilt_once(tmp_path: Path) -> N
     VectorIndex("manifest-test", {"model": "random"}, data_dir=tmp_path).sync(ids, ids, "corpus", embed)
     (tmp_path / MANIFEST).unlink()  # what an earlier version left
     index = VectorIndex("manifest-test", {"model": "random"}, data_dir=tmp_path)
-    with pytest.warns(RagMetricsWarning, match=f"the vector index in {tmp_path} was rebuilt from the embedding "
-                                               "cache: it had no manifest"):
+    with pytest.warns(RagMetricsWarning, match=re.escape(f"the vector index in {tmp_path} was rebuilt (from the "
+                                                         "embedding cache where it held the vectors): it had no "
+                                                         "manifest")):
         assert index.sync(ids, ids, "corpus", embed) is True
     again = VectorIndex("manifest-test", {"model": "random"}, data_dir=tmp_path)
     assert again.sync(ids, ids, "corpus", embed) is False and again.repaired == []
@@ -265,7 +267,7 @@ def test_a_damaged_file_is_named_and_rebuilt_without_encoding(
     assert repaired in notes[0]  # the same line, in build_stats and said once
     if vector:
         assert f"the vector index in {target.parent if name in ('chroma.sqlite3', MANIFEST) else target.parent.parent}" \
-               " was damaged and was rebuilt from the embedding cache: " in repaired
+               " was damaged and was rebuilt (from the embedding cache where it held the vectors): " in repaired
         assert out["stats"]["vector_index_rebuilt"] is True
     else:
         assert f"the stored BM25 index {target.parent} was damaged and was rebuilt: " in repaired
