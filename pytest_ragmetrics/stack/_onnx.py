@@ -144,7 +144,10 @@ def _export_fp32(model_path: str, dest: Path) -> None:
     from transformers import AutoModel
 
     # eager attention traces to plain ops; the wrapper gives the exporter positional inputs
-    model = AutoModel.from_pretrained(model_path, attn_implementation="eager")
+    from ._quiet import quiet_model_load
+
+    with quiet_model_load():
+        model = AutoModel.from_pretrained(model_path, attn_implementation="eager")
     model.train(False)  # inference mode (dropout off)
 
     class _Hidden(torch.nn.Module):

@@ -352,7 +352,10 @@ class Embedder:
             elif self.backend in ("torch", "torch-bf16"):
                 from sentence_transformers import SentenceTransformer
 
-                model = SentenceTransformer(self.model_path, device=self.device)
+                from ._quiet import quiet_model_load
+
+                with quiet_model_load():
+                    model = SentenceTransformer(self.model_path, device=self.device)
                 if self.backend == "torch-bf16":
                     import torch
 

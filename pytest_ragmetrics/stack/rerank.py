@@ -49,7 +49,10 @@ class Reranker:
         if self._model is None:
             from sentence_transformers import CrossEncoder
 
-            self._model = CrossEncoder(self.model_path, device=self.device)
+            from ._quiet import quiet_model_load
+
+            with quiet_model_load():
+                self._model = CrossEncoder(self.model_path, device=self.device)
         return self._model
 
     def score(self, query: str, texts: Sequence[str]) -> np.ndarray:
