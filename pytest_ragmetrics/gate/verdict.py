@@ -335,7 +335,9 @@ def build_verdict(
         tagged_common = [q for q in tagged if q in base_q]
         base = _mean_or_none(({m: baseline.metrics_of(q).get(m, math.nan) for m in metrics}
                               for q in tagged_common), metrics) if baseline else {m: None for m in metrics}
-        strata[tag] = (len(tagged), _mean_or_none((values[q] for q in tagged), metrics),
+        # compared over the same queries as the baseline's, like the aggregate (new ones are listed there)
+        shown = tagged_common if baseline is not None and tagged_common else tagged
+        strata[tag] = (len(shown), _mean_or_none((values[q] for q in shown), metrics),
                        {m: _finite(v) for m, v in base.items()})
         if baseline is not None and tagged_common:
             strata_stats[tag] = {m: st for m in metrics if (st := paired(tagged_common, m)) is not None}

@@ -66,6 +66,12 @@ def aggregate_table(v: Verdict) -> str:
     table = markdown_table(["metric", "baseline", "now", "delta", "95% CI (paired)", "p", "allowed drop",
                             "floor", "verdict"], rows)
     lines = [table, sample_size_note(v.n_common if v.has_baseline else v.n)]
+    unguarded = [r for r in v.aggregate if r.tolerance is None and r.minimum is None and r.stats is not None
+                 and r.delta is not None and r.delta < 0 and r.stats.p_value < 0.05]
+    if unguarded:
+        lines.append("Not gated, but down beyond chance (p < 0.05): "
+                     + ", ".join(f"{r.metric} {signed_delta(r.delta)} (p={_p(r.stats)})" for r in unguarded)
+                     + ". Give them a tolerance in thresholds.json to gate them.")
     detectable = [(r.metric, r.stats.detectable) for r in v.aggregate if r.stats and r.stats.detectable]
     if detectable:
         lines.append("Smallest change this set can detect (95% confidence, 80% power, from the spread of "

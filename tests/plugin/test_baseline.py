@@ -262,6 +262,10 @@ def test_new_queries_are_reported_as_new_and_pass(baselined: RagProject) -> None
     assert "1 new query not in the baseline (scored, not compared): q-007; with them: recall@10 0.8571" in summary
     assert "n = 6 queries" in summary
     assert "No query regressed." in summary
+    # per tag too, the comparison is over the same queries: a new query scoring 0 is not a drop
+    row = next(line for line in summary.splitlines() if line.startswith("| standard "))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert "-" not in "".join(cells[3::2]) and "±0" in cells[3], row
 
 
 def test_removed_queries_are_reported(baselined: RagProject) -> None:

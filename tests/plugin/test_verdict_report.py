@@ -12,7 +12,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from ragproject import QIDS, RagProject, drop_line, entry, ids_with, rag_summary, worst_list
+from ragproject import GOOD, QIDS, RagProject, drop_line, entry, ids_with, rag_summary, worst_list
 
 # A reranker bug: every gold document still comes back (recall holds), but lower.
 # q-001's only gold document falls from rank 1 to rank 5: MRR 1 -> 0.2, nDCG 1 -> 1/log2(6).
@@ -310,3 +310,19 @@ def test_a_baseline_written_under_a_floor_is_warned_about(baselined: RagProject)
     assert "Baseline written:" in summary
     assert re.search(r"WARNING: mrr@10 = 0\.\d{4} is under its floor 0\.95 \(.*thresholds\.json\): every run will "
                      r"fail that gate", summary)
+
+
+def test_a_pass_names_the_ungated_metrics_that_fell_beyond_chance(baselined: RagProject) -> None:
+    """Out of the box only recall@k is gated: a ranking that keeps every gold document but
+    pushes each down two places passes, and the summary says what fell instead of staying quiet."""
+    baselined.answer(**{qid.replace("-", "_"): ["noise-a", "noise-b", *ranking] for qid, ranking in GOOD.items()})
+    result = baselined.run()
+    assert result.ret == pytest.ExitCode.OK
+    summary = rag_summary(result)
+    line = next(x for x in summary.splitlines() if x.startswith("Not gated, but down beyond chance (p < 0.05): "))
+    assert "mrr@10 -0.6667" in line and "recall@" not in line
+    assert line.endswith("Give them a tolerance in thresholds.json to gate them.")
+
+
+def test_an_unchanged_run_names_no_ungated_drop(baselined: RagProject) -> None:
+    assert "Not gated" not in rag_summary(baselined.run())
