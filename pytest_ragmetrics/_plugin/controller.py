@@ -27,6 +27,7 @@ class Controller:
         self.rag = config.stash[RAG_SESSION]
         self.prefix = None  # node id of the golden file, learnt from the first report
         self.retriever_problem: str | None = None
+        self.verdict_failed = False  # for pytest's last line, when no gate item ran to fail (-k)
 
     @pytest.hookimpl(tryfirst=True)  # before junitxml and other report writers see the record
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -113,6 +114,7 @@ class Controller:
         verdict = rag.verdict()
         if self.config.pluginmanager.has_plugin("dsession"):
             self._report_gates(session)
+        self.verdict_failed = not verdict.passed
         if not verdict.passed and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
         problems = self._write_reports(session, html=True)
@@ -200,6 +202,9 @@ class Controller:
                 hook.pytest_runtest_logreport(report=report)
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if self.verdict_failed and not terminalreporter.stats.get("failed"):
+            # a -k run deselects the gate items: pytest's last line would read "3 passed" on a red run
+            terminalreporter.stats.setdefault("retrieval gate failed", []).append(self.rag.collect_path)
         if self.rag.summary:
             terminalreporter.write_sep("=", "ragmetrics")
             for line in self.rag.summary.splitlines():

@@ -274,6 +274,17 @@ def test_a_partial_run_never_passes_the_gate(baselined: RagProject) -> None:
     assert artifact["comparison"]["passed"] is False and artifact["comparison"]["not_run"] == ["q-005"]
 
 
+def test_a_run_that_deselects_the_gate_items_does_not_end_on_a_green_line(baselined: RagProject) -> None:
+    """-k q-001 deselects the gate items too: no item fails, yet the run is red, and pytest's
+    last line must not read like a pass to someone (or a CI parser) glancing at it."""
+    result = baselined.run("-k", "q-001")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert ids_with(result, "failed") == []
+    last = result.stdout.lines[-1]
+    assert "1 passed" in last and "1 retrieval gate failed" in last, last
+    assert "partial run: 5 queries meant to run did not" in rag_summary(result)
+
+
 def test_a_run_of_the_gate_items_alone_fails_and_says_why(baselined: RagProject) -> None:
     result = baselined.run("-k", "gate")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
