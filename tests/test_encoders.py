@@ -363,7 +363,7 @@ def test_the_report_names_the_setting_and_the_baseline_refresh(stand_ins: dict[s
     assert "**Recommendation: `torch-bf16`**" in text and "3.00× torch float32's texts/s" in text
     assert '`Retriever(..., embed_backend="torch-bf16")`' in text
     assert "`RAGMETRICS_EMBED_BACKEND=torch-bf16`" in text and "`--embed-backend torch-bf16`" in text
-    assert BASELINE_NOTE in text and "pytest --rag-eval --rag-update-baseline" in text
+    assert BASELINE_NOTE in text and "over the full set, with --rag-update-baseline" in text
 
 
 # --------------------------------------------------------------------------- the command, errors

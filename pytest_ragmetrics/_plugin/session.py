@@ -114,8 +114,8 @@ class RagSession:
             raise BaselineError(
                 f"{baseline.path} was measured differently, so comparing would mislead:\n  - "
                 + "\n  - ".join(problems)
-                + "\nRe-measure with `pytest --rag-eval --rag-update-baseline` (and commit the diff), "
-                "or pass --rag-accept-mismatch to compare anyway."
+                + "\nRe-measure it (this command over the full set, with --rag-update-baseline instead of "
+                "--rag-subset, and commit the diff), or pass --rag-accept-mismatch to compare anyway."
             )
         self.mismatch = problems
 

@@ -19,7 +19,8 @@ HEADERS = ("backend", "texts/s (rounds)", "vs float32", "load s", "cosine min", 
 
 #: Said under every recommendation: the backend is a setting, and a change of it is a change of vectors.
 BASELINE_NOTE = ("Changing the backend changes the vectors, so refresh the baseline once "
-                 "(`pytest --rag-eval --rag-update-baseline`) and set the same backend in CI.")
+                 "(your usual `pytest --rag-eval` command over the full set, with --rag-update-baseline) and set "
+                 "the same backend in CI.")
 
 _FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16", "amx_int8")
 

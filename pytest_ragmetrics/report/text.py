@@ -369,8 +369,9 @@ def retriever_text(before: Any, now: Any, refreshing: bool = False) -> str | Non
                 if refreshing else "Retriever settings differ from the baseline's (the gate compares them as they are):")
         lines.append(head + "\n  - " + "\n  - ".join(changes))
         if not refreshing:
-            lines.append("  If the change is meant to stay, refresh the baseline once (the same command with "
-                         "--rag-update-baseline) so later runs are compared with this retriever.")
+            lines.append("  If the change is meant to stay, refresh the baseline once (this command over the full set, "
+                         "with --rag-update-baseline instead of --rag-subset) so later runs are compared with "
+                         "this retriever.")
     return "\n".join(lines) or None
 
 

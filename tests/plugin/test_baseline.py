@@ -211,7 +211,8 @@ def test_baseline_measured_differently_is_refused(baselined: RagProject, args, i
     err = result.stderr.str()
     assert "baselines/baseline.json was measured differently, so comparing would mislead" in err
     assert field in err
-    assert "--rag-accept-mismatch" in err and "pytest --rag-eval --rag-update-baseline" in err
+    assert "--rag-accept-mismatch" in err
+    assert "this command over the full set, with --rag-update-baseline instead of --rag-subset" in err
     no_traceback(result)
     assert baselined.calls() == []
     assert _file_state(baselined.baseline_path) == before
