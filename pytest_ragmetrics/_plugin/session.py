@@ -26,7 +26,7 @@ from pytest_ragmetrics.golden import GoldenSet, Query, load_golden
 from pytest_ragmetrics.metrics import document_of, document_ranking, ideal_grades
 from pytest_ragmetrics.parents import score_parents
 from pytest_ragmetrics.report.tables import counted
-from pytest_ragmetrics.report.text import baseline_change_text
+from pytest_ragmetrics.report.text import REFRESH_COMMAND, baseline_change_text
 from pytest_ragmetrics.results import normalize_results
 
 __all__ = ["RagSession", "RECORD_KEY"]
@@ -114,8 +114,8 @@ class RagSession:
             raise BaselineError(
                 f"{baseline.path} was measured differently, so comparing would mislead:\n  - "
                 + "\n  - ".join(problems)
-                + "\nRe-measure it (this command over the full set, with --rag-update-baseline instead of "
-                "--rag-subset, and commit the diff), or pass --rag-accept-mismatch to compare anyway."
+                + f"\nRe-measure it ({REFRESH_COMMAND}, and commit the diff), or pass --rag-accept-mismatch "
+                "to compare anyway."
             )
         self.mismatch = problems
 

@@ -15,9 +15,13 @@ from pytest_ragmetrics.report.tables import counted, markdown_table, sample_size
 if TYPE_CHECKING:
     from pytest_ragmetrics.gate.baseline import Baseline
 
-__all__ = ["aggregate_table", "strata_table", "parent_table", "regressions_text", "moved_heading", "moved_text",
+__all__ = ["REFRESH_COMMAND", "aggregate_table", "strata_table", "parent_table", "regressions_text", "moved_heading", "moved_text",
            "drops_text", "gate_line", "signed_delta", "verdict_text", "baseline_change_text", "retriever_warnings",
            "retriever_changes", "retriever_text", "retriever_hint"]
+
+
+#: How to refresh a baseline, in every hint: the user's own command (its paths and options), but whole.
+REFRESH_COMMAND = "this command over the full set, with --rag-update-baseline instead of --rag-subset"
 
 
 def signed_delta(value: float) -> str:
@@ -369,9 +373,8 @@ def retriever_text(before: Any, now: Any, refreshing: bool = False) -> str | Non
                 if refreshing else "Retriever settings differ from the baseline's (the gate compares them as they are):")
         lines.append(head + "\n  - " + "\n  - ".join(changes))
         if not refreshing:
-            lines.append("  If the change is meant to stay, refresh the baseline once (this command over the full set, "
-                         "with --rag-update-baseline instead of --rag-subset) so later runs are compared with "
-                         "this retriever.")
+            lines.append(f"  If the change is meant to stay, refresh the baseline once ({REFRESH_COMMAND}) so later "
+                         "runs are compared with this retriever.")
     return "\n".join(lines) or None
 
 
