@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from pytest_ragmetrics.gate.baseline import Baseline, write_baseline
+
 from pytest_ragmetrics.cli import main as cli_main
 
 
@@ -92,8 +94,8 @@ def test_trec_runs_are_scored_against_qrels(tmp_path: Path, capsys: pytest.Captu
 def test_a_baseline_file_is_a_valid_reference(runs: tuple[Path, Path], tmp_path: Path) -> None:
     _, b = runs
     baseline = tmp_path / "baseline.json"
-    baseline.write_text(json.dumps({"_meta": {"measurement": {"metrics": METRICS}}, "aggregate": {},
-                                    "per_query": {q: dict(zip(METRICS, (1.0, 1.0))) for q in TAGS}}))
+    write_baseline(baseline, Baseline({"measurement": {"metrics": METRICS}}, dict(zip(METRICS, (1.0, 1.0))),
+                                      {q: {**dict(zip(METRICS, (1.0, 1.0))), "_judgments": "0" * 16} for q in TAGS}))
     assert main([str(baseline), str(b), "--fail-on-regression"]) == 1
 
 

@@ -61,8 +61,8 @@ class RagSession:
         self.unreadable_baseline: str | None = None
         self.mismatch: list[str] = []
         if options.update_baseline:
-            try:
-                self.baseline = load_baseline(options.baseline)
+            try:  # unsealed is fine here: it is about to be replaced, and the diff is still shown
+                self.baseline = load_baseline(options.baseline, sealed=False)
             except BaselineError as exc:
                 self.baseline = None  # a broken or missing one is about to be replaced
                 if options.baseline.exists():

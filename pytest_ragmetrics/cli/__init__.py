@@ -3,7 +3,7 @@
 One module a verb, each with ``register(verbs)`` (its options) and ``run(args)``
 (its work, through the library in ``tools/`` and the core): ``evaluate`` (score a
 TREC run against qrels, trec_eval's job), ``compare`` (judge run B against A with the
-plugin's gate), ``history`` (nightly artifacts read together: series, drift, flaky
+plugin's gate), ``baseline`` (check a baseline file, or seal an edit made on purpose), ``history`` (nightly artifacts read together: series, drift, flaky
 queries), ``ablate`` (compare the reference stack's modes and sweep its
 parameters), ``encoders`` (which encoder backend is fastest on the CPU, at what cost in fidelity),
 ``pool`` (pool candidates from several retrievers, runs or stack modes for annotation),
@@ -27,7 +27,7 @@ from pytest_ragmetrics.errors import RagMetricsError, RagMetricsWarning
 __all__ = ["main", "build_parser", "VERBS"]
 
 #: The verbs, in the order ``--help`` lists them; each is the module ``cli/<verb>.py``.
-VERBS = ("evaluate", "compare", "history", "ablate", "encoders", "pool", "annotate", "agreement", "leakage", "export")
+VERBS = ("evaluate", "compare", "baseline", "history", "ablate", "encoders", "pool", "annotate", "agreement", "leakage", "export")
 
 
 def build_parser() -> argparse.ArgumentParser:

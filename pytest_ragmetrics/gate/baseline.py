@@ -1,21 +1,29 @@
-"""baseline.json: read, validate, write, and the check that it was measured as this run is.
+"""baseline.json: the one module that reads, validates, seals and writes it.
 
 The baseline is ``{"_meta": {...}, "aggregate": {metric: value},
-"per_query": {qid: {metric: value, "_judgments": digest}}}``; keys starting with
-``_`` are metadata. ``_meta`` is the fingerprint of what was measured. Writes go
-through :mod:`pytest_ragmetrics.files` (atomic, sorted keys) with floats rounded
-to 10 decimals, so that a pull request's diff reads well.
-Only :func:`write_baseline` writes, and only the plugin's ``--rag-update-baseline``
-and the CLI call it.
+"per_query": {qid: {metric: value, "_judgments": digest, "_seal": digest}}}``; keys
+starting with ``_`` are metadata. ``_meta`` is the fingerprint of what was measured,
+``_meta.format`` the schema version and ``_meta.seal`` a digest of the file's own
+content. Writes go through :mod:`pytest_ragmetrics.files` (atomic, sorted keys) with
+floats rounded to 10 decimals, so that a pull request's diff reads well.
+
+A baseline is trusted only when it holds together: every metric its fingerprint lists
+is in every entry, finite and in [0, 1]; each stored mean is the mean of its entries;
+every entry carries its judgments digest; and the seal matches, so a hand edit, a
+careless merge or a stripped key is refused with the entries it touched, instead of
+quietly turning a red run green. An edit made on purpose is sealed with
+``ragmetrics baseline --reseal FILE``.
+Only :func:`write_baseline` and :func:`reseal_baseline` write.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Collection, Mapping
+from typing import Any, Collection, Mapping, NoReturn
 
 from pytest_ragmetrics.errors import BaselineError, brief_repr
 from pytest_ragmetrics.files import atomic_write_json, loads_json, write_problem
@@ -23,15 +31,27 @@ from pytest_ragmetrics.measures import MeasurementConfig
 
 __all__ = [
     "Baseline",
+    "FORMAT",
     "load_baseline",
     "write_baseline",
+    "reseal_baseline",
+    "seal_problems",
     "fingerprint_mismatch",
     "measurement_mismatch",
+    "check_metric_value",
+    "check_mean",
     "round_metric",
 ]
 
 #: Digits kept in files; comparisons allow this much slack (see ``gate.EPS``).
 DIGITS = 10
+#: The schema version written as ``_meta.format``.
+FORMAT = 2
+#: How far a stored mean may sit from the mean of its entries (rounding to DIGITS is far below).
+MEAN_SLACK = 1e-9
+#: What to do about a file that fails its seal.
+RESEAL_HINT = ("if the edit was on purpose, seal it with `ragmetrics baseline --reseal {path}` (it prints what it "
+               "seals); otherwise restore it from version control or re-measure it with --rag-update-baseline")
 
 
 def round_metric(value: float) -> float:
@@ -44,27 +64,135 @@ class Baseline:
     aggregate: dict[str, float]
     per_query: dict[str, dict[str, Any]]
     path: str = ""
+    #: notes for the reader of the run (e.g. an older file that the next write upgrades)
+    notes: list[str] = field(default_factory=list)
 
     def metrics_of(self, qid: str) -> dict[str, float]:
         return {k: v for k, v in self.per_query.get(qid, {}).items() if not k.startswith("_")}
 
+    @property
+    def metrics(self) -> list[str]:
+        """The metrics the fingerprint lists (each is in every entry of a loaded baseline)."""
+        measurement = self.meta.get("measurement")
+        listed = measurement.get("metrics") if isinstance(measurement, Mapping) else None
+        return list(listed) if isinstance(listed, list) else sorted(self.aggregate)
+
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "_meta": self.meta,
-            "aggregate": {k: round_metric(v) for k, v in self.aggregate.items()},
-            "per_query": {
-                qid: {k: (round_metric(v) if not k.startswith("_") else v) for k, v in entry.items()}
-                for qid, entry in self.per_query.items()
-            },
-        }
+        """The file's content, rounded and sealed."""
+        meta = {k: v for k, v in self.meta.items() if k != "seal"}
+        meta["format"] = FORMAT
+        per_query = {}
+        for qid, entry in self.per_query.items():
+            row = {k: (round_metric(v) if not k.startswith("_") else v) for k, v in entry.items() if k != "_seal"}
+            row["_seal"] = _entry_seal(qid, row)
+            per_query[qid] = row
+        aggregate = {k: round_metric(v) for k, v in self.aggregate.items()}
+        meta["seal"] = _seal(meta, aggregate, per_query)
+        return {"_meta": meta, "aggregate": aggregate, "per_query": per_query}
+
+
+# ------------------------------------------------------------------------ the seal
+
+
+def _digest(value: Any) -> str:
+    text = json.dumps(value, sort_keys=True, ensure_ascii=True, separators=(",", ":"), allow_nan=False)
+    return hashlib.sha256(text.encode("ascii")).hexdigest()[:16]
+
+
+def _canonical_entry(entry: Mapping[str, Any]) -> dict[str, Any]:
+    """An entry as sealed: ``1`` and ``1.0`` are one value; the seal itself is left out."""
+    return {k: (float(v) if not k.startswith("_") and isinstance(v, (int, float)) and not isinstance(v, bool) else v)
+            for k, v in entry.items() if k != "_seal"}
+
+
+def _entry_seal(qid: str, entry: Mapping[str, Any]) -> str:
+    return _digest([qid, _canonical_entry(entry)])
+
+
+def _seal(meta: Mapping[str, Any], aggregate: Mapping[str, Any], per_query: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """Section digests: naming which part of a file changed is what makes a refusal useful."""
+    return {
+        "meta": _digest({k: v for k, v in meta.items() if k != "seal"}),
+        "aggregate": _digest({k: float(v) for k, v in aggregate.items()}),
+        "per_query": _digest(sorted((qid, entry.get("_seal")) for qid, entry in per_query.items())),
+        "n_queries": len(per_query),
+    }
+
+
+def seal_problems(data: Mapping[str, Any]) -> list[str]:
+    """What no longer matches the seal of a parsed, schema-valid baseline (empty: intact).
+
+    Names the per-query entries whose content changed, and the sections (``_meta``,
+    ``aggregate``, the set of queries) that changed around them.
+    """
+    meta, aggregate, per_query = data["_meta"], data["aggregate"], data["per_query"]
+    recorded = meta.get("seal")
+    if not isinstance(recorded, Mapping):
+        return ["_meta.seal is missing"]
+    problems = []
+    unsealed = sorted(qid for qid, entry in per_query.items() if "_seal" not in entry)
+    edited = sorted(qid for qid, entry in per_query.items()
+                    if "_seal" in entry and entry["_seal"] != _entry_seal(qid, entry))
+    if unsealed:
+        problems.append(f"per_query entries without a _seal: {_names(unsealed)}")
+    if edited:
+        problems.append(f"per_query entries edited: {_names(edited)}")
+    now = _seal(meta, aggregate, per_query)
+    if recorded.get("meta") != now["meta"]:
+        problems.append("_meta edited")
+    if recorded.get("aggregate") != now["aggregate"]:
+        problems.append("aggregate edited")
+    if not unsealed and not edited and recorded.get("per_query") != now["per_query"]:
+        n = recorded.get("n_queries")
+        was = f"{n} sealed, " if isinstance(n, int) and not isinstance(n, bool) else ""
+        problems.append(f"per_query entries added or removed ({was}{len(per_query)} now)")
+    return problems
+
+
+def _names(qids: list[str], limit: int = 10) -> str:
+    shown = ", ".join(brief_repr(q) if not q.isprintable() or not q else q for q in qids[:limit])
+    return shown + (f" and {len(qids) - limit} more" if len(qids) > limit else "")
+
+
+# ------------------------------------------------------------------------- reading
 
 
 def _reject_constant(token: str) -> float:
     raise ValueError(f"{token} is not a valid metric value")
 
 
-def load_baseline(path: str | Path) -> Baseline:
-    """Read and validate a baseline; every problem names the file and the key."""
+def _fail(name: str, problem: str) -> NoReturn:
+    raise BaselineError(f"{name}: {problem}")
+
+
+def load_baseline(path: str | Path, *, sealed: bool = True) -> Baseline:
+    """Read and validate a baseline; every problem names the file and the key.
+
+    ``sealed=False`` skips the seal check (and accepts a file of an older format
+    without one): for a refresh that is about to replace the file, and for
+    ``--reseal``, which exists to seal an edit made on purpose.
+    """
+    data, name = _read(path)
+    _check_schema(data, name)
+    notes = []
+    version = data["_meta"].get("format")
+    if version is None:
+        if sealed:
+            _fail(name, "this baseline has no seal (no _meta.format): it was written by an older version of "
+                        "pytest-ragmetrics, or its seal was removed by hand, so a hand edit cannot be told from a "
+                        f"measurement. Check it against version control, then seal it with `ragmetrics baseline "
+                        f"--reseal {name}`, or re-measure it with --rag-update-baseline")
+        notes.append(f"{name} was written by an older version (no _meta.format); it is sealed and upgraded to "
+                     f"format {FORMAT} when next written")
+    elif sealed:
+        problems = seal_problems(data)
+        if problems:
+            _fail(name, "the file does not match its seal, so it was changed by hand or by a merge since it was "
+                        "measured:\n  - " + "\n  - ".join(problems) + "\n" + RESEAL_HINT.format(path=name))
+    return Baseline(data["_meta"], data["aggregate"], data["per_query"], name, notes)
+
+
+def _read(path: str | Path) -> tuple[dict[str, Any], str]:
     path = Path(path)
     name = str(path)
     try:
@@ -87,31 +215,97 @@ def load_baseline(path: str | Path) -> Baseline:
         raise BaselineError(f"{name}: {exc}") from None
     if not isinstance(data, dict):
         raise BaselineError(f"{name}: expected a JSON object with _meta, aggregate and per_query")
+    return data, name
+
+
+def _check_schema(data: dict[str, Any], name: str) -> None:
+    """The baseline schema, record by record (see the module docstring)."""
     for key in ("_meta", "aggregate", "per_query"):
         if key not in data:
-            raise BaselineError(f"{name}: missing key {key!r}")
+            _fail(name, f"missing key {key!r}")
         if not isinstance(data[key], dict):
-            raise BaselineError(f"{name}: {key!r} must be an object")
+            _fail(name, f"{key!r} must be an object")
+    unknown = sorted(k for k in data if not k.startswith("_") and k not in ("aggregate", "per_query"))
+    if unknown:
+        _fail(name, f"unknown key {unknown[0]!r} at the top level; a baseline holds _meta, aggregate and per_query")
+    meta = data["_meta"]
+    version = meta.get("format")
+    if version is not None and (isinstance(version, bool) or not isinstance(version, int)):
+        _fail(name, f"_meta.format must be an integer, got {brief_repr(version)}")
+    if isinstance(version, int) and version > FORMAT:
+        _fail(name, f"_meta.format is {version}, newer than this version of pytest-ragmetrics reads ({FORMAT}); "
+                    "upgrade pytest-ragmetrics")
     for metric, value in data["aggregate"].items():
-        _check_value(name, f"aggregate.{metric}", value)
+        check_metric_value(name, f"aggregate.{metric}", value)
     for qid, entry in data["per_query"].items():
         if not isinstance(entry, dict):
-            raise BaselineError(f"{name}: per_query.{qid} must be an object of metric values")
+            _fail(name, f"per_query.{qid} must be an object of metric values")
         for metric, value in entry.items():
             if not metric.startswith("_"):
-                _check_value(name, f"per_query.{qid}.{metric}", value)
-    return Baseline(data["_meta"], data["aggregate"], data["per_query"], name)
+                check_metric_value(name, f"per_query.{qid}.{metric}", value)
+    measurement = meta.get("measurement")
+    metrics = measurement.get("metrics") if isinstance(measurement, dict) else None
+    if not isinstance(metrics, list) or not metrics or not all(isinstance(m, str) for m in metrics):
+        _fail(name, "the baseline records no measurement config (_meta.measurement.metrics, the list of metrics "
+                    "it measured); re-measure it with --rag-update-baseline")
+    if len(set(metrics)) != len(metrics):
+        _fail(name, "_meta.measurement.metrics lists a metric twice")
+    _check_keys(name, "aggregate", data["aggregate"], metrics)
+    for qid, entry in data["per_query"].items():
+        _check_keys(name, f"per_query.{qid}", entry, metrics)
+        digest = entry.get("_judgments")
+        if not isinstance(digest, str) or not digest:
+            _fail(name, f"per_query.{qid} has no _judgments digest, so a change of its labels could not be "
+                        "told; restore it from version control or re-measure with --rag-update-baseline")
+    if not data["per_query"]:
+        _fail(name, "per_query is empty: a baseline must measure at least one query")
+    for metric in metrics:
+        check_mean(name, f"aggregate.{metric}", data["aggregate"][metric],
+                   [entry[metric] for entry in data["per_query"].values()],
+                   "so the file was edited by hand or by a merge; " + RESEAL_HINT.format(path=name))
 
 
-def _check_value(name: str, key: str, value: Any) -> None:
+def _check_keys(name: str, where: str, entry: Mapping[str, Any], metrics: list[str]) -> None:
+    """Exactly the listed metrics (besides ``_`` metadata): a missing one would compare as
+    "nothing to compare with", and an extra spelling would never be read."""
+    for metric in metrics:
+        if metric not in entry:
+            _fail(name, f"{where} is missing {metric!r}, which the baseline's measurement lists; every entry "
+                        "must hold every measured metric (a merge may have dropped it): restore it from version "
+                        "control or re-measure with --rag-update-baseline")
+    for key in entry:
+        if not key.startswith("_") and key not in metrics:
+            like = [m for m in metrics if m.lower() == key.lower()]
+            hint = f" (did you mean {like[0]!r}? keys are case-sensitive)" if like else ""
+            _fail(name, f"{where} holds {key!r}, which the baseline's measurement does not list "
+                        f"({', '.join(metrics)}){hint}")
+
+
+def check_metric_value(name: str, key: str, value: Any, error: type[Exception] = BaselineError) -> None:
+    """A metric value as stored: a finite number in [0, 1] (``True`` is not a number here)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise BaselineError(f"{name}: {key} must be a finite number, got {brief_repr(value)}")
+        raise error(f"{name}: {key} must be a finite number, got {brief_repr(value)}")
     if not 0.0 <= value <= 1.0:
-        raise BaselineError(f"{name}: {key} = {value} is outside [0, 1]")
+        raise error(f"{name}: {key} = {value} is outside [0, 1]")
+
+
+def check_mean(name: str, key: str, stored: float, values: list[float], why: str,
+               error: type[Exception] = BaselineError) -> None:
+    """A stored mean must be the mean of its entries: the entries are what a gate compares,
+    so a mean that disagrees means one of them was changed after the run."""
+    if not values:
+        return
+    mean = math.fsum(values) / len(values)
+    if abs(mean - stored) > MEAN_SLACK:
+        raise error(f"{name}: {key} = {stored!r}, but the mean of its {len(values)} per-query values is "
+                    f"{mean:.10f}, {why}")
+
+
+# ------------------------------------------------------------------------- writing
 
 
 def write_baseline(path: str | Path, baseline: Baseline) -> None:
-    """Write atomically: the old file stays whole until the new one is complete.
+    """Write atomically and sealed: the old file stays whole until the new one is complete.
 
     A path that cannot be written (its folder is a file, read-only, /proc, a full
     disk) raises :class:`BaselineError` naming the path; the old file is untouched.
@@ -122,6 +316,24 @@ def write_baseline(path: str | Path, baseline: Baseline) -> None:
     except OSError as exc:
         raise BaselineError(f"cannot write the baseline {path}: {write_problem(path, exc)}; "
                             "the previous file, if any, is untouched") from None
+
+
+def reseal_baseline(path: str | Path) -> tuple[Baseline, list[str]]:
+    """Seal a baseline edited on purpose; return it and what no longer matched its old seal.
+
+    The schema still holds (each mean must equal its entries' mean, every metric must
+    be in every entry): a seal vouches for a consistent file, never for a broken one.
+    """
+    data, name = _read(path)
+    _check_schema(data, name)
+    changed = seal_problems(data) if data["_meta"].get("format") is not None else \
+        ["no seal yet (written by an older version)"]
+    baseline = Baseline(data["_meta"], data["aggregate"], data["per_query"], name)
+    write_baseline(path, baseline)
+    return baseline, changed
+
+
+# ---------------------------------------------------------------------- comparing
 
 
 def fingerprint_mismatch(baseline_meta: Mapping[str, Any], config: MeasurementConfig, k: int | None = None) -> list[str]:

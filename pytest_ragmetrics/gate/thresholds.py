@@ -23,7 +23,7 @@ __all__ = ["Thresholds", "load_thresholds", "recorded_thresholds", "thresholds_f
 
 
 _SUFFIXES = ("_query_tolerance", "_tolerance", "_min")
-_SCALARS = {"max_regressed_queries", "worst_n", "fail_on_regression"}
+_SCALARS = {"max_regressed_queries", "worst_n", "fail_on_regression", "fail_on_significant_drop"}
 
 #: Why a value above 1 gates nothing, by key suffix: metrics lie in [0, 1].
 _ABOVE_ONE = {
@@ -69,6 +69,8 @@ class Thresholds:
     max_regressed_queries: int | None = None
     worst_n: int = 10
     fail_on_regression: bool = True
+    #: an ungated metric that fell beyond chance (p < 0.01) and by more than 1/n fails its own gate
+    fail_on_significant_drop: bool = True
     path: str | None = None
 
     @classmethod
@@ -88,6 +90,7 @@ class Thresholds:
         out["max_regressed_queries"] = self.max_regressed_queries
         out["worst_n"] = self.worst_n
         out["fail_on_regression"] = self.fail_on_regression
+        out["fail_on_significant_drop"] = self.fail_on_significant_drop
         return out
 
 
@@ -143,7 +146,15 @@ def thresholds_from_mapping(data: Any, config: MeasurementConfig, name: str,
             continue
         for suffix in _SUFFIXES:
             if key.endswith(suffix):
-                metric = _canonical_metric(key[: -len(suffix)])
+                written = key[: -len(suffix)]
+                metric = _canonical_metric(written)
+                if metric != written and metric in measured:
+                    # one metric, one key: "Recall@10" or "recall@010" beside "recall@10" would be
+                    # two keys for one gate, and whichever came last would win
+                    raise ThresholdsError(
+                        f"{name}: key {key!r} spells metric {metric!r} as {written!r}; write it "
+                        f"{metric + suffix!r} (keys are case-sensitive and each metric has one spelling)"
+                    )
                 if metric not in measured:
                     raise ThresholdsError(
                         f"{name}: key {key!r} names metric {key[: -len(suffix)]!r}, which is not measured "
@@ -167,7 +178,8 @@ def thresholds_from_mapping(data: Any, config: MeasurementConfig, name: str,
         else:
             raise ThresholdsError(
                 f"{name}: unknown key {key!r}; expected <metric>_tolerance, <metric>_min, "
-                "<metric>_query_tolerance, max_regressed_queries, worst_n, fail_on_regression or _comment"
+                "<metric>_query_tolerance, max_regressed_queries, worst_n, fail_on_regression, "
+                "fail_on_significant_drop or _comment"
             )
     return result
 
@@ -197,10 +209,10 @@ def _canonical_metric(text: str) -> str:
 
 
 def _set_scalar(result: Thresholds, name: str, key: str, value: Any) -> None:
-    if key == "fail_on_regression":
+    if key in ("fail_on_regression", "fail_on_significant_drop"):
         if not isinstance(value, bool):
-            raise ThresholdsError(f"{name}: 'fail_on_regression' must be true or false, got {brief_repr(value)}")
-        result.fail_on_regression = value
+            raise ThresholdsError(f"{name}: {key!r} must be true or false, got {brief_repr(value)}")
+        setattr(result, key, value)
         return
     if value is None and key == "max_regressed_queries":
         result.max_regressed_queries = None

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Collection, Iterable, Mapping, Sequence
 
 from pytest_ragmetrics.errors import listed
 from pytest_ragmetrics.gate.baseline import Baseline
@@ -49,6 +49,9 @@ __all__ = [
 ]
 
 EPS = 1e-9
+#: An ungated metric fails the ``significant-drops`` gate when its paired p-value is under
+#: this and its drop exceeds one query's worth (1/n); ``fail_on_significant_drop`` turns it off.
+SIGNIFICANT_P = 0.01
 
 
 @dataclass
@@ -163,6 +166,17 @@ class AggregateRow:
     @property
     def under_floor(self) -> bool:
         return self.now is not None and self.minimum is not None and self.now < self.minimum - EPS
+
+    @property
+    def gated(self) -> bool:
+        return self.tolerance is not None or self.minimum is not None
+
+    @property
+    def significant_drop(self) -> bool:
+        """Fell beyond chance (p < SIGNIFICANT_P) and by more than one query's worth (1/n)."""
+        d, st = self.delta, self.stats
+        return (d is not None and st is not None and st.n > 0 and d < -(1 / st.n) - EPS
+                and st.p_value < SIGNIFICANT_P)
 
 
 @dataclass
@@ -360,8 +374,9 @@ def build_verdict(
     moved.sort(key=lambda r: (min(d.delta for d in r.drops if d.metric in failing), r.qid))
 
     not_run = [q.qid for q in golden if q.qid not in records]
+    compared = {m for q in base_q.values() for m in q if not m.startswith("_")} if baseline else None
     gates = evaluate_gates(aggregate, regressions, thresholds, baseline is not None, not_run, reference,
-                           baseline_path)
+                           baseline_path, compared)
     return Verdict(
         n=len(counted), metrics=list(metrics), aggregate=aggregate, strata=strata,
         regressions=regressions, gates=gates, n_common=len(common), new=new, removed=removed,
@@ -379,6 +394,9 @@ def gate_names(metrics: Sequence[str], thresholds: Thresholds) -> list[str]:
     names += [m for m in metrics if m in thresholds.tolerance or m in thresholds.minimum]
     if thresholds.max_regressed_queries is not None:
         names.append("regressed-queries")
+    if thresholds.fail_on_significant_drop and any(
+            m not in thresholds.tolerance and m not in thresholds.minimum for m in metrics):
+        names.append("significant-drops")
     return names
 
 
@@ -390,6 +408,7 @@ def evaluate_gates(
     not_run: Sequence[str] = (),
     reference: str = "the baseline",
     baseline_path: str | None = None,
+    compared: Collection[str] | None = None,
 ) -> list[Gate]:
     """One :class:`Gate` per name of :func:`gate_names`, in the same order.
 
@@ -415,6 +434,12 @@ def evaluate_gates(
                             f"({row.baseline:.4f} -> {row.now_common:.4f}); allowed drop {row.tolerance:g}")
         if row.under_floor:
             problems.append(f"{row.metric} = {row.now:.4f} is under its floor {row.minimum:g}")
+        if row.tolerance is not None and row.delta is None and has_baseline:
+            # A tolerance with nothing to hold it against checks nothing: that is a failure, not a pass.
+            problems.append(f"{row.metric} cannot be compared: {reference} holds no {row.metric} for any query "
+                            f"of this run ({_why_not_compared(row.metric, compared)}), so its allowed drop "
+                            f"checks nothing; re-measure {reference} with {row.metric}, or remove "
+                            f"{row.metric}_tolerance")
         if problems:
             gates.append(Gate(row.metric, False, "; ".join(problems)))
         elif row.delta is None and row.minimum is None:
@@ -426,7 +451,27 @@ def evaluate_gates(
         gates.append(Gate("regressed-queries", count <= limit,
                           f"{count} {'query' if count == 1 else 'queries'} regressed (errors included); "
                           f"at most {limit} allowed"))
+    if thresholds.fail_on_significant_drop and any(not r.gated for r in aggregate):
+        fell = [r for r in aggregate if not r.gated and r.significant_drop]
+        message = "; ".join(
+            f"{r.metric} fell {-r.delta:.4f} against {reference} ({r.baseline:.4f} -> {r.now_common:.4f}, "  # type: ignore[operator,union-attr,str-format]
+            f"p={r.stats.p_value:.4f} < {SIGNIFICANT_P:g}, more than 1/n = {1 / r.stats.n:.4f})"  # type: ignore[union-attr]
+            for r in fell)
+        if fell:
+            message += (". No threshold gates " + ("it" if len(fell) == 1 else "them") + ", but a drop this "
+                        "clear is not chance: gate " + ("it" if len(fell) == 1 else "them") + " in thresholds.json ("
+                        + ", ".join(f"{r.metric}_tolerance" for r in fell) + "), or set "
+                        "\"fail_on_significant_drop\": false to only report such drops")
+        gates.append(Gate("significant-drops", not fell,
+                          message or f"no ungated metric fell beyond chance (p < {SIGNIFICANT_P:g}) and by more "
+                                     "than 1/n"))
     return gates
+
+
+def _why_not_compared(metric: str, compared: Collection[str] | None) -> str:
+    if compared is not None and metric not in compared:
+        return f"it measured {', '.join(sorted(compared)) or 'no metric'}"
+    return "no query of this run is in it"
 
 
 def _denoise(delta: float) -> float:

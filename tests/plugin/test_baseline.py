@@ -34,7 +34,7 @@ def test_missing_baseline_fails_the_baseline_gate_and_names_the_command(project:
     result = project.run()
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     assert ids_with(result, "failed") == ["golden.yaml::gate::baseline"]
-    assert ids_with(result, "passed") == sorted([f"golden.yaml::{q}" for q in QIDS] + ["golden.yaml::gate::recall@10"])
+    assert ids_with(result, "passed") == sorted([f"golden.yaml::{q}" for q in QIDS] + ["golden.yaml::gate::recall@10", "golden.yaml::gate::significant-drops"])
     assert "pytest --rag-eval --rag-update-baseline" in rag_summary(result)
     # and in the gate item's own failure report
     failures = result.stdout.str().split("= FAILURES =", 1)[1]
@@ -49,7 +49,7 @@ def test_update_baseline_writes_the_documented_json(project: RagProject) -> None
     result = project.run("--rag-update-baseline")
     assert result.ret == pytest.ExitCode.OK
     # queries pass; gates have nothing to compare while the baseline is being rewritten
-    result.assert_outcomes(passed=len(QIDS), skipped=2)
+    result.assert_outcomes(passed=len(QIDS), skipped=3)
     summary = rag_summary(result)
     assert re.search(r"Baseline written: .*baselines/baseline\.json \(6 queries\)\.", summary)
     assert "No previous baseline." in summary
@@ -74,8 +74,9 @@ def test_update_baseline_writes_the_documented_json(project: RagProject) -> None
                                  "ndcg@10": pytest.approx((4 + ndcg_002 + ndcg_003) / 6, abs=1e-10)}
     assert sorted(data["per_query"]) == QIDS
     for qid, entry in data["per_query"].items():
-        assert set(entry) == {"recall@10", "hit_rate@10", "mrr@10", "ndcg@10", "_judgments"}
+        assert set(entry) == {"recall@10", "hit_rate@10", "mrr@10", "ndcg@10", "_judgments", "_seal"}
         assert re.fullmatch(r"[0-9a-f]{16}", entry["_judgments"])
+        assert re.fullmatch(r"[0-9a-f]{16}", entry["_seal"])
         assert entry["recall@10"] == 1.0
     assert data["per_query"]["q-002"]["ndcg@10"] == pytest.approx(ndcg_002, abs=1e-10)
     assert data["per_query"]["q-003"]["ndcg@10"] == pytest.approx(ndcg_003, abs=1e-10)
@@ -91,7 +92,7 @@ def test_plain_run_after_update_passes(project: RagProject) -> None:
     project.make_baseline()
     result = project.run()
     assert result.ret == pytest.ExitCode.OK
-    result.assert_outcomes(passed=len(QIDS) + 2)
+    result.assert_outcomes(passed=len(QIDS) + 3)
 
 
 def test_second_update_says_what_changed(baselined: RagProject) -> None:
@@ -223,7 +224,7 @@ def test_accept_mismatch_compares_anyway_and_says_so(baselined: RagProject) -> N
     assert result.ret == pytest.ExitCode.OK
     # linear gain: q-003's graded gold (2, 1) now scores (2 + 1/2) / (2 + 1/log2 3) < exponential's value,
     # but nDCG is not gated by default, so only recall@10 (unchanged) decides
-    result.assert_outcomes(passed=len(QIDS) + 2)
+    result.assert_outcomes(passed=len(QIDS) + 3)
     summary = rag_summary(result)
     assert "Compared despite a different measurement (--rag-accept-mismatch):" in summary
     assert "gain: baseline 'exponential', now 'linear'" in summary

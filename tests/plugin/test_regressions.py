@@ -35,7 +35,8 @@ def test_degraded_queries_fail_and_are_named_worst_first(baselined: RagProject) 
     assert ids_with(result, "failed") == [
         "golden.yaml::gate::recall@10", "golden.yaml::q-002", "golden.yaml::q-004", "golden.yaml::q-006"]
     assert ids_with(result, "passed") == [
-        "golden.yaml::gate::baseline", "golden.yaml::q-001", "golden.yaml::q-003", "golden.yaml::q-005"]
+        "golden.yaml::gate::baseline", "golden.yaml::gate::significant-drops", "golden.yaml::q-001",
+        "golden.yaml::q-003", "golden.yaml::q-005"]
 
     summary = rag_summary(result)
     assert summary.startswith("RETRIEVAL GATE FAILED")
@@ -124,6 +125,7 @@ def test_a_retriever_that_raises_fails_that_item_only(baselined: RagProject) -> 
         "golden.yaml::q-003": "failed",
         "golden.yaml::gate::baseline": "passed",
         "golden.yaml::gate::recall@10": "failed",
+        "golden.yaml::gate::significant-drops": "passed",
         "golden.yaml::gate::regressed-queries": "failed",
     }
     out = result.stdout.str()
@@ -179,7 +181,7 @@ def test_id_score_pairs_and_hit_objects_are_accepted(baselined: RagProject) -> N
     )
     result = baselined.run()
     assert result.ret == pytest.ExitCode.OK
-    result.assert_outcomes(passed=len(QIDS) + 2)
+    result.assert_outcomes(passed=len(QIDS) + 3)
 
 
 def test_explanations_of_hits_appear_in_the_worst_list(baselined: RagProject) -> None:
@@ -223,6 +225,7 @@ def test_a_failing_batch_falls_back_to_search_and_blames_the_right_query(project
         "golden.yaml::q-003": "failed",
         "golden.yaml::gate::baseline": "passed",
         "golden.yaml::gate::recall@10": "failed",
+        "golden.yaml::gate::significant-drops": "passed",
     }
     assert "RuntimeError: index shard offline" in result.stdout.str().split("rag query q-003", 1)[1]
     calls = project.calls()
@@ -250,7 +253,8 @@ def test_chunk_ids_map_to_documents_and_duplicates_are_dropped(project: RagProje
                    c_2=["guide#1-2", "guide#2-2", "guide#1-2", "faq#1-1", "faq#1-1"])
     project.ini(rag_metrics="recall@5 precision@5 mrr@5 ndcg@5")
     result = project.run("--rag-report", "run.json")
-    assert ids_with(result, "passed") == ["golden.yaml::c-1", "golden.yaml::c-2", "golden.yaml::gate::recall@5"]
+    assert ids_with(result, "passed") == ["golden.yaml::c-1", "golden.yaml::c-2", "golden.yaml::gate::recall@5",
+                                          "golden.yaml::gate::significant-drops"]
     per_query = json.loads((project.path / "run.json").read_text())["per_query"]
     assert per_query["c-1"]["ranking"] == ["manual", "other"]
     assert per_query["c-1"]["metrics"] == {"recall@5": 1.0, "precision@5": 0.2, "mrr@5": 1.0, "ndcg@5": 1.0}
@@ -288,7 +292,7 @@ def test_a_query_judged_all_zero_is_not_scored(project: RagProject) -> None:
     assert project.baseline()["aggregate"]["recall@10"] == 1.0  # not averaged in as a 0
     result = project.run("--rag-report", "run.json")
     assert result.ret == pytest.ExitCode.OK
-    result.assert_outcomes(passed=len(QIDS) + 2, skipped=1)
+    result.assert_outcomes(passed=len(QIDS) + 3, skipped=1)
     assert "q-000" not in outcomes(result)
     assert "no document is judged relevant at level 1: not scored" in result.stdout.str()
     summary = rag_summary(result)
@@ -306,7 +310,7 @@ def test_a_query_judged_all_zero_is_not_scored(project: RagProject) -> None:
 def test_repeat_passes_a_deterministic_retriever(baselined: RagProject) -> None:
     result = baselined.run("--rag-repeat", "2")
     assert result.ret == pytest.ExitCode.OK
-    result.assert_outcomes(passed=len(QIDS) + 2)
+    result.assert_outcomes(passed=len(QIDS) + 3)
     searches = [c for c in baselined.calls() if c.startswith("search")]
     assert len(searches) == 2 * len(QIDS)
 

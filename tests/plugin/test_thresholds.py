@@ -40,7 +40,7 @@ def test_aggregate_tolerance(baselined: RagProject, tolerance: float, gate: str)
         assert f"gate recall@10: recall@10 fell 0.1667 against the baseline (1.0000 -> 0.8333); allowed drop {tolerance:g}" \
             in summary
     else:
-        assert "All gates passed (2 checked)." in summary
+        assert "All gates passed (3 checked)." in summary
         # one query of six fell by 1: the exact sign-flip p-value is 1 (a single changed query)
         assert re.search(rf"\| recall@10 +\| 1\.0000 +\| 0\.8333 +\| -0\.1667 +\| \[-0\.\d+, \+?-?0\.\d+\] +\| 1\.000 +\| "
                          rf"{tolerance:g} +\| — +\| ok", summary)
@@ -55,6 +55,7 @@ def test_tolerance_on_another_metric_adds_a_gate(baselined: RagProject) -> None:
         "golden.yaml::gate::baseline": "passed",
         "golden.yaml::gate::recall@10": "passed",
         "golden.yaml::gate::mrr@10": "failed",
+        "golden.yaml::gate::significant-drops": "passed",
     }
     assert ("gate mrr@10: mrr@10 fell 0.0833 against the baseline (1.0000 -> 0.9167); allowed drop 0.05"
             in rag_summary(result))
@@ -143,7 +144,7 @@ def test_report_only_mode(baselined: RagProject) -> None:
     baselined.answer(**THREE_DOWN)
     result = baselined.run()
     assert result.ret == pytest.ExitCode.OK
-    result.assert_outcomes(passed=len(QIDS) + 2)
+    result.assert_outcomes(passed=len(QIDS) + 3)
     summary = rag_summary(result)
     assert summary.startswith("RETRIEVAL GATE FAILED (report only: fail_on_regression is false)")
     assert "gate recall@10: recall@10 fell" in summary
@@ -155,7 +156,7 @@ def test_comment_keys_are_ignored(baselined: RagProject) -> None:
                           "recall@10_tolerance": 0.0})
     result = baselined.run()
     assert result.ret == pytest.ExitCode.OK
-    result.assert_outcomes(passed=len(QIDS) + 2)
+    result.assert_outcomes(passed=len(QIDS) + 3)
 
 
 @pytest.mark.parametrize(

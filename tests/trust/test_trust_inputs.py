@@ -26,6 +26,7 @@ import pytest
 from ragproject import RagProject, rag_summary
 from trust_helpers import FAST, assert_usage_error, clean_env, no_traceback, snapshot
 
+from pytest_ragmetrics.gate.baseline import Baseline
 from pytest_ragmetrics.cli import main
 
 # ------------------------------------------------------------------------ YAML
@@ -311,10 +312,14 @@ def test_malformed_collection_folder(project: RagProject, files: dict[str, str],
 # -------------------------------------------------------------------- baseline.json
 
 
-def _edit(change: Callable[[dict], object]) -> Callable[[str], str]:
+def _edit(change: Callable[[dict], object], sealed: bool = False) -> Callable[[str], str]:
+    """``sealed``: the edited file is sealed again, as if it had been measured that way (the
+    case is what it holds, not that it was edited: an unsealed edit is refused before any of these)."""
     def apply(text: str) -> str:
         data = json.loads(text)
         change(data)
+        if sealed:
+            data = Baseline(data["_meta"], data["aggregate"], data["per_query"]).to_dict()
         return json.dumps(data, indent=2)
     return apply
 
@@ -343,12 +348,12 @@ BASELINE_CASES: dict[str, tuple[Callable[[str], str | bytes], list[str]]] = {
                      ["aggregate.hit_rate@10 must be a finite number, got '1.0'"]),
     "boolean-value": (_edit(lambda d: d["per_query"]["q-001"].update({"mrr@10": True})),
                       ["per_query.q-001.mrr@10 must be a finite number, got True"]),
-    "another-golden-set": (_edit(_rename_queries),
+    "another-golden-set": (_edit(_rename_queries, sealed=True),
                            ["none of the baseline's 6 queries is in", "it describes another golden set",
                             "--rag-update-baseline"]),
-    "other-judgments": (_edit(lambda d: d["per_query"]["q-004"].update({"_judgments": "0" * 16})),
+    "other-judgments": (_edit(lambda d: d["per_query"]["q-004"].update({"_judgments": "0" * 16}), sealed=True),
                         ["judgments or text changed for 1 query since the baseline: q-004"]),
-    "other-measurement": (_edit(lambda d: d["_meta"]["measurement"].update({"relevance_level": 2})),
+    "other-measurement": (_edit(lambda d: d["_meta"]["measurement"].update({"relevance_level": 2}), sealed=True),
                           ["was measured differently", "relevance_level: baseline 2, now 1"]),
     "no-measurement-recorded": (_edit(lambda d: d.update({"_meta": {}})),
                                 ["the baseline records no measurement config"]),

@@ -1,0 +1,221 @@
+"""A hand, a merge or a stripped key in the gate's own files never turns red into green.
+
+Each case takes a run that the untouched files judge red (or a file the untouched
+tool would read), changes the file the way a careless merge or a hand edit does,
+and checks that the run is refused with the file, the record and the field, or
+still fails, through a real ``pytest --rag-eval`` session or the real CLI.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_ragmetrics.gate.baseline import FORMAT, Baseline, load_baseline, write_baseline
+from ragproject import rag_summary
+from trust_helpers import TrustProject, assert_usage_error, clean_env, no_traceback, snapshot
+
+
+def _edit_baseline(project: TrustProject, change: Any, reseal: bool = False) -> None:
+    data = project.baseline()
+    change(data)
+    if reseal:  # as if the file had been measured this way (the case under test is what it holds)
+        write_baseline(project.baseline_path, Baseline(data["_meta"], data["aggregate"], data["per_query"]))
+    else:
+        project.baseline_path.write_text(json.dumps(data, indent=2), encoding="utf-8")
+
+
+def _ragmetrics(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "pytest_ragmetrics", *args], cwd=cwd, capture_output=True,
+                          text=True, env=clean_env(), timeout=120, stdin=subprocess.DEVNULL)
+
+
+# ------------------------------------------------------------- gates that could not compare
+
+
+def test_a_baseline_sharing_no_metric_fails_even_when_the_mismatch_is_accepted(baselined: TrustProject) -> None:
+    """Measured at another k, accepted with --rag-accept-mismatch: every row had no baseline and passed."""
+    baselined.ini(rag_metrics="recall@5 mrr@5")
+    result = baselined.run("--rag-accept-mismatch")
+    no_traceback(result.stdout.str() + result.stderr.str())
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    summary = rag_summary(result)
+    assert "All gates passed" not in summary
+    assert "recall@5 cannot be compared: the baseline holds no recall@5" in summary
+    assert "it measured hit_rate@10, mrr@10, ndcg@10, recall@10" in summary
+
+
+def test_a_gated_metric_the_baseline_does_not_hold_fails_its_gate(project: TrustProject) -> None:
+    """A serial run gating mrr@10 against a baseline measured without it showed that row as ok."""
+    project.ini(rag_metrics="recall@10")
+    project.make_baseline()
+    project.ini(rag_metrics="recall@10 mrr@10")
+    project.thresholds({"mrr@10_tolerance": 0.0})
+    result = project.run("--rag-accept-mismatch")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    summary = rag_summary(result)
+    assert "gate mrr@10: mrr@10 cannot be compared: the baseline holds no mrr@10" in summary
+    assert "it measured recall@10" in summary
+
+
+# ------------------------------------------------------------------ baseline.json schema
+
+
+def test_a_metric_key_dropped_from_one_entry_is_refused(baselined: TrustProject) -> None:
+    """A merge that drops one key turned that metric's mean into NaN, then 'nothing to compare with'."""
+    baselined.thresholds({"ndcg@10_tolerance": 0.0})
+    _edit_baseline(baselined, lambda d: d["per_query"]["q-002"].pop("ndcg@10"))
+    baselined.answer(q_002=["noise-doc"])  # the run is red when the file is whole
+    before = snapshot(baselined.path)
+    result = baselined.run()
+    assert_usage_error(result, "baselines/baseline.json", "per_query.q-002 is missing 'ndcg@10'")
+    assert snapshot(baselined.path) == before
+
+
+def test_lowered_per_query_numbers_are_refused(baselined: TrustProject) -> None:
+    """Lowering a query's numbers by hand made its real regression pass; the stored mean disagreed."""
+    _edit_baseline(baselined, lambda d: d["per_query"]["q-002"].update({"recall@10": 0.0}))
+    baselined.answer(q_002=["noise-doc"])
+    result = baselined.run()
+    assert_usage_error(result, "baselines/baseline.json", "aggregate.recall@10 = 1.0, but the mean of its 6 "
+                       "per-query values is 0.8333333333", "edited by hand", "ragmetrics baseline --reseal")
+
+
+def test_numbers_edited_consistently_break_the_seal_and_name_the_entry(baselined: TrustProject) -> None:
+    def lower(d: dict[str, Any]) -> None:
+        d["per_query"]["q-002"]["recall@10"] = 0.0
+        d["aggregate"]["recall@10"] = 5 / 6
+    _edit_baseline(baselined, lower)
+    baselined.answer(q_002=["noise-doc"])
+    message = assert_usage_error(baselined.run(), "baselines/baseline.json", "does not match its seal",
+                                 "per_query entries edited: q-002", "aggregate edited")
+    assert "ragmetrics baseline --reseal" in message
+
+
+def test_stripped_judgment_digests_are_refused(baselined: TrustProject) -> None:
+    """Without the digests a change of labels could no longer be told."""
+    def strip(d: dict[str, Any]) -> None:
+        for entry in d["per_query"].values():
+            entry.pop("_judgments")
+    _edit_baseline(baselined, strip, reseal=True)
+    baselined.edit_query("q-003", gold_chunks=["rim-wear"])
+    assert_usage_error(baselined.run(), "baselines/baseline.json", "per_query.q-001 has no _judgments digest")
+
+
+def test_a_metric_key_in_another_case_is_refused(baselined: TrustProject) -> None:
+    def recase(d: dict[str, Any]) -> None:
+        d["per_query"]["q-001"]["Recall@10"] = d["per_query"]["q-001"].pop("recall@10")
+    _edit_baseline(baselined, recase)
+    assert_usage_error(baselined.run(), "per_query.q-001 is missing 'recall@10'")
+
+
+def test_a_removed_entry_breaks_the_seal(baselined: TrustProject) -> None:
+    def remove(d: dict[str, Any]) -> None:  # and the means made to agree, as a careful hand would
+        d["per_query"].pop("q-006")
+        for metric in d["aggregate"]:
+            d["aggregate"][metric] = sum(e[metric] for e in d["per_query"].values()) / len(d["per_query"])
+    _edit_baseline(baselined, remove)
+    assert_usage_error(baselined.run(), "per_query entries added or removed (6 sealed, 5 now)")
+
+
+def test_a_baseline_without_a_seal_is_refused_and_can_be_sealed(baselined: TrustProject) -> None:
+    """Removing the seal is an edit too; an older file is sealed once, on purpose."""
+    def unseal(d: dict[str, Any]) -> None:
+        d["_meta"].pop("format")
+        d["_meta"].pop("seal")
+        for entry in d["per_query"].values():
+            entry.pop("_seal")
+    _edit_baseline(baselined, unseal)
+    assert_usage_error(baselined.run(), "this baseline has no seal", "ragmetrics baseline --reseal")
+    done = _ragmetrics("baseline", "--reseal", "baselines/baseline.json", cwd=baselined.path)
+    assert done.returncode == 0, done.stderr
+    assert "no seal yet" in done.stdout
+    assert baselined.baseline()["_meta"]["format"] == FORMAT
+    assert baselined.run().ret == pytest.ExitCode.OK
+
+
+def test_reseal_prints_what_it_seals_and_the_gate_then_uses_it(baselined: TrustProject) -> None:
+    """An edit made on purpose: refused until sealed, then judged by the new numbers."""
+    def lower(d: dict[str, Any]) -> None:
+        d["per_query"]["q-002"]["recall@10"] = 0.0
+        d["aggregate"]["recall@10"] = 5 / 6
+    _edit_baseline(baselined, lower)
+    check = _ragmetrics("baseline", "baselines/baseline.json", cwd=baselined.path)
+    assert check.returncode == 2
+    assert "per_query entries edited: q-002" in check.stderr
+    done = _ragmetrics("baseline", "--reseal", "baselines/baseline.json", cwd=baselined.path)
+    assert done.returncode == 0, done.stderr
+    assert "per_query entries edited: q-002" in done.stdout
+    assert _ragmetrics("baseline", "baselines/baseline.json", cwd=baselined.path).returncode == 0
+    baselined.answer(q_002=["noise-doc"])
+    assert baselined.run().ret == pytest.ExitCode.OK  # the sealed baseline says q-002 found nothing
+
+
+def test_reseal_refuses_a_file_whose_means_disagree(baselined: TrustProject) -> None:
+    _edit_baseline(baselined, lambda d: d["per_query"]["q-002"].update({"recall@10": 0.0}))
+    before = baselined.baseline_path.read_bytes()
+    done = _ragmetrics("baseline", "--reseal", "baselines/baseline.json", cwd=baselined.path)
+    assert done.returncode == 2
+    assert "aggregate.recall@10" in done.stderr and "Traceback" not in done.stderr
+    assert baselined.baseline_path.read_bytes() == before
+
+
+def test_a_refresh_replaces_an_edited_baseline(baselined: TrustProject) -> None:
+    _edit_baseline(baselined, lambda d: d["per_query"]["q-002"].update({"recall@10": 0.0}))
+    assert baselined.run("--rag-update-baseline").ret == pytest.ExitCode.OK
+    assert load_baseline(baselined.baseline_path).per_query["q-002"]["recall@10"] == 1.0
+
+
+# --------------------------------------------------------------------------- thresholds
+
+
+@pytest.mark.parametrize("data, needle", [
+    ({"Recall@10_tolerance": 1, "recall@10_tolerance": 0}, "spells metric 'recall@10' as 'Recall@10'"),
+    ({"recall@010_tolerance": 1}, "spells metric 'recall@10' as 'recall@010'"),
+    ({"RECALL@10_min": 0.5}, "spells metric 'recall@10' as 'RECALL@10'"),
+], ids=["mixed-case-beside-canonical", "leading-zero", "upper-case"])
+def test_thresholds_keys_have_one_spelling(baselined: TrustProject, data: dict[str, Any], needle: str) -> None:
+    baselined.thresholds(json.dumps(data))
+    baselined.answer(q_002=["noise-doc"])
+    assert_usage_error(baselined.run(), "baselines/thresholds.json", needle)
+
+
+# --------------------------------------------------------------- ordering regressions
+
+
+def _ordering_project(project: TrustProject, n: int = 12) -> None:
+    records = [{"id": f"o-{i:02d}", "question": f"question number {i}", "gold_chunks": [f"gold-{i}"]}
+               for i in range(n)]
+    project.answers = {r["id"]: [f"gold-{i}", f"other-{i}"] for i, r in enumerate(records)}
+    project.golden(records)
+
+
+def test_a_clear_drop_of_an_ungated_metric_fails_under_the_defaults(project: TrustProject) -> None:
+    """Recall is untouched, MRR halves on every query: it passed with one line of note."""
+    _ordering_project(project)
+    project.make_baseline()
+    project.answers = {qid: list(reversed(ranked)) for qid, ranked in project.answers.items()}
+    project._write_rankings()
+    result = project.run()
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    summary = rag_summary(result)
+    assert "gate significant-drops: mrr@10 fell 0.5000 against the baseline (1.0000 -> 0.5000, p=0.0005" in summary
+    assert "more than 1/n = 0.0833" in summary
+    assert "fail_on_significant_drop" in summary
+
+    project.thresholds({"fail_on_significant_drop": False})
+    assert project.run().ret == pytest.ExitCode.OK
+
+
+def test_a_drop_within_chance_does_not_fail(project: TrustProject) -> None:
+    _ordering_project(project)
+    project.make_baseline()
+    project.answers["o-00"] = ["other-0", "gold-0"]  # one query of twelve: p = 1, not evidence
+    project._write_rankings()
+    result = project.run()
+    assert result.ret == pytest.ExitCode.OK, rag_summary(result)
