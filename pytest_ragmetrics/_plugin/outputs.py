@@ -16,7 +16,8 @@ from pytest_ragmetrics.files import atomic_write_json, atomic_write_text, git_co
 if TYPE_CHECKING:
     from pytest_ragmetrics._plugin.session import RagSession
 
-__all__ = ["meta", "artifact", "baseline_entry", "write_artifact", "write_html", "append_markdown", "leakage_warning"]
+__all__ = ["meta", "artifact", "baseline_entry", "baseline_retriever", "write_artifact", "write_html",
+           "append_markdown", "leakage_warning"]
 
 
 def meta(rag: RagSession) -> dict[str, Any]:
@@ -50,6 +51,8 @@ def _project_path(rag: RagSession, path: Path) -> str:
 
 def artifact(rag: RagSession) -> dict[str, Any]:
     """The JSON run artifact: config, per-query results, aggregates, comparison."""
+    from pytest_ragmetrics.report.text import retriever_changes
+
     verdict = rag.verdict()
     per_query = {}
     for q in rag.golden:
@@ -66,13 +69,22 @@ def artifact(rag: RagSession) -> dict[str, Any]:
     data = meta(rag)
     data["subset"] = rag.options.subset
     data["baseline"] = baseline_entry(rag)
+    data["baseline_retriever"] = baseline_retriever(rag)
+    comparison = verdict.to_dict()
+    # the usual cause of a red run the morning after: kept where reviewers read, not only in the log
+    comparison["retriever_changes"] = retriever_changes(data["baseline_retriever"], rag.retriever_description)
     return {
         "_meta": data,
         "aggregate": {row.metric: row.now for row in verdict.aggregate},
         "n": verdict.n,
         "per_query": per_query,
-        "comparison": verdict.to_dict(),
+        "comparison": comparison,
     }
+
+
+def baseline_retriever(rag: RagSession) -> Any:
+    """The baseline's ``_meta.retriever`` (the one a refresh replaces), or None without a baseline."""
+    return rag.baseline.meta.get("retriever") if rag.baseline is not None else None
 
 
 def baseline_entry(rag: RagSession) -> dict[str, Any] | None:
@@ -145,9 +157,12 @@ def leakage_warning(rag: RagSession) -> str | None:
 def append_markdown(rag: RagSession, path: Path) -> None:
     """Append the Markdown verdict (``$GITHUB_STEP_SUMMARY`` is appended to, never replaced)."""
     from pytest_ragmetrics.report.markdown import verdict_markdown
+    from pytest_ragmetrics.report.text import retriever_changes
 
     try:
         with open(path, "a", encoding="utf-8") as fh:
-            fh.write(verdict_markdown(rag.verdict(), rag.worst_n) + "\n")
+            fh.write(verdict_markdown(rag.verdict(), rag.worst_n,
+                                      retriever_changes=retriever_changes(baseline_retriever(rag),
+                                                                          rag.retriever_description)) + "\n")
     except OSError as exc:
         raise RagMetricsError(f"cannot append the Markdown summary to {path}: {write_problem(path, exc)}") from None

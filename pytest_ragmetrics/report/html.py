@@ -17,6 +17,7 @@ from typing import Any, Mapping, Sequence
 from pytest_ragmetrics.errors import listed
 from pytest_ragmetrics.report.html_parts import delta_cell, num, page, table
 from pytest_ragmetrics.report.tables import counted
+from pytest_ragmetrics.report.text import changes_hint, retriever_note
 
 __all__ = ["render_html"]
 
@@ -189,6 +190,8 @@ def render_html(artifact: Mapping[str, Any], metric: str | None = None, title: s
                    + table(["metric", "chunk level", "parent level", "chunk hit, parent missed", "queries"],
                             parent_rows))
 
+    changed = _retriever_section(comparison)
+
     golden = meta.get("golden", {})
     head = (f"golden set <code>{escape(str(golden.get('source', '?')))}</code> "
             f"({counted(int(golden.get('n_queries', 0)), 'query', 'queries')}, "
@@ -198,11 +201,28 @@ def render_html(artifact: Mapping[str, Any], metric: str | None = None, title: s
     return page(
         title,
         f"<h1>{escape(title)}</h1><div class=meta>{head}</div>"
-        f"<div class='banner {cls}'>{escape(banner)}</div>"
+        f"<div class='banner {cls}'>{escape(banner)}</div>{changed}"
         f"<h2>Aggregate</h2>{aggregate}<p class=note>{escape(note)}</p>"
         f"<h2>Per-query change in {escape(metric)}</h2>{_delta_chart(deltas, metric)}"
         f"<p class=note>{counted(len(deltas), 'query', 'queries')}, sorted by change; hover a bar for its query.</p>"
         f"<h2>Per tag</h2><p class=note>{escape(metric)}: grey bar baseline, blue bar now.</p>"
         f"{_strata_chart(strata, metric)}{strata_table}{parents}"
         f"<h2>Worst regressed queries</h2>{worst}",
+        _CSS,
     )
+
+
+_CSS = ".changed{background:#fff8c5;border:1px solid #d4a72c;border-radius:6px;padding:2px 14px;margin:0 0 16px}"
+
+
+def _retriever_section(comparison: Mapping[str, Any]) -> str:
+    """The retriever settings that differ from the baseline's, in the terminal's words, under the
+    banner (a failed run leads with the terminal's hint); "" when none differ or none were recorded."""
+    changes = comparison.get("retriever_changes")
+    note = retriever_note([str(c) for c in changes] if isinstance(changes, list) else [])
+    if note is None:
+        return ""
+    hint = changes_hint(note.changes) if comparison.get("passed") is False else None
+    return ("<div class=changed>" + (f"<p><strong>{escape(hint)}</strong></p>" if hint else "")
+            + f"<p>{escape(note.head)}</p><ul>" + "".join(f"<li><code>{escape(c)}</code></li>" for c in note.changes)
+            + "</ul>" + (f"<p class=note>{escape(note.advice)}</p>" if note.advice else "") + "</div>")

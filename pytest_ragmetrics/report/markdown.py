@@ -9,13 +9,17 @@ from __future__ import annotations
 from typing import Callable, Sequence
 
 from pytest_ragmetrics.gate.verdict import Drop, Regression, Verdict
-from pytest_ragmetrics.report.text import aggregate_table, moved_heading, parent_table, strata_table
+from pytest_ragmetrics.report.text import (aggregate_table, changes_hint, moved_heading, parent_table, retriever_note,
+                                          strata_table)
 from pytest_ragmetrics.report.tables import escape_cell, markdown_table
 
 __all__ = ["verdict_markdown"]
 
 
-def verdict_markdown(v: Verdict, worst_n: int, title: str = "Retrieval gate") -> str:
+def verdict_markdown(v: Verdict, worst_n: int, title: str = "Retrieval gate",
+                     retriever_changes: Sequence[str] = ()) -> str:
+    """The summary; ``retriever_changes`` (from :func:`.text.retriever_changes`) is shown near the
+    top, as the likely cause of a red run, and a failed verdict leads with the terminal's hint."""
     failures = v.failures()
     if failures and v.fail_on_regression:
         head = f"## {title}: failed"
@@ -24,8 +28,15 @@ def verdict_markdown(v: Verdict, worst_n: int, title: str = "Retrieval gate") ->
     else:
         head = f"## {title}: passed"
     parts = [head]
+    hint = changes_hint(retriever_changes) if not v.passed else None
+    if hint:
+        parts.append(escape_cell(hint))
     if failures:
         parts.append("\n".join(f"- {escape_cell(line)}" for line in failures))
+    note = retriever_note(retriever_changes)
+    if note is not None:
+        parts.append(escape_cell(note.head) + "\n\n" + "\n".join(f"- {escape_cell(c)}" for c in note.changes)
+                     + (f"\n\n{escape_cell(note.advice)}" if note.advice else ""))
     table, sep, notes = aggregate_table(v).partition("\nn = ")
     parts.append(table + ("\n\nn = " + notes.replace("\n", "\n\n") if sep else ""))  # notes outside the table
     strata = strata_table(v)

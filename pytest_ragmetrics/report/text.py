@@ -6,7 +6,7 @@ Used for the terminal summary, the gate reports and the CLI. Tables are Markdown
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, NamedTuple, Sequence
 
 from pytest_ragmetrics.errors import brief_repr, listed
 from pytest_ragmetrics.gate.verdict import EPS, Drop, Gate, Regression, Verdict
@@ -17,7 +17,8 @@ if TYPE_CHECKING:
 
 __all__ = ["REFRESH_COMMAND", "aggregate_table", "strata_table", "parent_table", "regressions_text", "moved_heading", "moved_text",
            "drops_text", "gate_line", "signed_delta", "verdict_text", "baseline_change_text", "retriever_warnings",
-           "retriever_changes", "retriever_text", "retriever_hint"]
+           "retriever_changes", "RetrieverNote", "retriever_note", "retriever_text", "changes_hint",
+           "retriever_hint"]
 
 
 #: How to refresh a baseline, in every hint: the user's own command (its paths and options), but whole.
@@ -360,6 +361,33 @@ def _repr_bounded(value: Any, limit: int = 20_000) -> str:
     return text[:limit]
 
 
+class RetrieverNote(NamedTuple):
+    """What every report says when the retriever is not the baseline's: a heading, one line
+    per changed setting, and (unless a refresh records them) how to make the change stay."""
+
+    head: str
+    changes: list[str]
+    advice: str | None
+
+
+def retriever_note(changes: Sequence[str], refreshing: bool = False) -> RetrieverNote | None:
+    """The wording of the retriever change, for the terminal, the Markdown summary and the HTML
+    report alike (``changes`` as :func:`retriever_changes` gives them); None when nothing changed.
+
+    ``refreshing``: the run writes a new baseline over the one the changes are
+    measured against (a refresh must not swap the retriever unnoticed).
+    """
+    if not changes:
+        return None
+    if refreshing:
+        return RetrieverNote("Retriever settings differ from the previous baseline's (the new baseline records them):",
+                             list(changes), None)
+    return RetrieverNote("Retriever settings differ from the baseline's (the gate compares them as they are):",
+                         list(changes),
+                         f"If the change is meant to stay, refresh the baseline once ({REFRESH_COMMAND}) so later "
+                         "runs are compared with this retriever.")
+
+
 def retriever_text(before: Any, now: Any, refreshing: bool = False) -> str | None:
     """What the summary says about the retriever: its warnings and notes, and what changed since the baseline.
 
@@ -367,22 +395,25 @@ def retriever_text(before: Any, now: Any, refreshing: bool = False) -> str | Non
     changes then describe (a refresh must not swap the retriever unnoticed).
     """
     lines = [f"Retriever: {m}" for m in retriever_warnings([now])]
-    changes = retriever_changes(before, now)
-    if changes:
-        head = ("Retriever settings differ from the previous baseline's (the new baseline records them):"
-                if refreshing else "Retriever settings differ from the baseline's (the gate compares them as they are):")
-        lines.append(head + "\n  - " + "\n  - ".join(changes))
-        if not refreshing:
-            lines.append(f"  If the change is meant to stay, refresh the baseline once ({REFRESH_COMMAND}) so later "
-                         "runs are compared with this retriever.")
+    note = retriever_note(retriever_changes(before, now), refreshing)
+    if note is not None:
+        lines.append(note.head + "\n  - " + "\n  - ".join(note.changes))
+        if note.advice:
+            lines.append("  " + note.advice)
     return "\n".join(lines) or None
+
+
+def changes_hint(changes: Sequence[str]) -> str | None:
+    """The line that leads a failed verdict when the retriever is not the baseline's (``changes``
+    as :func:`retriever_changes` gives them): a reader scanning from the top must not take a
+    changed retriever for a regression."""
+    if not changes:
+        return None
+    keys = [c.split(":", 1)[0] for c in changes]
+    return f"(the retriever differs from the baseline's: {listed(keys, 5)}; see below)"
 
 
 def retriever_hint(before: Any, now: Any) -> str | None:
     """One line for under a failed verdict's headline, when the retriever is not the baseline's."""
-    changes = retriever_changes(before, now)
-    if not changes:
-        return None
-    keys = [c.split(":", 1)[0] for c in changes]
-    return f"  (the retriever differs from the baseline's: {listed(keys, 5)}; see below)"
-
+    hint = changes_hint(retriever_changes(before, now))
+    return None if hint is None else "  " + hint
