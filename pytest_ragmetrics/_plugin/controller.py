@@ -28,6 +28,7 @@ class Controller:
         self.prefix = None  # node id of the golden file, learnt from the first report
         self.retriever_problem: str | None = None
         self.verdict_failed = False  # for pytest's last line, when no gate item ran to fail (-k)
+        self.refresh_refused: str | None = None  # why --rag-update-baseline wrote nothing, for pytest's last line
 
     @pytest.hookimpl(tryfirst=True)  # before junitxml and other report writers see the record
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -95,7 +96,7 @@ class Controller:
             try:
                 rag.summary = rag.write_baseline()
             except BaselineError as exc:
-                rag.summary = str(exc)
+                rag.summary = self.refresh_refused = str(exc)
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED
             else:  # a baseline under a floor makes every later run fail that gate: say so now
                 for row in rag.verdict().aggregate:
@@ -174,16 +175,20 @@ class Controller:
                     session.exitstatus = pytest.ExitCode.TESTS_FAILED
         return problems
 
+    def _golden_id(self) -> str:
+        """The node id of the file the items hang from (a folder's queries.jsonl), as pytest names it."""
+        try:
+            return self.prefix or str(self.rag.collect_path.relative_to(self.config.rootpath.resolve()).as_posix())
+        except ValueError:
+            return str(self.rag.collect_path)
+
     def _report_gates(self, session: pytest.Session) -> None:
         """Under xdist the gates cannot run on a worker: report them from here."""
         from pytest_ragmetrics._plugin.items import gate_report_text
         from pytest_ragmetrics._plugin.xdist import hide_progress_counter
 
         rag = self.rag
-        try:  # the file the items hang from (a folder's queries.jsonl), as the workers named it
-            golden_id = self.prefix or str(rag.collect_path.relative_to(self.config.rootpath.resolve()).as_posix())
-        except ValueError:
-            golden_id = str(rag.collect_path)
+        golden_id = self._golden_id()
         hook = self.config.hook
         updating = rag.options.update_baseline
         gates = rag.verdict().gates
@@ -201,10 +206,25 @@ class Controller:
                 report = pytest.TestReport(nodeid, location, {}, outcome, longrepr, when)
                 hook.pytest_runtest_logreport(report=report)
 
+    def _summary_report(self, name: str, message: str) -> pytest.TestReport:
+        """A failed report standing for the whole run, for a category of pytest's last line.
+
+        Other plugins (hypothesis' among them) read every entry of the terminal's
+        stats as a report, so the entry must be one; no hook sees it, so no
+        report file (JUnit XML, the run artifact) counts it as a test.
+        """
+        golden_id = self._golden_id()
+        return pytest.TestReport(f"{golden_id}::{name}", (golden_id, None, name), {}, "failed", message, "call")
+
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        if self.verdict_failed and not terminalreporter.stats.get("failed"):
+        stats = terminalreporter.stats
+        if self.verdict_failed and not stats.get("failed"):
             # a -k run deselects the gate items: pytest's last line would read "3 passed" on a red run
-            terminalreporter.stats.setdefault("retrieval gate failed", []).append(self.rag.collect_path)
+            stats.setdefault("retrieval gate failed", []).append(
+                self._summary_report("gate", "the retrieval gate failed (see the ragmetrics summary)"))
+        if self.refresh_refused is not None:  # the items passed, yet nothing was written and the run fails
+            stats.setdefault("baseline refresh refused", []).append(
+                self._summary_report("baseline", self.refresh_refused))
         if self.rag.summary:
             terminalreporter.write_sep("=", "ragmetrics")
             for line in self.rag.summary.splitlines():
