@@ -28,10 +28,12 @@ class Controller:
         self.prefix = None  # node id of the golden file, learnt from the first report
         self.retriever_problem: str | None = None
         self.verdict_failed = False  # for pytest's last line, when no gate item ran to fail (-k)
+        self._qids: dict[str, str] | None = None  # item name -> query id (a name shows the id escaped)
         self.refresh_refused: str | None = None  # why --rag-update-baseline wrote nothing, for pytest's last line
 
     @pytest.hookimpl(tryfirst=True)  # before junitxml and other report writers see the record
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        from pytest_ragmetrics.errors import shown
         from pytest_ragmetrics.gate.verdict import QueryRecord
         from pytest_ragmetrics._plugin.items import RETRIEVER_PROBLEM_KEY, junit_properties
         from pytest_ragmetrics._plugin.session import RECORD_KEY
@@ -48,21 +50,29 @@ class Controller:
             report.user_properties = [p for p in report.user_properties if p[0] != RECORD_KEY]
             value = records[0]
             self.rag.add_record(value)
-            if self.prefix is None and report.nodeid.endswith("::" + value["qid"]):
-                self.prefix = report.nodeid[: -len(value["qid"]) - 2]
+            name = shown(value["qid"])
+            if self.prefix is None and report.nodeid.endswith("::" + name):
+                self.prefix = report.nodeid[: -len(name) - 2]
         elif report.failed and report.when == "setup" and "::gate::" not in report.nodeid:
-            qid = report.nodeid.rsplit("::", 1)[-1]
+            qid = self._qid(report.nodeid)
             if qid in self.rag.golden and qid not in self.rag.records:
                 message = report.longreprtext.strip().splitlines()
                 crash = getattr(report.longrepr, "reprcrash", None)  # "OSError: index not built", not "file:line: OSError"
                 text = crash.message if crash is not None else (message[-1] if message else "?")
                 self.rag.records[qid] = QueryRecord(qid, "error", error=f"setup failed: {text}")
         if report.when == "teardown" and "::gate::" not in report.nodeid:
-            qid = records[0]["qid"] if records else report.nodeid.rsplit("::", 1)[-1]
+            qid = records[0]["qid"] if records else self._qid(report.nodeid)
             record = self.rag.records.get(qid)
-            if record is not None and (self.prefix is None or report.nodeid == f"{self.prefix}::{qid}"):
+            if record is not None and (self.prefix is None or report.nodeid == f"{self.prefix}::{shown(qid)}"):
                 # junitxml takes a test case's properties from its teardown report
                 report.user_properties.extend(junit_properties(self.rag, record))
+
+    def _qid(self, nodeid: str) -> str:
+        """The query id of a query item's node id."""
+        if self._qids is None:
+            self._qids = {shown(q.qid): q.qid for q in self.rag.golden}
+        name = nodeid.rsplit("::", 1)[-1]
+        return self._qids.get(name, name)
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
@@ -226,6 +236,8 @@ class Controller:
             stats.setdefault("baseline refresh refused", []).append(
                 self._summary_report("baseline", self.refresh_refused))
         if self.rag.summary:
+            from pytest_ragmetrics.report.text import shown_lines
+
             terminalreporter.write_sep("=", "ragmetrics")
-            for line in self.rag.summary.splitlines():
+            for line in shown_lines(self.rag.summary).split("\n"):  # no id or text of the user's starts a line
                 terminalreporter.write_line(line)

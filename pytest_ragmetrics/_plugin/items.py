@@ -9,7 +9,7 @@ from typing import Any, Sequence
 
 import pytest
 
-from pytest_ragmetrics.errors import RagMetricsError
+from pytest_ragmetrics.errors import RagMetricsError, shown, shown_lines
 from pytest_ragmetrics.gate.verdict import Drop, Gate, QueryRecord, query_drops
 from pytest_ragmetrics.golden import Query
 from pytest_ragmetrics.report.text import gate_line, regressions_text
@@ -83,7 +83,9 @@ class GoldenFile(pytest.File):
     def collect(self) -> Any:
         rag = self.config.stash[RAG_SESSION]
         for query in rag.golden:
-            yield QueryItem.from_parent(self, name=query.qid, callobj=_rag_query, query=query)
+            # pytest prints node ids as they are: a query id with a line break or a bidi override must not
+            # forge a line of the terminal's summary, so the item is named with the id as shown
+            yield QueryItem.from_parent(self, name=shown(query.qid), callobj=_rag_query, query=query)
         if not rag.is_worker:  # under xdist the controller reports the gates itself
             for name in rag.gates:
                 yield GateItem.from_parent(self, name=f"gate::{name}", gate=name)
@@ -216,11 +218,11 @@ class QueryItem(pytest.Function):
 
     def repr_failure(self, excinfo: Any, style: Any = None) -> Any:
         if isinstance(excinfo.value, (QueryRegression, RagMetricsError)):
-            return str(excinfo.value)
+            return shown_lines(str(excinfo.value))
         return super().repr_failure(excinfo)  # pytest.Function.repr_failure takes no style
 
     def reportinfo(self) -> tuple[Path, int | None, str]:
-        return self.path, None, f"rag query {self.query.qid}"
+        return self.path, None, f"rag query {shown(self.query.qid)}"
 
 
 def junit_properties(rag: RagSession, record: QueryRecord) -> list[tuple[str, object]]:
@@ -259,7 +261,7 @@ class GateItem(pytest.Item):
 
     def repr_failure(self, excinfo: Any, style: Any = None) -> Any:
         if isinstance(excinfo.value, GateFailure):
-            return str(excinfo.value)
+            return shown_lines(str(excinfo.value))
         return super().repr_failure(excinfo, style)
 
     def reportinfo(self) -> tuple[Path, int | None, str]:
