@@ -74,6 +74,25 @@ def test_reports_are_written_atomically(baselined: TrustProject) -> None:
     assert json.loads((baselined.path / "out" / "run.json").read_text())["n"] == len(GOLDEN)
 
 
+def test_a_symlinked_baseline_is_updated_through_the_link(baselined: TrustProject) -> None:
+    """Reads follow a symlinked baselines/baseline.json; the update replaced the link with a
+    regular file, so the file it pointed to (shared, or kept elsewhere) silently went stale."""
+    shared = baselined.path / "shared"
+    shared.mkdir()
+    target = shared / "baseline.json"
+    baselined.baseline_path.rename(target)
+    baselined.baseline_path.symlink_to(Path("..") / "shared" / "baseline.json")
+    baselined.answer(q_002=["chain-lube", "noise-doc"])  # recall 1 -> 0.5: the refresh changes something
+    result = baselined.run("--rag-update-baseline")
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()[-3000:]
+    assert baselined.baseline_path.is_symlink()
+    assert os.readlink(baselined.baseline_path) == os.path.join("..", "shared", "baseline.json")
+    assert json.loads(target.read_text())["per_query"]["q-002"]["recall@10"] == 0.5
+    assert sorted(p.name for p in shared.iterdir()) == ["baseline.json"]  # no temp file left behind
+    assert sorted(p.name for p in baselined.baseline_path.parent.iterdir()) == ["baseline.json"]
+    assert baselined.run().ret == pytest.ExitCode.OK  # and the next run reads the new numbers through it
+
+
 # ------------------------------------------------- what the written files look like
 
 
