@@ -479,6 +479,62 @@ def test_a_corrupt_index_is_named_and_rebuilt(tmp_path: Path, damage: str) -> No
     assert _result(tmp_path, "again.json")["rebuilt"] is False
 
 
+def _read_only(paths: list[Path]) -> list[Path]:
+    """Make ``paths`` read-only for this process: ``chmod a-w``, or for root (whom the mode bits
+    do not stop) the immutable flag; returns what to give back with :func:`_writable_again`."""
+    if os.geteuid() != 0:
+        for path in paths:
+            path.chmod(path.stat().st_mode & ~0o222)
+        return paths
+    done: list[Path] = []
+    for path in paths:
+        if subprocess.run(["chattr", "+i", str(path)], capture_output=True).returncode != 0:
+            _writable_again(done)
+            pytest.skip("running as root, and chattr +i is not available here")
+        done.append(path)
+    return done
+
+
+def _writable_again(paths: list[Path]) -> None:
+    for path in paths:
+        if os.geteuid() == 0:
+            subprocess.run(["chattr", "-i", str(path)], check=True)
+        else:
+            path.chmod(path.stat().st_mode | 0o200)
+
+
+@pytest.mark.parametrize("what", ["the folder", "the folder and its files"])
+def test_a_read_only_index_folder_is_said_to_be_read_only_not_corrupt(tmp_path: Path, what: str) -> None:
+    """An intact index in a folder this user cannot write was reported as "may be corrupt ...
+    delete it": the message now says the folder is not writable, names it and how to fix that."""
+    import numpy as np
+
+    from pytest_ragmetrics.stack.index import IndexStoreError, VectorIndex, _forget_system
+
+    folder = tmp_path / "index"
+    vectors = np.random.default_rng(0).standard_normal((50, 16)).astype(np.float32)
+    ids = [f"c{i}" for i in range(50)]
+    table = dict(zip(ids, vectors))
+    VectorIndex("read-only-test", {"model": "random-16"}, data_dir=folder).sync(
+        ids, ids, "corpus", lambda texts: np.stack([table[t] for t in texts]))
+    _forget_system(folder)  # the next open reads the folder again, as a new process would
+    before = snapshot(folder)
+    paths = [folder] + ([p for p in folder.rglob("*")] if what.endswith("files") else [])
+    locked = _read_only(paths)
+    try:
+        with pytest.raises(IndexStoreError) as raised:
+            VectorIndex("read-only-test", {"model": "random-16"}, data_dir=folder)
+    finally:
+        _writable_again(locked)
+    message = str(raised.value)
+    assert f"the vector index folder {folder} is not writable" in message, message
+    assert "corrupt" not in message and "delete" not in message
+    assert f"chmod -R u+w {folder}" in message
+    assert snapshot(folder) == before  # nothing in it was touched
+    index = VectorIndex("read-only-test", {"model": "random-16"}, data_dir=folder)  # writable again: reused as is
+    assert index.sync(ids, ids, "corpus", lambda texts: pytest.fail("rebuilt an intact index")) is False
+
+
 @pytest.mark.slow
 def test_two_processes_building_the_real_stack_into_one_dir(tmp_path: Path) -> None:
     """The reference retriever end to end (model, embedding cache, chroma, BM25): two
