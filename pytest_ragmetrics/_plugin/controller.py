@@ -69,6 +69,8 @@ class Controller:
 
     def _qid(self, nodeid: str) -> str:
         """The query id of a query item's node id."""
+        from pytest_ragmetrics.errors import shown
+
         if self._qids is None:
             self._qids = {shown(q.qid): q.qid for q in self.rag.golden}
         name = nodeid.rsplit("::", 1)[-1]
