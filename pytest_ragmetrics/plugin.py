@@ -68,8 +68,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="a query whose retrieval takes longer (> 0; 'none': no limit, the default) errors and "
                          "the rest run; each query is then searched alone (search_batch is not used) from a "
                          "worker thread, where a hung call is abandoned (it cannot be killed) and the next call "
-                         "waits for it to return, unless the retriever has thread_safe = True; overrides ini "
-                         "rag_timeout")
+                         "waits for it to return (one limit more, outside its own; queries still blocked then are "
+                         "not run), unless the retriever has thread_safe = True; overrides ini rag_timeout")
     group.addoption("--rag-setup-timeout", dest="rag_setup_timeout", metavar="SECONDS",
                     help="stop the run when the rag_retriever fixture takes longer than this to build the "
                          "retriever (> 0; 'none': no limit, the default); overrides ini rag_setup_timeout")

@@ -27,6 +27,7 @@ class Controller:
         self.rag = config.stash[RAG_SESSION]
         self.prefix = None  # node id of the golden file, learnt from the first report
         self.retriever_problem: str | None = None
+        self.not_started: list[str] = []  # query ids the busy retriever could not start (--rag-timeout)
         self.verdict_failed = False  # for pytest's last line, when no gate item ran to fail (-k)
         self._qids: dict[str, str] | None = None  # item name -> query id (a name shows the id escaped)
         self.refresh_refused: str | None = None  # why --rag-update-baseline wrote nothing, for pytest's last line
@@ -35,8 +36,14 @@ class Controller:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         from pytest_ragmetrics.errors import shown
         from pytest_ragmetrics.gate.verdict import QueryRecord
-        from pytest_ragmetrics._plugin.items import RETRIEVER_PROBLEM_KEY, junit_properties
+        from pytest_ragmetrics._plugin.items import NOT_STARTED_KEY, RETRIEVER_PROBLEM_KEY, junit_properties
         from pytest_ragmetrics._plugin.session import RECORD_KEY
+
+        if any(key == NOT_STARTED_KEY for key, _ in report.user_properties):
+            report.user_properties = [p for p in report.user_properties if p[0] != NOT_STARTED_KEY]
+            qid = self._qid(report.nodeid)
+            if qid not in self.not_started:  # the call's report and the teardown's carry it
+                self.not_started.append(qid)
 
         problems = [value for key, value in report.user_properties if key == RETRIEVER_PROBLEM_KEY]
         if problems:  # an xdist worker stopped at its first query
@@ -87,7 +94,8 @@ class Controller:
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         from pytest_ragmetrics._plugin import outputs
-        from pytest_ragmetrics.errors import BaselineError
+        from pytest_ragmetrics.errors import BaselineError, listed
+        from pytest_ragmetrics.report.tables import counted
         from pytest_ragmetrics._plugin.items import FIXTURE_RAISED
         from pytest_ragmetrics.report.text import retriever_hint, retriever_text, verdict_text
 
@@ -137,6 +145,11 @@ class Controller:
         if hint:  # a reader scanning from the top must not take a changed retriever for a regression
             head, _, rest = rag.summary.partition("\n")
             rag.summary = f"{head}\n{hint}\n{rest}"
+        if self.not_started:
+            rag.summary += (f"\n\n{counted(len(self.not_started), 'query', 'queries')} did not run, as the retriever "
+                            "was still busy with a call abandoned at --rag-timeout (each item says which): "
+                            f"{listed(self.not_started)}. Not run is not scored, so they are not regressions; "
+                            "the run is partial and fails")
         if rag.mismatch:
             rag.summary += "\n\nCompared despite a different measurement (--rag-accept-mismatch):\n  - " + \
                 "\n  - ".join(rag.mismatch)

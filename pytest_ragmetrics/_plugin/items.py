@@ -13,11 +13,12 @@ from pytest_ragmetrics.errors import RagMetricsError, shown, shown_lines
 from pytest_ragmetrics.gate.verdict import Drop, Gate, QueryRecord, query_drops
 from pytest_ragmetrics.golden import Query
 from pytest_ragmetrics.report.text import gate_line, regressions_text
+from pytest_ragmetrics._plugin.deadline import RetrieverBusy
 from pytest_ragmetrics._plugin.xdist import xdist_queue
 from pytest_ragmetrics._plugin.retriever import PROTOCOL, retriever_problem
 from pytest_ragmetrics._plugin.session import RECORD_KEY, RagSession
 
-__all__ = ["FIXTURE_RAISED", "GoldenFile", "QueryItem", "GateItem", "RAG_SESSION", "RETRIEVER_PROBLEM_KEY", "gate_report_text",
+__all__ = ["FIXTURE_RAISED", "NOT_STARTED_KEY", "GoldenFile", "QueryItem", "GateItem", "RAG_SESSION", "RETRIEVER_PROBLEM_KEY", "gate_report_text",
            "junit_properties"]
 
 RAG_SESSION = pytest.StashKey[RagSession]()
@@ -29,6 +30,9 @@ FIXTURE_RAISED = "ragmetrics: the rag_retriever fixture raised"
 
 #: The user_properties key under which an xdist worker tells the controller its retriever cannot be searched.
 RETRIEVER_PROBLEM_KEY = "ragmetrics-retriever-problem"
+
+#: The user_properties key of a query that could not start (the retriever was busy with an abandoned call).
+NOT_STARTED_KEY = "ragmetrics-not-started"
 
 
 class QueryRegression(Exception):
@@ -155,6 +159,9 @@ class QueryItem(pytest.Function):
         try:
             with self._first_search():
                 record, drops = rag.run_query(retriever, self.query, self._upcoming)
+        except RetrieverBusy as exc:  # not run: no record, so not scored as a regression; the summary says why
+            self.user_properties.append((NOT_STARTED_KEY, str(exc)))
+            raise
         except Exception as exc:
             record = getattr(exc, "ragmetrics_record", None) or QueryRecord(
                 self.query.qid, "error", error=f"{type(exc).__name__}: {exc}")

@@ -16,6 +16,7 @@ from typing import Any, Callable, Sequence
 from pytest_ragmetrics._plugin.options import RagOptions
 from pytest_ragmetrics._plugin.outputs import meta
 from pytest_ragmetrics._plugin.retrieval import Retrieval
+from pytest_ragmetrics._plugin.deadline import RetrieverBusy
 from pytest_ragmetrics.errors import BaselineError, RagMetricsError, RetrieverError, brief_repr, listed, shown
 from pytest_ragmetrics.evaluation import mean_metrics, score_query
 from pytest_ragmetrics.gate.baseline import Baseline, fingerprint_mismatch, load_baseline, write_baseline
@@ -148,6 +149,8 @@ class RagSession:
                         f"repeated runs (first difference at rank {first + 1}: {ranked[first:first + 1]} vs "
                         f"{again[first:first + 1]}); a system compared with itself must score identically"
                     )
+        except RetrieverBusy:
+            raise  # never started: no record, so the query counts as not run
         except Exception as exc:
             # The item re-raises this; the record rides along so the gate counts the error.
             exc.ragmetrics_record = QueryRecord(  # type: ignore[attr-defined]
