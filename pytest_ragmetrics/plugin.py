@@ -219,8 +219,8 @@ def rag_retriever(request: pytest.FixtureRequest) -> Any:
     """Override this fixture (session scope, in conftest.py) to give the plugin your retriever.
 
     It returns an object with ``search(query: str, k: int)`` returning ranked
-    results, best first (``str`` ids, ``(id, score)`` pairs or objects with an
-    ``.id``), and optionally ``search_batch(queries, k)``. With ``--rag-timeout``
+    results, best first (``str`` ids, ``(id, score)`` pairs, objects with an
+    ``.id`` or mappings with ``"id"``), and optionally ``search_batch(queries, k)``. With ``--rag-timeout``
     each query gets its own ``search`` call (a batch cannot be timed query by
     query) from a worker thread, one call at a time, even while
     a call abandoned at its deadline still runs; a class attribute
