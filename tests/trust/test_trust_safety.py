@@ -277,6 +277,29 @@ def test_ids_and_texts_cannot_forge_or_reverse_a_terminal_line(project: TrustPro
     assert "FAILED golden.yaml::q1\\nAll gates passed (4 checked)." in result.stdout.str()
 
 
+def test_a_query_with_a_hostile_id_whose_setup_failed_is_counted_as_errored(baselined: TrustProject) -> None:
+    """Items are named with the id as shown; a failed setup is mapped back to its query all the same."""
+    bidi_id = "q3\u202e"
+    records = [dict(r) for r in baselined.records]
+    records[2]["id"] = bidi_id
+    baselined.answers[bidi_id] = GOOD["q-003"]
+    baselined.golden(records)
+    (baselined.path / "conftest.py").write_text(baselined.conftest_text + '''
+
+@pytest.fixture(autouse=True)
+def _disk(request):
+    if request.node.name.startswith("q3"):
+        raise RuntimeError("disk full")
+''', encoding="utf-8")
+    result = baselined.run("--rag-accept-mismatch", "--rag-report", "run.json")
+    out = result.stdout.str() + result.stderr.str()
+    assert "INTERNALERROR" not in out and not RAW_CONTROL.search(out), out[-3000:]
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert "ERROR golden.yaml::q3\\u202e" in result.stdout.str()
+    record = json.loads((baselined.path / "run.json").read_text())["per_query"][bidi_id]
+    assert record["status"] == "error" and "setup failed: RuntimeError: disk full" in record["error"]
+
+
 def test_a_refused_refresh_names_hostile_ids_escaped(project: TrustProject) -> None:
     newline_id = "q1\n" + FORGED
     records = [dict(r) for r in project.records]
