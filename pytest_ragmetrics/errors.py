@@ -9,12 +9,15 @@ quotes the user's value in those messages without letting a hostile one swell th
 
 from __future__ import annotations
 
+import re
 import reprlib
 from typing import Any, Sequence
 
 __all__ = [
     "brief_repr",
     "listed",
+    "shown",
+    "shown_lines",
     "RagMetricsError",
     "InputError",
     "MeasureError",
@@ -40,11 +43,37 @@ def brief_repr(value: Any, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+#: Characters that move the cursor, end a line or reorder text on a terminal: C0 and C1 controls
+#: (U+0085 included), the line and paragraph separators, and the bidi embeddings, overrides,
+#: isolates and marks. A query id, question, document id or error message carrying one could
+#: print a line of its own (a fake "All gates passed") or turn a FAILED line around.
+_OTHER_UNSAFE = r"\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069"
+_UNSAFE_CHAR = re.compile(rf"[\x00-\x1f{_OTHER_UNSAFE}]")
+_UNSAFE_BUT_NEWLINE = re.compile(rf"[\x00-\x09\x0b-\x1f{_OTHER_UNSAFE}]")
+_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _escape(match: re.Match[str]) -> str:
+    char = match.group()
+    return _ESCAPES.get(char) or (f"\\x{ord(char):02x}" if ord(char) < 0x100 else f"\\u{ord(char):04x}")
+
+
+def shown(text: str) -> str:
+    """``text`` safe for one line of a terminal: every control and bidi character as its escape
+    (``\\n``, ``\\x85``, ``\\u202e``); anything else, non-ASCII letters included, as it is."""
+    return _UNSAFE_CHAR.sub(_escape, text)
+
+
+def shown_lines(text: str) -> str:
+    """Like :func:`shown`, but the line breaks of text this package composed stay line breaks."""
+    return _UNSAFE_BUT_NEWLINE.sub(_escape, text)
+
+
 def listed(items: Sequence[str], shown: int = 10) -> str:
     """The first ``shown`` items, comma-separated, then how many more: a list in a
-    message is never cut without a word."""
+    message is never cut without a word (each item on one line, as :func:`shown` prints it)."""
     more = f" … and {len(items) - shown} more" if len(items) > shown else ""
-    return ", ".join(items[:shown]) + more
+    return ", ".join(_UNSAFE_CHAR.sub(_escape, str(item)) for item in items[:shown]) + more
 
 
 class RagMetricsError(Exception):

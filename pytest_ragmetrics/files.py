@@ -170,8 +170,9 @@ def write_problem(path: Path, exc: OSError) -> str:
 def _is_temp_of(path: Path, name: Any) -> bool:
     """Whether ``name`` is one of the temp files :func:`_atomic_write` makes for ``path``."""
     candidate = Path(str(name))
-    return candidate.parent == path.parent and candidate.name.startswith(f".{path.name}.") \
-        and candidate.name.endswith(".tmp")
+    return candidate.name.endswith(".tmp") and any(
+        candidate.parent == p.parent and candidate.name.startswith(f".{p.name}.")
+        for p in (path, Path(os.path.realpath(path))))
 
 
 def atomic_write_text(path: Path, text: str, *, overwrite: bool = True) -> None:
@@ -214,11 +215,15 @@ def _atomic_write(path: Path, write: Any, overwrite: bool = True) -> None:
     ``path``, then fsync the folder so the rename itself survives a power cut.
 
     The file gets the mode a plain ``open(path, "w")`` would give it (the old
-    file's mode, or 0666 less the umask), not the temp file's private 0600.
+    file's mode, or 0666 less the umask), not the temp file's private 0600. A
+    symlink is written through, as reads follow it: the temp file goes beside
+    the file it points to and replaces that, so the link stays a link and its
+    target never goes stale.
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    mode = _mode_for(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    target = Path(os.path.realpath(path))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    mode = _mode_for(target)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             os.fchmod(fh.fileno(), mode)
@@ -227,14 +232,14 @@ def _atomic_write(path: Path, write: Any, overwrite: bool = True) -> None:
             os.fsync(fh.fileno())
         if not overwrite and (path.exists() or path.is_symlink()):
             raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), str(path))
-        os.replace(tmp, path)
+        os.replace(tmp, target)
     except BaseException:
         try:
             os.unlink(tmp)
         except OSError:
             pass
         raise
-    _fsync_folder(path.parent)
+    _fsync_folder(target.parent)
 
 
 def _mode_for(path: Path) -> int:

@@ -68,8 +68,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="a query whose retrieval takes longer (> 0; 'none': no limit, the default) errors and "
                          "the rest run; each query is then searched alone (search_batch is not used) from a "
                          "worker thread, where a hung call is abandoned (it cannot be killed) and the next call "
-                         "waits for it to return, unless the retriever has thread_safe = True; overrides ini "
-                         "rag_timeout")
+                         "waits for it to return (one limit more, outside its own; queries still blocked then are "
+                         "not run), unless the retriever has thread_safe = True; overrides ini rag_timeout")
     group.addoption("--rag-setup-timeout", dest="rag_setup_timeout", metavar="SECONDS",
                     help="stop the run when the rag_retriever fixture takes longer than this to build the "
                          "retriever (> 0; 'none': no limit, the default); overrides ini rag_setup_timeout")
@@ -219,8 +219,8 @@ def rag_retriever(request: pytest.FixtureRequest) -> Any:
     """Override this fixture (session scope, in conftest.py) to give the plugin your retriever.
 
     It returns an object with ``search(query: str, k: int)`` returning ranked
-    results, best first (``str`` ids, ``(id, score)`` pairs or objects with an
-    ``.id``), and optionally ``search_batch(queries, k)``. With ``--rag-timeout``
+    results, best first (``str`` ids, ``(id, score)`` pairs, objects with an
+    ``.id`` or mappings with ``"id"``), and optionally ``search_batch(queries, k)``. With ``--rag-timeout``
     each query gets its own ``search`` call (a batch cannot be timed query by
     query) from a worker thread, one call at a time, even while
     a call abandoned at its deadline still runs; a class attribute

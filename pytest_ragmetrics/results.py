@@ -1,10 +1,12 @@
 """What a retriever returns, made into plain data the rest of the package can trust.
 
 Retrievers return ranked results, best first, each a ``str`` id, an ``(id, score)``
-pair, or an object with an ``id`` attribute (and optionally ``score``, an
+pair, an object with an ``id`` attribute (and optionally ``score``, an
 explanation: ``explain_text()`` or ``explain`` as text or a mapping, and a
 ``parent_id``: the larger chunk the application hands to its generator, see
-``_parents``). The order is the ranking; nothing here re-sorts it.
+``_parents``), or a mapping with the same keys (``{"id": ..., "score": ...}``, as
+many vector-database clients return; other keys such as ``metadata`` are
+ignored). The order is the ranking; nothing here re-sorts it.
 """
 
 from __future__ import annotations
@@ -34,7 +36,11 @@ def _explain_text(result: Any) -> str | None:
     method = getattr(result, "explain_text", None)
     if callable(method):
         return str(method())
-    explain = getattr(result, "explain", None)
+    return _explained(getattr(result, "explain", None))
+
+
+def _explained(explain: Any) -> str | None:
+    """An ``explain`` value (text, a mapping of parts, or a function returning one) as one line."""
     if explain is None:
         return None
     if callable(explain):
@@ -67,7 +73,7 @@ def normalize_results(results: Any, k: int, query_id: str = "?") -> Returned:
     if isinstance(results, (str, bytes)) or isinstance(results, Mapping):
         raise RetrieverError(
             f"query {query_id!r}: the retriever returned a {type(results).__name__}; "
-            "expected a list of ids, (id, score) pairs or objects with an .id"
+            "expected a list of ids, (id, score) pairs, objects with an .id or mappings with \"id\""
         )
     try:
         items: Sequence[Any] = list(results)
@@ -87,6 +93,18 @@ def normalize_results(results: Any, k: int, query_id: str = "?") -> Returned:
             rid: Any = item
         elif isinstance(item, tuple) and len(item) == 2:
             rid, score = item
+        elif isinstance(item, Mapping):
+            if "id" not in item:
+                keys = ", ".join(sorted(brief_repr(key) for key in item)[:8]) or "none"
+                raise RetrieverError(
+                    f"query {query_id!r}, result {rank}: a {type(item).__name__} without an \"id\" key (its keys: "
+                    f"{keys}); a result given as a mapping needs \"id\", and may have \"score\", \"explain\" "
+                    "and \"parent_id\" (a client's own key for the id must be renamed to \"id\")"
+                )
+            rid = item["id"]
+            score = item.get("score")
+            explain = _explained(item.get("explain"))
+            parent = item.get("parent_id")
         elif hasattr(item, "id"):
             rid = item.id
             score = getattr(item, "score", None)
@@ -95,7 +113,7 @@ def normalize_results(results: Any, k: int, query_id: str = "?") -> Returned:
         else:
             raise RetrieverError(
                 f"query {query_id!r}, result {rank}: {type(item).__name__} {brief_repr(item)} is not an id, "
-                "an (id, score) pair or an object with .id"
+                "an (id, score) pair, an object with .id or a mapping with \"id\""
             )
         if not isinstance(rid, str):
             raise RetrieverError(

@@ -198,6 +198,21 @@ def test_trec_compare_shows_gold_from_the_qrels_and_no_empty_question(tmp_path: 
     assert "  1. q1\n" in worst and "''" not in worst
 
 
+def test_compare_shows_bidi_controls_in_ids_escaped(tmp_path: Path) -> None:
+    """A query or document id holding U+202E (right-to-left override) reversed the rest of its
+    line on the terminal; the table output shows every such character as its escape."""
+    qrels = tmp_path / "qrels.txt"
+    qrels.write_text("q\u202e1 0 good 1\nq2 0 good 1\n", encoding="utf-8")
+    (tmp_path / "a.run").write_text("q\u202e1 Q0 good 1 2.0 x\nq2 Q0 good 1 2.0 x\n", encoding="utf-8")
+    (tmp_path / "b.run").write_text("q\u202e1 Q0 ba\u2066d 1 2.0 x\nq2 Q0 good 1 2.0 x\n", encoding="utf-8")
+    proc = ragmetrics("compare", tmp_path / "a.run", tmp_path / "b.run", "--qrels", qrels, "-m", "recall@10",
+                      "--fail-on-regression")
+    assert proc.returncode == 1, proc.stderr
+    assert "\u202e" not in proc.stdout and "\u2066" not in proc.stdout
+    assert "1 query fell beyond its per-query tolerance: q\\u202e1" in proc.stdout
+    assert "  1. q\\u202e1\n" in proc.stdout and "returned: 1. ba\\u2066d" in proc.stdout
+
+
 def test_compare_judges_with_the_thresholds_the_run_was_gated_with(tmp_path: Path) -> None:
     """Without --thresholds, an artifact's recorded thresholds apply: an nDCG drop the
     plugin failed on must not pass `compare --fail-on-regression` by default."""

@@ -27,13 +27,23 @@ class Controller:
         self.rag = config.stash[RAG_SESSION]
         self.prefix = None  # node id of the golden file, learnt from the first report
         self.retriever_problem: str | None = None
+        self.not_started: list[str] = []  # query ids the busy retriever could not start (--rag-timeout)
         self.verdict_failed = False  # for pytest's last line, when no gate item ran to fail (-k)
+        self._qids: dict[str, str] | None = None  # item name -> query id (a name shows the id escaped)
+        self.refresh_refused: str | None = None  # why --rag-update-baseline wrote nothing, for pytest's last line
 
     @pytest.hookimpl(tryfirst=True)  # before junitxml and other report writers see the record
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        from pytest_ragmetrics.errors import shown
         from pytest_ragmetrics.gate.verdict import QueryRecord
-        from pytest_ragmetrics._plugin.items import RETRIEVER_PROBLEM_KEY, junit_properties
+        from pytest_ragmetrics._plugin.items import NOT_STARTED_KEY, RETRIEVER_PROBLEM_KEY, junit_properties
         from pytest_ragmetrics._plugin.session import RECORD_KEY
+
+        if any(key == NOT_STARTED_KEY for key, _ in report.user_properties):
+            report.user_properties = [p for p in report.user_properties if p[0] != NOT_STARTED_KEY]
+            qid = self._qid(report.nodeid)
+            if qid not in self.not_started:  # the call's report and the teardown's carry it
+                self.not_started.append(qid)
 
         problems = [value for key, value in report.user_properties if key == RETRIEVER_PROBLEM_KEY]
         if problems:  # an xdist worker stopped at its first query
@@ -47,21 +57,31 @@ class Controller:
             report.user_properties = [p for p in report.user_properties if p[0] != RECORD_KEY]
             value = records[0]
             self.rag.add_record(value)
-            if self.prefix is None and report.nodeid.endswith("::" + value["qid"]):
-                self.prefix = report.nodeid[: -len(value["qid"]) - 2]
+            name = shown(value["qid"])
+            if self.prefix is None and report.nodeid.endswith("::" + name):
+                self.prefix = report.nodeid[: -len(name) - 2]
         elif report.failed and report.when == "setup" and "::gate::" not in report.nodeid:
-            qid = report.nodeid.rsplit("::", 1)[-1]
+            qid = self._qid(report.nodeid)
             if qid in self.rag.golden and qid not in self.rag.records:
                 message = report.longreprtext.strip().splitlines()
                 crash = getattr(report.longrepr, "reprcrash", None)  # "OSError: index not built", not "file:line: OSError"
                 text = crash.message if crash is not None else (message[-1] if message else "?")
                 self.rag.records[qid] = QueryRecord(qid, "error", error=f"setup failed: {text}")
         if report.when == "teardown" and "::gate::" not in report.nodeid:
-            qid = records[0]["qid"] if records else report.nodeid.rsplit("::", 1)[-1]
+            qid = records[0]["qid"] if records else self._qid(report.nodeid)
             record = self.rag.records.get(qid)
-            if record is not None and (self.prefix is None or report.nodeid == f"{self.prefix}::{qid}"):
+            if record is not None and (self.prefix is None or report.nodeid == f"{self.prefix}::{shown(qid)}"):
                 # junitxml takes a test case's properties from its teardown report
                 report.user_properties.extend(junit_properties(self.rag, record))
+
+    def _qid(self, nodeid: str) -> str:
+        """The query id of a query item's node id."""
+        from pytest_ragmetrics.errors import shown
+
+        if self._qids is None:
+            self._qids = {shown(q.qid): q.qid for q in self.rag.golden}
+        name = nodeid.rsplit("::", 1)[-1]
+        return self._qids.get(name, name)
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
@@ -74,7 +94,8 @@ class Controller:
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         from pytest_ragmetrics._plugin import outputs
-        from pytest_ragmetrics.errors import BaselineError
+        from pytest_ragmetrics.errors import BaselineError, listed
+        from pytest_ragmetrics.report.tables import counted
         from pytest_ragmetrics._plugin.items import FIXTURE_RAISED
         from pytest_ragmetrics.report.text import retriever_hint, retriever_text, verdict_text
 
@@ -95,7 +116,7 @@ class Controller:
             try:
                 rag.summary = rag.write_baseline()
             except BaselineError as exc:
-                rag.summary = str(exc)
+                rag.summary = self.refresh_refused = str(exc)
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED
             else:  # a baseline under a floor makes every later run fail that gate: say so now
                 for row in rag.verdict().aggregate:
@@ -124,6 +145,11 @@ class Controller:
         if hint:  # a reader scanning from the top must not take a changed retriever for a regression
             head, _, rest = rag.summary.partition("\n")
             rag.summary = f"{head}\n{hint}\n{rest}"
+        if self.not_started:
+            rag.summary += (f"\n\n{counted(len(self.not_started), 'query', 'queries')} did not run, as the retriever "
+                            "was still busy with a call abandoned at --rag-timeout (each item says which): "
+                            f"{listed(self.not_started)}. Not run is not scored, so they are not regressions; "
+                            "the run is partial and fails")
         if rag.mismatch:
             rag.summary += "\n\nCompared despite a different measurement (--rag-accept-mismatch):\n  - " + \
                 "\n  - ".join(rag.mismatch)
@@ -174,16 +200,20 @@ class Controller:
                     session.exitstatus = pytest.ExitCode.TESTS_FAILED
         return problems
 
+    def _golden_id(self) -> str:
+        """The node id of the file the items hang from (a folder's queries.jsonl), as pytest names it."""
+        try:
+            return self.prefix or str(self.rag.collect_path.relative_to(self.config.rootpath.resolve()).as_posix())
+        except ValueError:
+            return str(self.rag.collect_path)
+
     def _report_gates(self, session: pytest.Session) -> None:
         """Under xdist the gates cannot run on a worker: report them from here."""
         from pytest_ragmetrics._plugin.items import gate_report_text
         from pytest_ragmetrics._plugin.xdist import hide_progress_counter
 
         rag = self.rag
-        try:  # the file the items hang from (a folder's queries.jsonl), as the workers named it
-            golden_id = self.prefix or str(rag.collect_path.relative_to(self.config.rootpath.resolve()).as_posix())
-        except ValueError:
-            golden_id = str(rag.collect_path)
+        golden_id = self._golden_id()
         hook = self.config.hook
         updating = rag.options.update_baseline
         gates = rag.verdict().gates
@@ -201,11 +231,28 @@ class Controller:
                 report = pytest.TestReport(nodeid, location, {}, outcome, longrepr, when)
                 hook.pytest_runtest_logreport(report=report)
 
+    def _summary_report(self, name: str, message: str) -> pytest.TestReport:
+        """A failed report standing for the whole run, for a category of pytest's last line.
+
+        Other plugins (hypothesis' among them) read every entry of the terminal's
+        stats as a report, so the entry must be one; no hook sees it, so no
+        report file (JUnit XML, the run artifact) counts it as a test.
+        """
+        golden_id = self._golden_id()
+        return pytest.TestReport(f"{golden_id}::{name}", (golden_id, None, name), {}, "failed", message, "call")
+
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        if self.verdict_failed and not terminalreporter.stats.get("failed"):
+        stats = terminalreporter.stats
+        if self.verdict_failed and not stats.get("failed"):
             # a -k run deselects the gate items: pytest's last line would read "3 passed" on a red run
-            terminalreporter.stats.setdefault("retrieval gate failed", []).append(self.rag.collect_path)
+            stats.setdefault("retrieval gate failed", []).append(
+                self._summary_report("gate", "the retrieval gate failed (see the ragmetrics summary)"))
+        if self.refresh_refused is not None:  # the items passed, yet nothing was written and the run fails
+            stats.setdefault("baseline refresh refused", []).append(
+                self._summary_report("baseline", self.refresh_refused))
         if self.rag.summary:
+            from pytest_ragmetrics.report.text import shown_lines
+
             terminalreporter.write_sep("=", "ragmetrics")
-            for line in self.rag.summary.splitlines():
+            for line in shown_lines(self.rag.summary).split("\n"):  # no id or text of the user's starts a line
                 terminalreporter.write_line(line)

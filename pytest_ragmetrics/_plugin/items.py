@@ -9,15 +9,16 @@ from typing import Any, Sequence
 
 import pytest
 
-from pytest_ragmetrics.errors import RagMetricsError
+from pytest_ragmetrics.errors import RagMetricsError, shown, shown_lines
 from pytest_ragmetrics.gate.verdict import Drop, Gate, QueryRecord, query_drops
 from pytest_ragmetrics.golden import Query
 from pytest_ragmetrics.report.text import gate_line, regressions_text
+from pytest_ragmetrics._plugin.deadline import RetrieverBusy
 from pytest_ragmetrics._plugin.xdist import xdist_queue
 from pytest_ragmetrics._plugin.retriever import PROTOCOL, retriever_problem
 from pytest_ragmetrics._plugin.session import RECORD_KEY, RagSession
 
-__all__ = ["FIXTURE_RAISED", "GoldenFile", "QueryItem", "GateItem", "RAG_SESSION", "RETRIEVER_PROBLEM_KEY", "gate_report_text",
+__all__ = ["FIXTURE_RAISED", "NOT_STARTED_KEY", "GoldenFile", "QueryItem", "GateItem", "RAG_SESSION", "RETRIEVER_PROBLEM_KEY", "gate_report_text",
            "junit_properties"]
 
 RAG_SESSION = pytest.StashKey[RagSession]()
@@ -29,6 +30,9 @@ FIXTURE_RAISED = "ragmetrics: the rag_retriever fixture raised"
 
 #: The user_properties key under which an xdist worker tells the controller its retriever cannot be searched.
 RETRIEVER_PROBLEM_KEY = "ragmetrics-retriever-problem"
+
+#: The user_properties key of a query that could not start (the retriever was busy with an abandoned call).
+NOT_STARTED_KEY = "ragmetrics-not-started"
 
 
 class QueryRegression(Exception):
@@ -83,7 +87,9 @@ class GoldenFile(pytest.File):
     def collect(self) -> Any:
         rag = self.config.stash[RAG_SESSION]
         for query in rag.golden:
-            yield QueryItem.from_parent(self, name=query.qid, callobj=_rag_query, query=query)
+            # pytest prints node ids as they are: a query id with a line break or a bidi override must not
+            # forge a line of the terminal's summary, so the item is named with the id as shown
+            yield QueryItem.from_parent(self, name=shown(query.qid), callobj=_rag_query, query=query)
         if not rag.is_worker:  # under xdist the controller reports the gates itself
             for name in rag.gates:
                 yield GateItem.from_parent(self, name=f"gate::{name}", gate=name)
@@ -153,6 +159,9 @@ class QueryItem(pytest.Function):
         try:
             with self._first_search():
                 record, drops = rag.run_query(retriever, self.query, self._upcoming)
+        except RetrieverBusy as exc:  # not run: no record, so not scored as a regression; the summary says why
+            self.user_properties.append((NOT_STARTED_KEY, str(exc)))
+            raise
         except Exception as exc:
             record = getattr(exc, "ragmetrics_record", None) or QueryRecord(
                 self.query.qid, "error", error=f"{type(exc).__name__}: {exc}")
@@ -216,11 +225,11 @@ class QueryItem(pytest.Function):
 
     def repr_failure(self, excinfo: Any, style: Any = None) -> Any:
         if isinstance(excinfo.value, (QueryRegression, RagMetricsError)):
-            return str(excinfo.value)
+            return shown_lines(str(excinfo.value))
         return super().repr_failure(excinfo)  # pytest.Function.repr_failure takes no style
 
     def reportinfo(self) -> tuple[Path, int | None, str]:
-        return self.path, None, f"rag query {self.query.qid}"
+        return self.path, None, f"rag query {shown(self.query.qid)}"
 
 
 def junit_properties(rag: RagSession, record: QueryRecord) -> list[tuple[str, object]]:
@@ -259,7 +268,7 @@ class GateItem(pytest.Item):
 
     def repr_failure(self, excinfo: Any, style: Any = None) -> Any:
         if isinstance(excinfo.value, GateFailure):
-            return str(excinfo.value)
+            return shown_lines(str(excinfo.value))
         return super().repr_failure(excinfo, style)
 
     def reportinfo(self) -> tuple[Path, int | None, str]:

@@ -16,7 +16,8 @@ from typing import Any, Callable, Sequence
 from pytest_ragmetrics._plugin.options import RagOptions
 from pytest_ragmetrics._plugin.outputs import meta
 from pytest_ragmetrics._plugin.retrieval import Retrieval
-from pytest_ragmetrics.errors import BaselineError, RagMetricsError, RetrieverError, brief_repr, listed
+from pytest_ragmetrics._plugin.deadline import RetrieverBusy
+from pytest_ragmetrics.errors import BaselineError, RagMetricsError, RetrieverError, brief_repr, listed, shown
 from pytest_ragmetrics.evaluation import mean_metrics, score_query
 from pytest_ragmetrics.gate.baseline import Baseline, fingerprint_mismatch, load_baseline, write_baseline
 from pytest_ragmetrics.gate.thresholds import Thresholds, load_thresholds
@@ -148,6 +149,8 @@ class RagSession:
                         f"repeated runs (first difference at rank {first + 1}: {ranked[first:first + 1]} vs "
                         f"{again[first:first + 1]}); a system compared with itself must score identically"
                     )
+        except RetrieverBusy:
+            raise  # never started: no record, so the query counts as not run
         except Exception as exc:
             # The item re-raises this; the record rides along so the gate counts the error.
             exc.ragmetrics_record = QueryRecord(  # type: ignore[attr-defined]
@@ -203,13 +206,13 @@ class RagSession:
             raise BaselineError(
                 f"not writing {self.options.baseline}: "
                 f"{counted(len(missing), 'golden query', 'golden queries')} did not run "
-                f"(e.g. {', '.join(missing[:5])}); update the baseline from a full, unfiltered run"
+                f"(e.g. {', '.join(map(shown, missing[:5]))}); update the baseline from a full, unfiltered run"
             )
         errored = [qid for qid, r in self.records.items() if r.status == "error"]
         if errored:
             raise BaselineError(
                 f"not writing {self.options.baseline}: {counted(len(errored), 'query', 'queries')} errored "
-                f"({', '.join(errored[:5])}); fix the retriever first"
+                f"({', '.join(map(shown, errored[:5]))}); fix the retriever first"
             )
         scored = {q.qid: self.records[q.qid] for q in self.full_golden if self.records[q.qid].status == "scored"}
         if not scored:

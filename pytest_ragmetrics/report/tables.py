@@ -6,10 +6,11 @@ import re
 import unicodedata
 from typing import Sequence
 
+from pytest_ragmetrics.errors import shown
+
 __all__ = ["display_width", "markdown_table", "sample_size_note", "fmt", "escape_cell", "counted"]
 
 _LINE_BREAKS = re.compile(r"[\t\r\n\v\f\x1c-\x1e\x85\u2028\u2029]+")
-_CONTROL = re.compile(r"[\x00-\x08\x0e-\x1b\x1f\x7f]")
 _ESCAPED_BACKSLASH = re.compile(r"\\(?=[!-/:-@\[-`{-~])")  # a backslash that would escape punctuation
 _TAG_START = re.compile(r"<(?=[A-Za-z/!?])")  # where raw HTML, a comment or an autolink could begin
 
@@ -31,14 +32,14 @@ def fmt(value: object, digits: int = 4) -> str:
 def escape_cell(text: str) -> str:
     """Make ``text`` one literal table cell in Markdown (GFM) and one line in a terminal.
 
-    Line breaks and tabs become spaces; other control characters (ANSI escapes
-    included) are shown as ``\\xNN``; ``|`` is escaped so it cannot split the row;
+    Line breaks and tabs become spaces; other control and bidi characters (ANSI
+    escapes included) are shown as their escapes (:func:`~pytest_ragmetrics.errors.shown`); ``|`` is escaped so it cannot split the row;
     ``<`` that could open an HTML tag, comment or autolink is escaped, so a query
     holding ``<script>`` stays text; a backslash that would escape the next
     character is doubled. Everything else is left as it reads.
     """
     text = _LINE_BREAKS.sub(" ", text)
-    text = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+    text = shown(text)
     text = _ESCAPED_BACKSLASH.sub(r"\\\\", text)
     return _TAG_START.sub(r"\\<", text.replace("|", "\\|"))
 

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Iterable, NamedTuple, Sequence
 
-from pytest_ragmetrics.errors import brief_repr, listed
+from pytest_ragmetrics.errors import brief_repr, listed, shown, shown_lines
 from pytest_ragmetrics.gate.verdict import EPS, Drop, Gate, Regression, Verdict
 from pytest_ragmetrics.report.tables import counted, markdown_table, sample_size_note
 
 if TYPE_CHECKING:
     from pytest_ragmetrics.gate.baseline import Baseline
 
-__all__ = ["REFRESH_COMMAND", "aggregate_table", "strata_table", "parent_table", "regressions_text", "moved_heading", "moved_text",
+__all__ = ["REFRESH_COMMAND", "shown", "shown_lines", "aggregate_table", "strata_table", "parent_table", "regressions_text", "moved_heading", "moved_text",
            "drops_text", "gate_line", "signed_delta", "verdict_text", "baseline_change_text", "retriever_warnings",
            "retriever_changes", "RetrieverNote", "retriever_note", "retriever_text", "changes_hint",
            "retriever_hint"]
@@ -119,7 +119,7 @@ def parent_table(v: Verdict) -> str:
     for m in pl.metrics:
         missed = pl.chunk_only.get(m, [])
         rows.append([m, pl.chunk[m], pl.parent[m], f"{pl.parent[m] - pl.chunk[m]:+.4f}", len(missed),
-                     ", ".join(missed[:5]) + (" …" if len(missed) > 5 else "") or "—"])
+                     ", ".join(map(shown, missed[:5])) + (" …" if len(missed) > 5 else "") or "—"])
     table = markdown_table(["metric", "chunk level", "parent level", "parent − chunk",
                             "chunk hit, parent missed", "e.g."], rows)
     return (f"Parent-chunk hit rate ({counted(pl.n, 'scored query', 'scored queries')} returned parent ids; "
@@ -145,12 +145,12 @@ def _entries_text(entries: Sequence[Regression], limit: int, shown_returned: int
     """Numbered entries (question, drops, gold, what came back) and a "… and N more" line."""
     lines = []
     for i, r in enumerate(entries[:limit], start=1):
-        lines.append(f"{i:>3}. {r.qid}" + (f"  {r.question!r}" if r.question else ""))  # TREC qrels have no text
+        lines.append(f"{i:>3}. {shown(r.qid)}" + (f"  {shown(repr(r.question))}" if r.question else ""))  # TREC qrels have no text
         if r.error:
-            lines.append(f"       ERROR: {r.error}")
+            lines.append(f"       ERROR: {shown(r.error)}")
         if r.drops:
             lines.append(drops_text(r.drops, indent="       "))
-        gold = ", ".join(f"{d} ({g})" for d, g in r.gold) or "— (not in the inputs; pass --golden or --qrels to name it)"
+        gold = ", ".join(f"{shown(d)} ({g})" for d, g in r.gold) or "— (not in the inputs; pass --golden or --qrels to name it)"
         lines.append(f"       gold:     {gold}")
         if r.returned:
             golds = {d for d, _ in r.gold}
@@ -158,11 +158,11 @@ def _entries_text(entries: Sequence[Regression], limit: int, shown_returned: int
                 mark = "*" if doc in golds else " "
                 why = r.explains[rank - 1] if rank - 1 < len(r.explains) else None
                 head = "returned: " if rank == 1 else "          "
-                lines.append(f"       {head}{rank}.{mark}{doc}" + (f"  [{why}]" if why else ""))
+                lines.append(f"       {head}{rank}.{mark}{shown(doc)}" + (f"  [{shown(why)}]" if why else ""))
         elif not r.error:
             lines.append("       returned: nothing")
     if len(entries) > limit:
-        rest = ", ".join(r.qid for r in entries[limit:limit + 20])
+        rest = ", ".join(shown(r.qid) for r in entries[limit:limit + 20])
         lines.append(f"     … and {len(entries) - limit} more: {rest}{' …' if len(entries) > limit + 20 else ''}")
     return lines
 
@@ -199,11 +199,11 @@ def gate_line(v: Verdict, gate: Gate, named: int = 3) -> str:
     once, in the terminal summary, however many gates fail.
     """
     if gate.name == "regressed-queries":
-        names = [r.qid for r in v.regressions]
+        names = [shown(r.qid) for r in v.regressions]
     else:
-        names = [f"{r.qid} ({d.delta:+.4f}{', beyond tolerance' if d.exceeded else ''})"
+        names = [f"{shown(r.qid)} ({d.delta:+.4f}{', beyond tolerance' if d.exceeded else ''})"
                  for r, d in v.movers(gate.name)]
-    line = f"gate {gate.name}: {gate.message}"
+    line = f"gate {gate.name}: {shown(gate.message)}"
     if names:
         line += f"; most: {', '.join(names[:named])}{' …' if len(names) > named else ''}"
     return line + " (full report in the ragmetrics summary)"
@@ -215,7 +215,7 @@ def verdict_text(v: Verdict, worst_n: int) -> str:
     failures = v.failures()
     if failures:
         head = "RETRIEVAL GATE FAILED" if v.fail_on_regression else "RETRIEVAL GATE FAILED (report only: fail_on_regression is false)"
-        parts.append(head + "\n" + "\n".join(f"  {line}" for line in failures))
+        parts.append(head + "\n" + "\n".join(f"  {shown(line)}" for line in failures))
     elif v.has_baseline:
         parts.append(f"All gates passed ({len(v.gates)} checked).")
     else:
@@ -260,7 +260,7 @@ def baseline_change_text(old: Baseline | None, new: Baseline, metrics: Sequence[
     """
     lines = [f"Baseline written: {new.path} ({counted(len(new.per_query), 'query', 'queries')})."]
     if old is None:
-        lines.append(f"The previous file could not be read and was replaced, so nothing was compared: {unreadable}"
+        lines.append(f"The previous file could not be read and was replaced, so nothing was compared: {shown(unreadable)}"
                      if unreadable else "No previous baseline.")
         lines.extend(f"  {m}: {new.aggregate[m]:.4f}" if new.aggregate.get(m) is not None else f"  {m}: no scored query"
                      for m in metrics)

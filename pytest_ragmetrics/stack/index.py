@@ -42,8 +42,10 @@ from __future__ import annotations
 
 import contextlib
 import re
+import shlex
 import shutil
 import sqlite3
+import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
@@ -136,14 +138,45 @@ def connect(data_dir: str | Path | None = None, chroma_url: str | None = None) -
         return chromadb.HttpClient(host=url.hostname, port=port, ssl=ssl, settings=settings)
     if data_dir is None:
         raise ValueError("either data_dir or chroma_url is required")
-    Path(data_dir).mkdir(parents=True, exist_ok=True)
+    check_writable(Path(data_dir))
     try:
         return chromadb.PersistentClient(path=str(data_dir), settings=settings)
     except Exception as exc:  # chromadb.errors.InternalError: "file is not a database", "malformed", …
+        check_writable(Path(data_dir))  # a file in it that turned read-only since is not damage either
         raise IndexStoreError(
             f"cannot open the chroma index in {data_dir}: {exc}. The folder may be corrupt or half-written "
             "(a disk problem, or a copy taken mid-build); delete it and the next run rebuilds it "
             "(embeddings come back from the cache)"
+        ) from None
+
+
+def check_writable(folder: Path) -> None:
+    """Raise :class:`IndexStoreError` when ``folder`` (made if missing) or chroma's files in it cannot be written.
+
+    chromadb writes to its folder even to read an index (the build lock, the
+    database's journal), so a read-only folder cannot be opened at all; said
+    as what it is, it is not mistaken for damage, and an intact index is not
+    deleted. Probed by writing, not from the mode bits: root ignores those, not
+    an immutable flag or a read-only mount.
+    """
+    where = folder
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder):  # a new file in it, as the journal is
+            pass
+        for name in (".build.lock", _SQLITE, MANIFEST):
+            where = folder / name
+            if where.is_file():
+                with open(where, "r+b"):  # opened for writing, nothing written
+                    pass
+    except PermissionError as exc:
+        raise IndexStoreError(
+            f"the vector index folder {folder} is not writable ({exc.strerror}: {where}). That says nothing "
+            "against the index in it, which may be intact: chromadb writes to its folder (a lock, the "
+            "database's journal) even to read it, so it cannot be opened read-only. Make the folder and its "
+            f"files writable by this user (chmod -R u+w {shlex.quote(str(folder))}; a folder made immutable "
+            "needs chattr -R -i, a read-only mount a writable one), or copy it to a writable place and use "
+            "that as the data dir"
         ) from None
 
 
@@ -288,6 +321,8 @@ class VectorIndex:
         # The manifest is checked under it, before chromadb reads a byte of the folder.
         #: Where waits for the lock and the build are reported (a pytest_ragmetrics.progress.Progress).
         self.progress = progress or SILENT
+        if self.data_dir is not None:  # before the lock, which is a file in the folder too
+            check_writable(self.data_dir)
         with _build_lock(self.data_dir, self.progress):
             if self.data_dir is not None:
                 self._check_before_open(self.data_dir)

@@ -59,7 +59,8 @@ KINDS = ("retriever", "run", "stack")
 #: The retriever protocol as ``--retriever`` needs it, in the words of every message about it.
 RETRIEVER_PROTOCOL = (
     "A retriever source must name an object with search(query: str, k: int) returning ranked results, best "
-    "first: str ids, (id, score) pairs or objects with an .id (and a .text, shown to annotators); "
+    "first: str ids, (id, score) pairs, objects with an .id or mappings with \"id\" (and a text, shown to "
+    "annotators); "
     "search_batch(queries: list[str], k: int) is optional. It may also name a class or a zero-argument "
     "function that returns such an object."
 )
@@ -387,7 +388,7 @@ def retriever_rankings(
             raise RetrieverError(f"{label}: {exc}") from None
         entries = []
         for item, rid in zip(items[:depth], returned.ids):
-            text = getattr(item, "text", None)
+            text = item.get("text") if isinstance(item, Mapping) else getattr(item, "text", None)
             entries.append(Entry(rid, document_of(rid, id_separator), text if isinstance(text, str) else None))
         rankings[qid] = _documents(entries, depth)
     return Ranked(source, rankings)

@@ -157,11 +157,15 @@ def test_a_new_query_that_errors_is_still_reported(baselined: RagProject) -> Non
     "answer, message",
     [
         ({"return": None}, "query 'q-002': the retriever returned None; expected a list of results"),
-        ({"return": [1, 2]}, "query 'q-002', result 1: int 1 is not an id, an (id, score) pair or an object with .id"),
+        ({"return": [1, 2]}, "query 'q-002', result 1: int 1 is not an id, an (id, score) pair, an object with .id "
+                             "or a mapping with \"id\""),
+        ({"return": [{"doc_id": "chain-lube", "score": 0.9}]},
+         "query 'q-002', result 1: a dict without an \"id\" key (its keys: 'doc_id', 'score'); a result given as a "
+         "mapping needs \"id\", and may have \"score\", \"explain\" and \"parent_id\""),
         ({"return": "chain-lube"}, "query 'q-002': the retriever returned a str; expected a list of ids"),
         ({"return": [["chain-lube", 0.9], [7, 0.5]]}, "query 'q-002', result 2: id 7 is a int, expected str"),
     ],
-    ids=["none", "int-ids", "a-string", "pair-with-int-id"],
+    ids=["none", "int-ids", "mapping-without-id", "a-string", "pair-with-int-id"],
 )
 def test_a_result_that_is_not_a_ranking_fails_that_item_clearly(baselined: RagProject, answer, message) -> None:
     baselined.answer(q_002=answer)
@@ -182,6 +186,21 @@ def test_id_score_pairs_and_hit_objects_are_accepted(baselined: RagProject) -> N
     result = baselined.run()
     assert result.ret == pytest.ExitCode.OK
     result.assert_outcomes(passed=len(QIDS) + 3)
+
+
+def test_result_mappings_are_accepted_as_vector_database_clients_return_them(baselined: RagProject) -> None:
+    """{"id": ..., "score": ..., "metadata": ...} per result (Pinecone's matches, many REST clients)
+    errored on every query; they are results like objects with an .id, explanation included."""
+    baselined.answer(
+        q_001=[{"id": "tire-repair#1-3", "score": 3.5, "metadata": {"source": "manual.pdf"}}, {"id": "tube-patch"}],
+        q_003={"return": [{"id": "brake-pads#1-1", "score": 0.9}, {"id": "rim-wear", "score": 0.5},
+                          {"id": "brake-cable", "score": 0.1, "parent_id": "brakes"}]},
+    )
+    assert baselined.run().ret == pytest.ExitCode.OK
+    baselined.answer(q_002={"return": [{"id": "noise-doc", "score": 0.7, "explain": {"bm25": 0.4, "dense": 0.3}}]})
+    result = baselined.run()
+    assert ids_with(result, "failed") == ["golden.yaml::gate::recall@10", "golden.yaml::q-002"]
+    assert "returned: 1. noise-doc  [bm25 0.4 + dense 0.3]" in entry(rag_summary(result), "q-002")
 
 
 def test_explanations_of_hits_appear_in_the_worst_list(baselined: RagProject) -> None:

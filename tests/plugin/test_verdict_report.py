@@ -285,6 +285,38 @@ def test_a_run_that_deselects_the_gate_items_does_not_end_on_a_green_line(baseli
     assert "partial run: 5 queries meant to run did not" in rag_summary(result)
 
 
+def test_the_last_line_of_a_deselected_gate_survives_other_plugins_reading_the_stats(
+        baselined: RagProject) -> None:
+    """hypothesis' pytest plugin (loaded wherever hypothesis is installed) reads every entry of
+    the terminal's stats as a report; what stands for the failed gate there must be one."""
+    result = baselined.run("-k", "q-001", "-p", "_hypothesis_pytestplugin")
+    out = result.stdout.str() + result.stderr.str()
+    assert "Traceback" not in out and "INTERNALERROR" not in out, out[-3000:]
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    last = result.stdout.lines[-1]
+    assert "1 passed" in last and "1 retrieval gate failed" in last, last
+
+
+def test_a_refused_baseline_refresh_does_not_end_on_a_green_line(baselined: RagProject) -> None:
+    """A refresh from a partial run is refused (exit 1); pytest's last line must say so."""
+    before = baselined.baseline_path.read_bytes()
+    result = baselined.run("--rag-update-baseline", "-k", "q-001 or q-002 or q-003", "-p", "_hypothesis_pytestplugin")
+    out = result.stdout.str() + result.stderr.str()
+    assert "Traceback" not in out and "INTERNALERROR" not in out, out[-3000:]
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert "not writing" in rag_summary(result)
+    last = result.stdout.lines[-1]
+    assert "3 passed" in last and "1 baseline refresh refused" in last, last
+    assert baselined.baseline_path.read_bytes() == before
+
+
+def test_a_refresh_refused_for_an_errored_query_says_so_on_the_last_line(baselined: RagProject) -> None:
+    baselined.answer(q_002={"raise": "index offline"})
+    result = baselined.run("--rag-update-baseline")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert "1 baseline refresh refused" in result.stdout.lines[-1], result.stdout.lines[-1]
+
+
 def test_a_run_of_the_gate_items_alone_fails_and_says_why(baselined: RagProject) -> None:
     result = baselined.run("-k", "gate")
     assert result.ret == pytest.ExitCode.TESTS_FAILED

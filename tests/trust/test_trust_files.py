@@ -74,6 +74,25 @@ def test_reports_are_written_atomically(baselined: TrustProject) -> None:
     assert json.loads((baselined.path / "out" / "run.json").read_text())["n"] == len(GOLDEN)
 
 
+def test_a_symlinked_baseline_is_updated_through_the_link(baselined: TrustProject) -> None:
+    """Reads follow a symlinked baselines/baseline.json; the update replaced the link with a
+    regular file, so the file it pointed to (shared, or kept elsewhere) silently went stale."""
+    shared = baselined.path / "shared"
+    shared.mkdir()
+    target = shared / "baseline.json"
+    baselined.baseline_path.rename(target)
+    baselined.baseline_path.symlink_to(Path("..") / "shared" / "baseline.json")
+    baselined.answer(q_002=["chain-lube", "noise-doc"])  # recall 1 -> 0.5: the refresh changes something
+    result = baselined.run("--rag-update-baseline")
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()[-3000:]
+    assert baselined.baseline_path.is_symlink()
+    assert os.readlink(baselined.baseline_path) == os.path.join("..", "shared", "baseline.json")
+    assert json.loads(target.read_text())["per_query"]["q-002"]["recall@10"] == 0.5
+    assert sorted(p.name for p in shared.iterdir()) == ["baseline.json"]  # no temp file left behind
+    assert sorted(p.name for p in baselined.baseline_path.parent.iterdir()) == ["baseline.json"]
+    assert baselined.run().ret == pytest.ExitCode.OK  # and the next run reads the new numbers through it
+
+
 # ------------------------------------------------- what the written files look like
 
 
@@ -458,6 +477,62 @@ def test_a_corrupt_index_is_named_and_rebuilt(tmp_path: Path, damage: str) -> No
     assert named in note
     _finish(_index_run(tmp_path, data_dir, "again.json"))  # and the next open trusts it again
     assert _result(tmp_path, "again.json")["rebuilt"] is False
+
+
+def _read_only(paths: list[Path]) -> list[Path]:
+    """Make ``paths`` read-only for this process: ``chmod a-w``, or for root (whom the mode bits
+    do not stop) the immutable flag; returns what to give back with :func:`_writable_again`."""
+    if os.geteuid() != 0:
+        for path in paths:
+            path.chmod(path.stat().st_mode & ~0o222)
+        return paths
+    done: list[Path] = []
+    for path in paths:
+        if subprocess.run(["chattr", "+i", str(path)], capture_output=True).returncode != 0:
+            _writable_again(done)
+            pytest.skip("running as root, and chattr +i is not available here")
+        done.append(path)
+    return done
+
+
+def _writable_again(paths: list[Path]) -> None:
+    for path in paths:
+        if os.geteuid() == 0:
+            subprocess.run(["chattr", "-i", str(path)], check=True)
+        else:
+            path.chmod(path.stat().st_mode | 0o200)
+
+
+@pytest.mark.parametrize("what", ["the folder", "the folder and its files"])
+def test_a_read_only_index_folder_is_said_to_be_read_only_not_corrupt(tmp_path: Path, what: str) -> None:
+    """An intact index in a folder this user cannot write was reported as "may be corrupt ...
+    delete it": the message now says the folder is not writable, names it and how to fix that."""
+    import numpy as np
+
+    from pytest_ragmetrics.stack.index import IndexStoreError, VectorIndex, _forget_system
+
+    folder = tmp_path / "index"
+    vectors = np.random.default_rng(0).standard_normal((50, 16)).astype(np.float32)
+    ids = [f"c{i}" for i in range(50)]
+    table = dict(zip(ids, vectors))
+    VectorIndex("read-only-test", {"model": "random-16"}, data_dir=folder).sync(
+        ids, ids, "corpus", lambda texts: np.stack([table[t] for t in texts]))
+    _forget_system(folder)  # the next open reads the folder again, as a new process would
+    before = snapshot(folder)
+    paths = [folder] + ([p for p in folder.rglob("*")] if what.endswith("files") else [])
+    locked = _read_only(paths)
+    try:
+        with pytest.raises(IndexStoreError) as raised:
+            VectorIndex("read-only-test", {"model": "random-16"}, data_dir=folder)
+    finally:
+        _writable_again(locked)
+    message = str(raised.value)
+    assert f"the vector index folder {folder} is not writable" in message, message
+    assert "corrupt" not in message and "delete" not in message
+    assert f"chmod -R u+w {folder}" in message
+    assert snapshot(folder) == before  # nothing in it was touched
+    index = VectorIndex("read-only-test", {"model": "random-16"}, data_dir=folder)  # writable again: reused as is
+    assert index.sync(ids, ids, "corpus", lambda texts: pytest.fail("rebuilt an intact index")) is False
 
 
 @pytest.mark.slow

@@ -198,6 +198,48 @@ def test_a_hanging_query_times_out_and_the_rest_run(released: TrustProject) -> N
     assert _artifact(released)["per_query"]["q-004"]["status"] == "error"
 
 
+def test_a_query_that_waited_behind_an_abandoned_call_gets_its_own_full_limit(released: TrustProject) -> None:
+    """q-002 overruns its 1 s limit and is abandoned; its call returns 0.6 s later. q-003 (0.7 s,
+    within the limit) waited those 0.6 s for it, and they counted against its own deadline: it
+    errored, listed as regressed at -1.0 as if it were slow. Its clock now starts with its call."""
+    released.make_baseline()
+    released.answer(q_002={"slow": [1.6, ["chain-lube", "chain-clean"]]},
+                    q_003={"slow": [0.7, ["brake-pads", "rim-wear", "brake-cable"]]})
+    result = released.run("--rag-timeout", "1", "--rag-report", "run.json")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert ids_with(result, "failed") == ["golden.yaml::gate::recall@10", "golden.yaml::q-002"]
+    per_query = _artifact(released)["per_query"]
+    assert per_query["q-002"]["status"] == "error" and per_query["q-003"]["status"] == "scored"
+    assert worst_list(rag_summary(result)) == ["q-002"]
+
+
+def test_queries_that_cannot_start_behind_a_hung_call_are_not_run_not_regressed(released: TrustProject) -> None:
+    """q-002 hangs: q-003 waits one limit for it, then q-003 to q-006 are not run (each says
+    which call held the retriever), not errored and listed as regressed at -1.0; the run is
+    partial and fails, and waits for the hung call once, not once a query."""
+    released.make_baseline()
+    released.answer(q_002={"hang": ["chain-lube", "chain-clean"]})
+    started = time.monotonic()
+    result = released.run("--rag-timeout", "0.5", "--rag-report", "run.json")
+    elapsed = time.monotonic() - started
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    not_run = ["q-003", "q-004", "q-005", "q-006"]
+    assert ids_with(result, "failed") == ["golden.yaml::gate::baseline", "golden.yaml::gate::recall@10",
+                                          "golden.yaml::q-002", *(f"golden.yaml::{q}" for q in not_run)]
+    out = result.stdout.str()
+    for qid in not_run:
+        assert (f"query '{qid}': not run: the retriever was still busy with the abandoned call for "
+                "query 'q-002'") in out.split(f"rag query {qid}", 1)[1]
+    summary = rag_summary(result)
+    assert worst_list(summary) == ["q-002"]
+    assert ("4 queries did not run, as the retriever was still busy with a call abandoned at --rag-timeout "
+            "(each item says which): q-003, q-004, q-005, q-006") in summary
+    comparison = _artifact(released)["comparison"]
+    assert comparison["not_run"] == not_run
+    assert set(_artifact(released)["per_query"]) == {"q-001", "q-002"}
+    assert elapsed < 0.5 * 2 + 5  # q-002's limit, one wait for it, and the run itself; not a wait per query
+
+
 def test_the_timeout_comes_from_the_ini_too(released: TrustProject) -> None:
     released.make_baseline()
     released.ini(rag_timeout="1.5")
@@ -426,20 +468,21 @@ def test_the_next_query_waits_for_an_abandoned_call_to_return(baselined: TrustPr
     assert "later calls wait for it to return, as the retriever does not declare thread_safe = True" in failure
 
 
-def test_a_query_that_cannot_start_in_time_errors_with_the_reason(released: TrustProject) -> None:
+def test_a_query_that_cannot_start_in_time_is_not_run_with_the_reason(released: TrustProject) -> None:
     """q-004 never returns: the queries after it may not start beside it, and each
-    errors at its own deadline naming the call it waited for."""
+    fails as not run, naming the call that held the retriever."""
     released.make_baseline()
     released.answer(q_004={"hang": ["derailleur", "shifter-cable"]})
     released.reset_calls()
     result = released.run("--rag-timeout", "0.5")
-    assert ids_with(result, "failed") == ["golden.yaml::gate::recall@10", "golden.yaml::q-004",
-                                          "golden.yaml::q-005", "golden.yaml::q-006"]
+    assert ids_with(result, "failed") == ["golden.yaml::gate::baseline", "golden.yaml::gate::recall@10",
+                                          "golden.yaml::q-004", "golden.yaml::q-005", "golden.yaml::q-006"]
     out = result.stdout.str()
     for qid in ("q-005", "q-006"):
-        assert (f"query '{qid}': could not start within 0.5 s (--rag-timeout): the retriever was still running the "
-                "abandoned call for query 'q-004', and a retriever that does not declare thread_safe = True is "
-                "never called twice at once") in out.split(f"rag query {qid}", 1)[1]
+        assert (f"query '{qid}': not run: the retriever was still busy with the abandoned call for query 'q-004' "
+                ) in out.split(f"rag query {qid}", 1)[1]
+        assert ("and a retriever that does not declare thread_safe = True is never called twice at once"
+                ) in out.split(f"rag query {qid}", 1)[1]
     searched = [c.split("\t")[1] for c in released.calls() if c.startswith("search\t")]
     assert searched == [r["question"] for r in released.records[:4]]  # nothing after the hung call
 

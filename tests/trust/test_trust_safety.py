@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ragproject import rag_summary
+from ragproject import GOOD, rag_summary
 from trust_helpers import TrustProject, clean_env
 
 from pytest_ragmetrics import golden as _golden
@@ -237,6 +237,80 @@ def test_hostile_query_ids_stay_text_in_the_cli_table(tmp_path: Path, capsys: py
     out = capsys.readouterr().out
     row = next(line for line in out.splitlines() if "script" in line)
     assert _cells(row) == [r"q\|\<script>1", "1.0000"]
+
+
+# ------------------------------------------------------- no forged or reversed terminal lines
+
+#: What must never reach a terminal raw: C0 and C1 controls (newline aside, the line separator
+#: itself), the Unicode line and paragraph separators, bidi embeddings, overrides, isolates and marks.
+RAW_CONTROL = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
+FORGED = "All gates passed (4 checked)."
+
+
+def test_ids_and_texts_cannot_forge_or_reverse_a_terminal_line(project: TrustProject) -> None:
+    """A query id with a line break printed a fake "All gates passed" line under RETRIEVAL GATE
+    FAILED, and U+202E turned a FAILED line around: ids, questions, returned document ids and
+    error messages are shown escaped, in the summary, the items' failures and pytest's own lines."""
+    newline_id, bidi_id = "q1\n" + FORGED, "q2\u202edeliaf"
+    records = [dict(r) for r in project.records]
+    records[0]["id"], records[1]["id"] = newline_id, bidi_id
+    records[1]["question"] = "how often should the \u2067chain\u2069 be lubricated\u200f"
+    project.answers[newline_id], project.answers[bidi_id] = GOOD["q-001"], GOOD["q-002"]
+    project.golden(records)
+    first = project.run("--rag-update-baseline")
+    assert first.ret == pytest.ExitCode.OK, first.stdout.str()[-3000:]
+    project.answers[newline_id] = ["noise-doc"]
+    project.answers[bidi_id] = ["noise\u202ecod", "other\n" + FORGED, "nel\x85doc", "chain-lube"]
+    project.answers["q-003"] = {"raise": "index offline\n" + FORGED}
+    project.golden(records)
+    result = project.run()
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    for run in (first, result):
+        out = run.stdout.str() + run.stderr.str()
+        assert not RAW_CONTROL.search(out), [line for line in out.splitlines() if RAW_CONTROL.search(line)]
+        assert not [line for line in out.splitlines() if line.strip().startswith(FORGED)], out[-3000:]
+    summary = rag_summary(result)
+    assert summary.startswith("RETRIEVAL GATE FAILED")
+    assert "q1\\nAll gates passed (4 checked)." in summary and "q2\\u202edeliaf" in summary
+    assert "noise\\u202ecod" in summary and "nel\\x85doc" in summary and "other\\nAll gates passed" in summary
+    assert "ERROR: RuntimeError: index offline\\nAll gates passed" in summary
+    assert "FAILED golden.yaml::q1\\nAll gates passed (4 checked)." in result.stdout.str()
+
+
+def test_a_query_with_a_hostile_id_whose_setup_failed_is_counted_as_errored(baselined: TrustProject) -> None:
+    """Items are named with the id as shown; a failed setup is mapped back to its query all the same."""
+    bidi_id = "q3\u202e"
+    records = [dict(r) for r in baselined.records]
+    records[2]["id"] = bidi_id
+    baselined.answers[bidi_id] = GOOD["q-003"]
+    baselined.golden(records)
+    (baselined.path / "conftest.py").write_text(baselined.conftest_text + '''
+
+@pytest.fixture(autouse=True)
+def _disk(request):
+    if request.node.name.startswith("q3"):
+        raise RuntimeError("disk full")
+''', encoding="utf-8")
+    result = baselined.run("--rag-accept-mismatch", "--rag-report", "run.json")
+    out = result.stdout.str() + result.stderr.str()
+    assert "INTERNALERROR" not in out and not RAW_CONTROL.search(out), out[-3000:]
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert "ERROR golden.yaml::q3\\u202e" in result.stdout.str()
+    record = json.loads((baselined.path / "run.json").read_text())["per_query"][bidi_id]
+    assert record["status"] == "error" and "setup failed: RuntimeError: disk full" in record["error"]
+
+
+def test_a_refused_refresh_names_hostile_ids_escaped(project: TrustProject) -> None:
+    newline_id = "q1\n" + FORGED
+    records = [dict(r) for r in project.records]
+    records[0]["id"] = newline_id
+    project.answers[newline_id] = GOOD["q-001"]
+    project.golden(records)
+    result = project.run("--rag-update-baseline", "-k", "q-002")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    out = result.stdout.str()
+    assert "q1\\nAll gates passed (4 checked)." in rag_summary(result)
+    assert not [line for line in out.splitlines() if line.strip().startswith(FORGED)], out[-3000:]
 
 
 # ------------------------------------------------------------------------ no network
