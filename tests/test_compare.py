@@ -199,7 +199,7 @@ def test_trec_compare_shows_gold_from_the_qrels_and_no_empty_question(tmp_path: 
 def test_compare_judges_with_the_thresholds_the_run_was_gated_with(tmp_path: Path) -> None:
     """Without --thresholds, an artifact's recorded thresholds apply: an nDCG drop the
     plugin failed on must not pass `compare --fail-on-regression` by default."""
-    gated = {"source": "baselines/thresholds.json", "values": {"ndcg@10_tolerance": 0.01, "recall@10_tolerance": 0.0}}
+    gated = {"source": "baselines/thresholds.json", "values": {"ndcg@10_tolerance": 0.01}}
     a = measured_artifact(tmp_path / "a.json", {"q1": 1.0, "q2": 1.0})
     b = measured_artifact(tmp_path / "b.json", {"q1": 0.5, "q2": 0.5})
     for path in (a, b):

@@ -15,7 +15,7 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Collection, Mapping
+from typing import Any, Callable, Collection, Mapping
 
 from pytest_ragmetrics.errors import BaselineError, brief_repr
 from pytest_ragmetrics.files import atomic_write_json, loads_json, write_problem
@@ -28,6 +28,7 @@ __all__ = [
     "fingerprint_mismatch",
     "measurement_mismatch",
     "round_metric",
+    "check_metric_value",
 ]
 
 #: Digits kept in files; comparisons allow this much slack (see ``gate.EPS``).
@@ -93,21 +94,24 @@ def load_baseline(path: str | Path) -> Baseline:
         if not isinstance(data[key], dict):
             raise BaselineError(f"{name}: {key!r} must be an object")
     for metric, value in data["aggregate"].items():
-        _check_value(name, f"aggregate.{metric}", value)
+        check_metric_value(name, f"aggregate.{metric}", value)
     for qid, entry in data["per_query"].items():
         if not isinstance(entry, dict):
             raise BaselineError(f"{name}: per_query.{qid} must be an object of metric values")
         for metric, value in entry.items():
             if not metric.startswith("_"):
-                _check_value(name, f"per_query.{qid}.{metric}", value)
+                check_metric_value(name, f"per_query.{qid}.{metric}", value)
     return Baseline(data["_meta"], data["aggregate"], data["per_query"], name)
 
 
-def _check_value(name: str, key: str, value: Any) -> None:
+def check_metric_value(name: str, key: str, value: Any,
+                       error_type: Callable[[str], Exception] = BaselineError) -> None:
+    """A metric value as files hold it: a finite number in [0, 1], not a bool; else
+    ``error_type`` with the file (``name``) and the key."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise BaselineError(f"{name}: {key} must be a finite number, got {brief_repr(value)}")
+        raise error_type(f"{name}: {key} must be a finite number, got {brief_repr(value)}")
     if not 0.0 <= value <= 1.0:
-        raise BaselineError(f"{name}: {key} = {value} is outside [0, 1]")
+        raise error_type(f"{name}: {key} = {value} is outside [0, 1]")
 
 
 def write_baseline(path: str | Path, baseline: Baseline) -> None:

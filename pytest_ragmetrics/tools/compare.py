@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from pytest_ragmetrics.gate.artifact import check_artifact, is_run_artifact
 from pytest_ragmetrics.gate.baseline import Baseline, load_baseline, measurement_mismatch
 from pytest_ragmetrics.gate.thresholds import Thresholds
 from pytest_ragmetrics.errors import InputError, listed
@@ -72,17 +73,13 @@ def metric_names(config: MeasurementConfig | None, side: RunData) -> list[str]:
     return list(names)
 
 
-def is_run_artifact(data: Any) -> bool:
-    """Whether parsed JSON is a run artifact (``--rag-report``): a baseline has no ``comparison``."""
-    return isinstance(data, dict) and "comparison" in data and isinstance(data.get("per_query"), dict)
-
-
 def run_data_from_artifact(data: Mapping[str, Any], source: str) -> RunData:
-    """One side from a parsed run artifact: per query its metrics, or its error, or that it
-    was unscorable, with its ranking, tags and judgments digest."""
+    """One side from a run artifact checked by :func:`~pytest_ragmetrics.gate.artifact.check_artifact`:
+    per query its metrics, or its error, or that it was unscorable, with its ranking, tags and
+    judgments digest."""
     side = RunData(source, {}, meta=data.get("_meta", {}))
     for qid, entry in data["per_query"].items():
-        if entry.get("status") == "scored" and entry.get("metrics"):
+        if entry.get("status") == "scored":
             side.metrics[qid] = entry["metrics"]
             if isinstance(entry.get("parent_level"), dict):
                 side.parent_levels[qid] = entry["parent_level"]
@@ -115,7 +112,10 @@ def load_run_data(path: str | Path, qrels: str | Path | Mapping[str, Mapping[str
             data = loads_json(text)
         except json.JSONDecodeError as exc:
             raise InputError(name, f"line {exc.lineno}", f"not valid JSON ({exc.msg})") from None
+        except (ValueError, RecursionError) as exc:
+            raise InputError(name, None, f"not valid JSON ({exc})") from None
         if is_run_artifact(data):
+            check_artifact(data, name)
             return run_data_from_artifact(data, name)
         baseline = load_baseline(path)
         return RunData(name, {q: baseline.metrics_of(q) for q in baseline.per_query}, meta=baseline.meta,
