@@ -9,7 +9,8 @@ from typing import Any, Mapping
 
 from pytest_ragmetrics.cli.argtypes import measurement_arguments
 from pytest_ragmetrics.errors import InputError, RagMetricsError, listed
-from pytest_ragmetrics.files import dumps_stable
+from pytest_ragmetrics.cli import decided
+from pytest_ragmetrics.files import atomic_write_text, dumps_stable, write_problem
 from pytest_ragmetrics.gate.thresholds import Thresholds, load_thresholds, recorded_thresholds
 from pytest_ragmetrics.golden import GoldenSet, Query, load_golden, load_qrels
 from pytest_ragmetrics.measures import MeasurementConfig
@@ -90,6 +91,7 @@ def run(args: argparse.Namespace) -> int:
     missing = missing_from(a, b)
     reasons = verdict.failures()  # a query missing from B is an errored query of B
     failed = bool(reasons) and thresholds.fail_on_regression
+    code = decided(args, 1 if args.fail_on_regression and failed else 0)  # before any output can fail
     worst = args.worst if args.worst is not None else thresholds.worst_n
     measured = {"A": describe_measurement(a), "B": describe_measurement(b)}
     if args.html:
@@ -100,8 +102,11 @@ def run(args: argparse.Namespace) -> int:
                     "per_query": {q: {"status": "error" if q in b.errors or q in missing else "scored",
                                       "metrics": b.metrics.get(q), "baseline": a.metrics.get(q),
                                       "tags": b.tags.get(q, [])} for q in dict.fromkeys([*a.metrics, *b.metrics])}}
-        Path(args.html).write_text(render_html(artifact, title=f"{Path(args.b).name} vs {Path(args.a).name}"),
-                                   encoding="utf-8")
+        html = Path(args.html)
+        try:
+            atomic_write_text(html, render_html(artifact, title=f"{Path(args.b).name} vs {Path(args.a).name}"))
+        except OSError as exc:
+            raise RagMetricsError(f"cannot write the HTML report {html}: {write_problem(html, exc)}") from None
     if args.format == "json":
         payload = verdict.to_dict()
         payload["wins_ties_losses"] = {m: dict(zip(("wins", "ties", "losses"), t)) for m, t in tally.items()}
@@ -130,4 +135,4 @@ def run(args: argparse.Namespace) -> int:
         print(verdict_text(verdict, worst))
         print("\nPer query, B against A:")
         print(markdown_table(["metric", "wins", "ties", "losses"], [[m, *t] for m, t in tally.items()]))
-    return 1 if args.fail_on_regression and failed else 0
+    return code
