@@ -58,8 +58,9 @@ def write(path: Path, data: Any) -> Path:
 
 
 def ragmetrics(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    """`python -m pytest_ragmetrics ARGS` from this checkout, whatever the test's working folder."""
     return subprocess.run([sys.executable, "-m", "pytest_ragmetrics", *map(str, args)],
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=120, cwd=Path(__file__).resolve().parents[2])
 
 
 def set_metric(qid: str, metric: str, value: Any) -> Callable[[dict[str, Any]], None]:
@@ -182,3 +183,31 @@ def test_the_plugin_writes_a_versioned_artifact_every_reader_accepts(baselined: 
     assert result.ret == 0, result.stdout.str()
     data = load_artifact(baselined.path / "run.json")
     assert data["_meta"]["format"] == ARTIFACT_FORMAT
+
+
+def test_compare_and_the_plugin_give_the_same_interval_and_p_value_for_the_same_run(baselined: TrustProject) -> None:
+    """The plugin resampled the deltas in golden order, compare in the artifact's (sorted) qid order:
+    one run, two intervals. Both now resample one order."""
+    records = list(reversed(baselined.records))  # golden order unlike sorted order
+    for i, r in enumerate(records):
+        r["id"] = f"q-{9 - i}"
+    baselined.golden(records)
+    baselined.answers = {r["id"]: ans for r, ans in zip(records, reversed(list(baselined.answers.values())))}
+    baselined._write_rankings()
+    assert baselined.run("--rag-update-baseline").ret == 0
+    worse = {records[0]["id"]: ["noise"], records[2]["id"]: ["noise", "x", "y", "z"] + baselined.answers[records[2]["id"]],
+             records[3]["id"]: list(reversed(baselined.answers[records[3]["id"]])) + ["noise"]}
+    baselined.answers.update(worse)
+    baselined._write_rankings()
+    result = baselined.run("--rag-report=run.json")
+    assert result.ret == 1, result.stdout.str()
+    plugin = json.loads((baselined.path / "run.json").read_text())["comparison"]["aggregate"]
+    proc = ragmetrics("compare", baselined.baseline_path, baselined.path / "run.json", "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    cli = json.loads(proc.stdout)["aggregate"]
+    by_metric = {row["metric"]: row["stats"] for row in cli}
+    moved = 0
+    for row in plugin:
+        assert row["stats"] == by_metric[row["metric"]], row["metric"]
+        moved += row["stats"]["ci95"][0] != row["stats"]["ci95"][1]
+    assert moved  # the deltas vary, so the order they are resampled in matters
