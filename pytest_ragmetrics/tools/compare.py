@@ -32,6 +32,7 @@ from pytest_ragmetrics.measures import MeasurementConfig
 from pytest_ragmetrics.metrics import document_ranking
 
 __all__ = ["RunData", "load_run_data", "is_run_artifact", "run_data_from_artifact", "compare", "describe_measurement",
+           "shared_only", "subset_of",
            "metric_names", "missing_from", "mismatch"]
 
 
@@ -51,6 +52,10 @@ class RunData:
     unscorable: list[str] = field(default_factory=list)
     #: per query, the digest of the text and judgments it was measured with, where recorded
     judgments: dict[str, str] = field(default_factory=dict)
+
+    def has_any(self) -> bool:
+        """Whether this side holds a result for any query."""
+        return bool(self.metrics or self.errors or self.unscorable)
 
     def has(self, qid: str) -> bool:
         """Whether this side has any result for ``qid`` (scored, errored or unscorable)."""
@@ -174,6 +179,29 @@ def _golden_hash(meta: Mapping[str, Any]) -> str | None:
 def missing_from(a: RunData, b: RunData) -> list[str]:
     """Queries A scored that B has no result for at all: regressions, not silence."""
     return [qid for qid in a.metrics if not b.has(qid)]
+
+
+def subset_of(side: RunData) -> str | None:
+    """The subset a side's run judged (``_meta.subset``: ``full``, ``smoke``, a sample rule), if recorded."""
+    value = side.meta.get("subset") if isinstance(side.meta, Mapping) else None
+    return value if isinstance(value, str) else None
+
+
+def shared_only(a: RunData, b: RunData) -> tuple[RunData, RunData, list[str], list[str]]:
+    """A and B cut to the queries both hold a result for, and the queries left out of each
+    (A's, B's): a full run compared with a smoke run, on the smoke run's queries."""
+    only_a = [q for q in dict.fromkeys([*a.metrics, *a.errors, *a.unscorable]) if not b.has(q)]
+    only_b = [q for q in dict.fromkeys([*b.metrics, *b.errors, *b.unscorable]) if not a.has(q)]
+    return _without(a, set(only_a)), _without(b, set(only_b)), only_a, only_b
+
+
+def _without(side: RunData, qids: set[str]) -> RunData:
+    def keep(d: dict[str, Any]) -> dict[str, Any]:
+        return {q: v for q, v in d.items() if q not in qids}
+
+    return RunData(side.source, keep(side.metrics), keep(side.rankings), keep(side.tags), keep(side.errors),
+                   side.meta, keep(side.parent_levels), [q for q in side.unscorable if q not in qids],
+                   keep(side.judgments))
 
 
 def describe_measurement(side: RunData) -> str:
