@@ -10,6 +10,9 @@ prints the same interval and p-value on every run and machine.
   the deltas), exact when there are few non-zero deltas.
 - :func:`detectable_change`: the smallest mean change the set can detect at 95%
   confidence with 80% power, from n and the deltas' standard deviation.
+
+:func:`delta_stats`, which the gate and ``ragmetrics compare`` both call, sorts the
+deltas first, so the statistics depend on the queries' deltas, not on their order.
 """
 
 from __future__ import annotations
@@ -119,8 +122,13 @@ class DeltaStats:
 
 
 def delta_stats(deltas: Sequence[float], seed: int = DEFAULT_SEED, resamples: int = DEFAULT_RESAMPLES) -> DeltaStats:
-    """Mean, 95% bootstrap interval, permutation p-value and detectable change."""
-    d = [float(x) for x in deltas]
+    """Mean, 95% bootstrap interval, permutation p-value and detectable change.
+
+    The deltas are taken in ascending order: resampling is seeded by position, so the
+    same queries listed in another order (the golden set's in the plugin, the file's in
+    ``ragmetrics compare``) must not give another interval.
+    """
+    d = sorted(float(x) for x in deltas)
     mean = math.fsum(d) / len(d) if d else math.nan
     low, high = bootstrap_ci(d, resamples=resamples, seed=seed)
     return DeltaStats(len(d), mean, low, high, permutation_pvalue(d, resamples, seed), detectable_change(d))

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from pytest_ragmetrics import InputError
 from pytest_ragmetrics.cli import main as cli_main
@@ -28,6 +29,15 @@ def write_jsonl(path: Path, judgments: dict[str, dict[str, int]], texts: dict[st
                                 ensure_ascii=False))
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
+
+
+def noted(path: Path) -> Path:
+    """A second annotator's file with the same grades as ``path``, told apart by a note."""
+    lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    lines[0]["candidates"][0]["note"] = "checked the second paragraph"
+    other = path.with_name(f"{path.stem}.second.jsonl")
+    other.write_text("\n".join(json.dumps(x) for x in lines) + "\n", encoding="utf-8")
+    return other
 
 
 def run_main(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -199,12 +209,12 @@ def test_main_json_weights_and_fail_below(capsys: pytest.CaptureFixture[str], tw
                                         "grade_a": 0, "grade_b": 2, "difference": 2}
     code, _, err = run_main(capsys, str(two_files[0]), str(two_files[1]), "--fail-below", "0.9")
     assert code == 1 and "below --fail-below 0.9" in err
-    code, _, _ = run_main(capsys, str(two_files[0]), str(two_files[0]), "--fail-below", "0.9")
-    assert code == 0  # a file agrees with itself: kappa 1
+    code, _, err = run_main(capsys, str(two_files[0]), str(two_files[0]), "--fail-below", "0.9")
+    assert code == 2 and "are the same file" in err  # not kappa 1 "almost perfect"
 
 
 def test_main_perfect_agreement_lists_no_pair(capsys: pytest.CaptureFixture[str], two_files: tuple[Path, Path]) -> None:
-    code, out, _ = run_main(capsys, str(two_files[1]), str(two_files[1]))
+    code, out, _ = run_main(capsys, str(two_files[1]), str(noted(two_files[1])))
     assert code == 0 and "| 1.0000" in out and "almost perfect" in out
     assert "No disagreement" in out
 
@@ -222,6 +232,36 @@ def test_main_usage_errors(capsys: pytest.CaptureFixture[str], two_files: tuple[
 def test_main_undefined_kappa_is_explained_and_fails_a_floor(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     # only relevant documents listed, in both files: no variation, so no kappa
     a = write_jsonl(tmp_path / "a.jsonl", {"q1": {"x": 1}, "q2": {"y": 1}})
-    code, out, err = run_main(capsys, str(a), str(a), "--fail-below", "0.6")
+    code, out, err = run_main(capsys, str(a), str(noted(a)), "--fail-below", "0.6")
     assert code == 1 and "| undefined" in out and "keep the judged non-relevant candidates" in out
     assert "kappa undefined is below --fail-below 0.6" in err
+
+
+def test_one_annotator_is_refused_not_reported_as_perfect_agreement(
+        two_files: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A file against itself, a byte copy, a reformatted copy or two files of one annotator gave
+    kappa 1.0 "almost perfect" and passed --fail-below: none is two annotators' judgments."""
+    a = two_files[0]
+    copy = tmp_path / "copy.jsonl"
+    copy.write_bytes(a.read_bytes())
+    reformatted = tmp_path / "reformatted.jsonl"
+    reformatted.write_text("\n".join(json.dumps(json.loads(line), indent=None, separators=(", ", ": "), sort_keys=True)
+                                     for line in a.read_text().splitlines()) + "\n\n")
+    as_yaml = tmp_path / "golden.yaml"
+    as_yaml.write_text(yaml.safe_dump([{"id": q, "question": t, "gold_chunks": j} for q, t, j in (
+        ("q1", "How do I cancel auto-renewal?", {"d1": 2, "d2": 1, "d3": 0, "d9": 1}),
+        ("q2", "Where is my invoice?", {"d1": 0, "d4": 2}), ("q3", "Refund time?", {"d5": 1, "d6": 0}),
+        ("q4", "unused", {"d7": 2}))]))
+    for other, words in ((a, "are the same file"), (copy, "one file copied"), (reformatted, "one file copied"),
+                         (as_yaml, "one file copied")):
+        code, out, err = run_main(capsys, str(a), str(other), "--fail-below", "0.9")
+        assert code == 2 and words in err and "two annotators' independent judgments" in err, (other, err)
+        assert "almost perfect" not in out
+    meta = {"_meta": {"kind": "ragmetrics-judgments", "annotator": "alice", "pool_id": "p", "updated": "t"}}
+    first, second = tmp_path / "alice-1.jsonl", tmp_path / "alice-2.jsonl"
+    for path, grade in ((first, 1), (second, 0)):
+        record = {"qid": "q1", "query": "x", "candidates": [{"doc_id": "d1", "rel": grade, "note": ""},
+                                                           {"doc_id": "d2", "rel": 1, "note": ""}]}
+        path.write_text(json.dumps(meta) + "\n" + json.dumps(record) + "\n")
+    code, _, err = run_main(capsys, str(first), str(second))
+    assert code == 2 and "both by annotator 'alice'" in err

@@ -216,7 +216,7 @@ def test_compare_shows_bidi_controls_in_ids_escaped(tmp_path: Path) -> None:
 def test_compare_judges_with_the_thresholds_the_run_was_gated_with(tmp_path: Path) -> None:
     """Without --thresholds, an artifact's recorded thresholds apply: an nDCG drop the
     plugin failed on must not pass `compare --fail-on-regression` by default."""
-    gated = {"source": "baselines/thresholds.json", "values": {"ndcg@10_tolerance": 0.01, "recall@10_tolerance": 0.0}}
+    gated = {"source": "baselines/thresholds.json", "values": {"ndcg@10_tolerance": 0.01}}
     a = measured_artifact(tmp_path / "a.json", {"q1": 1.0, "q2": 1.0})
     b = measured_artifact(tmp_path / "b.json", {"q1": 0.5, "q2": 0.5})
     for path in (a, b):
@@ -240,3 +240,25 @@ def test_a_golden_set_given_as_a_run_is_named_as_such(tmp_path: Path) -> None:
     proc = ragmetrics("compare", a, golden)
     assert proc.returncode == 2
     assert "looks like a golden set, not a run" in proc.stderr
+
+
+def test_a_full_run_against_a_smoke_run_names_the_subsets_and_can_compare_the_shared_queries(tmp_path: Path) -> None:
+    full = measured_artifact(tmp_path / "full.json", {"q1": 1.0, "q2": 0.5, "q3": 0.8, "q4": 0.9})
+    smoke = measured_artifact(tmp_path / "smoke.json", {"q1": 1.0, "q3": 0.8})
+    for path, subset in ((full, "full"), (smoke, "smoke")):
+        data = json.loads(path.read_text())
+        data["_meta"]["subset"] = subset
+        path.write_text(json.dumps(data))
+    proc = ragmetrics("compare", full, smoke, "--fail-on-regression")
+    assert proc.returncode == 1  # q2 and q4 did not run in B: errored, as before
+    assert "A ran the full subset, B the smoke subset (_meta.subset)" in proc.stdout
+    assert "Pass --shared-only" in proc.stdout
+    proc = ragmetrics("compare", full, smoke, "--fail-on-regression", "--shared-only")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "Shared queries only (--shared-only): 2 queries of A and 0 of B left out, not in both (A: q2, q4)" \
+        in proc.stdout
+    assert "Queries: 2 scored in A; 0 missing from B" in proc.stdout
+    data = json.loads(ragmetrics("compare", full, smoke, "--shared-only", "--format", "json").stdout)
+    assert data["shared_only"] == {"left_out_of_A": ["q2", "q4"], "left_out_of_B": []}
+    assert data["subsets"] == {"A": "full", "B": "smoke"} and data["n"] == 2
+    assert "--shared-only" in ragmetrics("compare", "--help").stdout

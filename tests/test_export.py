@@ -24,8 +24,9 @@ GOLDEN = """
 def test_artifact_and_golden_round_trip_through_trec(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "golden.yaml").write_text(GOLDEN)
     artifact = tmp_path / "run.json"
-    artifact.write_text(json.dumps({"per_query": {"q1": {"ranking": ["b", "x", "a"]},
-                                                  "q2": {"ranking": ["y", "z"]}}}))
+    artifact.write_text(json.dumps({"_meta": {"measurement": {"metrics": ["ndcg@10"]}}, "comparison": {}, "per_query": {
+        "q1": {"status": "scored", "metrics": {"ndcg@10": 0.5}, "ranking": ["b", "x", "a"]},
+        "q2": {"status": "scored", "metrics": {"ndcg@10": 0.0}, "ranking": ["y", "z"]}}}))
     run_out, qrels_out = tmp_path / "run.trec", tmp_path / "qrels.txt"
     assert main(["export", "--artifact", str(artifact), "--run-out", str(run_out),
                  "--golden", str(tmp_path / "golden.yaml"), "--qrels-out", str(qrels_out)]) == 0

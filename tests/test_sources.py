@@ -299,9 +299,10 @@ def test_run_queries_outside_the_questions_are_ignored_and_none_matching_is_an_e
         ("q1 Q0 a 1 high t\n", r"line 1: score 'high' is not a number"),
         ("", r"the run file is empty"),
         (b"q1 Q0 a 1 1 t\n\xff\xfe\n", r"line 2: not valid UTF-8"),
-        ('{"per_query": {"q1": {"ranking": ["a",\n 3]}}}', r"per_query\['q1'\]: ranking must be a list of document ids"),
-        ('{"per_query": [1, 2]}', r"not a run artifact .*no per_query object"),
-        ('{"per_query": {"q1": \n{"ranking": ["a"],}}}', r"line 2: not a run artifact \(written by --rag-report\): invalid JSON"),
+        ('{"_meta": {"measurement": {"metrics": ["recall@5"]}}, "comparison": {}, "per_query": {"q1": '
+         '{"status": "error", "ranking": ["a",\n 3]}}}', r"per_query.q1.ranking is \['a', 3\]; expected a list of strings"),
+        ('{"per_query": [1, 2]}', r"not a run artifact: missing '_meta', 'comparison'"),
+        ('{"per_query": {"q1": \n{"ranking": ["a"],}}}', r"line 2: not valid JSON"),
     ],
 )
 def test_a_garbage_run_names_the_file_and_line(tmp_path: Path, content: str | bytes, message: str) -> None:
@@ -319,10 +320,10 @@ def test_a_garbage_run_names_the_file_and_line(tmp_path: Path, content: str | by
 
 def test_an_artifact_gives_the_rankings_the_gate_scored(tmp_path: Path) -> None:
     artifact = tmp_path / "nightly.json"
-    artifact.write_text(json.dumps({"_meta": {}, "per_query": {
-        "q1": {"status": "scored", "ranking": ["b", "a", "c"]},
+    artifact.write_text(json.dumps({"_meta": {"measurement": {"metrics": ["recall@5"]}}, "comparison": {}, "per_query": {
+        "q1": {"status": "scored", "metrics": {"recall@5": 1.0}, "ranking": ["b", "a", "c"]},
         "q2": {"status": "error", "error": "TimeoutError", "ranking": []},
-        "gone": {"status": "scored", "ranking": ["z"]},
+        "gone": {"status": "scored", "metrics": {"recall@5": 0.0}, "ranking": ["z"]},
     }}))
     ranked = run_rankings(artifact, ["q1", "q2"], 2)
     assert ranked.source == Source("nightly", "run", str(artifact))

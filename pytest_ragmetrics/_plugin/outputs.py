@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_ragmetrics.errors import RagMetricsError, listed
+from pytest_ragmetrics.gate.artifact import ARTIFACT_FORMAT
 from pytest_ragmetrics.files import atomic_write_json, atomic_write_text, git_commit, write_problem
 
 if TYPE_CHECKING:
@@ -50,7 +51,8 @@ def _project_path(rag: RagSession, path: Path) -> str:
 
 
 def artifact(rag: RagSession) -> dict[str, Any]:
-    """The JSON run artifact: config, per-query results, aggregates, comparison."""
+    """The JSON run artifact: config, per-query results, aggregates, comparison; its schema
+    (``_meta.format``) is :mod:`pytest_ragmetrics.gate.artifact`'s, which every reader checks."""
     from pytest_ragmetrics.report.text import retriever_changes
 
     verdict = rag.verdict()
@@ -67,6 +69,7 @@ def artifact(rag: RagSession) -> dict[str, Any]:
         if rag.baseline is not None and q.qid in rag.baseline.per_query and not rag.options.update_baseline:
             per_query[q.qid]["baseline"] = rag.baseline.metrics_of(q.qid)
     data = meta(rag)
+    data["format"] = ARTIFACT_FORMAT
     data["subset"] = rag.options.subset
     data["baseline"] = baseline_entry(rag)
     data["baseline_retriever"] = baseline_retriever(rag)

@@ -12,19 +12,23 @@ annotators), ``agreement`` (Cohen's kappa between two annotators), ``leakage`` (
 found in the corpus) and ``export`` (an artifact as a TREC run, a golden set as qrels).
 Exit codes: 0 done, 1 a check failed (``--fail-on-regression``, ``--fail-on-drift``,
 ``--fail-below``, ``--fail``), 2 bad input or usage (the message names file, line and problem).
+A verb with a check decides its code (:func:`decided`) before it prints or writes anything, so
+an output error afterwards (a pipe closed by ``| head``, a full disk, an unwritable report)
+never turns a failed check into 0 or 2: a failed check exits 1 whatever happens to its output.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 import warnings
 from typing import Any, Sequence
 
 from pytest_ragmetrics.errors import RagMetricsError, RagMetricsWarning
 
-__all__ = ["main", "build_parser", "VERBS"]
+__all__ = ["main", "build_parser", "decided", "VERBS"]
 
 #: The verbs, in the order ``--help`` lists them; each is the module ``cli/<verb>.py``.
 VERBS = ("evaluate", "compare", "baseline", "history", "ablate", "encoders", "pool", "annotate", "agreement", "leakage", "export")
@@ -36,6 +40,28 @@ def build_parser() -> argparse.ArgumentParser:
     for verb in VERBS:
         importlib.import_module(f"{__name__}.{verb}").register(verbs)
     return parser
+
+
+def decided(args: argparse.Namespace, code: int) -> int:
+    """Record a verb's exit code before it prints: :func:`main` keeps it when the output fails."""
+    args.decided_code = code
+    return code
+
+
+def _after_output_error(args: argparse.Namespace, code: int) -> int:
+    """The exit code when something went wrong: a failed check (1) decided before stays 1."""
+    return 1 if getattr(args, "decided_code", None) == 1 else code
+
+
+def _silence_stdout() -> None:
+    """Point stdout at devnull, so the interpreter's flush at exit does not fail again on the
+    closed pipe (which prints a traceback and exits 120)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # stdout is not a real file (captured, in-process)
+        pass
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -52,12 +78,29 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         warnings.showwarning = show
         try:
-            return int(args.command(args))
+            code = int(args.command(args))
+            sys.stdout.flush()  # a closed pipe shows here, while the code can still be kept
+            return code
+        except BrokenPipeError:  # `ragmetrics compare ... | head`: the reader left; the verdict stands
+            _silence_stdout()
+            return getattr(args, "decided_code", 0)
         except RagMetricsError as exc:
-            print(f"ragmetrics {args.verb}: error: {exc}", file=sys.stderr)
-            return 2
-        except BrokenPipeError:  # `ragmetrics evaluate ... | head`
-            return 0
+            _report(args, str(exc))
+            return _after_output_error(args, 2)
+        except OSError as exc:  # a full disk, a vanished folder: in words, not a traceback
+            _report(args, f"{exc.strerror or exc}" + (f": {exc.filename}" if exc.filename else ""))
+            try:
+                sys.stdout.flush()
+            except OSError:  # it was stdout: do not fail again at exit
+                _silence_stdout()
+            return _after_output_error(args, 2)
+
+
+def _report(args: argparse.Namespace, message: str) -> None:
+    try:
+        print(f"ragmetrics {args.verb}: error: {message}", file=sys.stderr)
+    except OSError:  # stderr is gone too: the exit code is all that is left
+        pass
 
 
 if __name__ == "__main__":

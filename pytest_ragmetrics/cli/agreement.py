@@ -8,6 +8,7 @@ import sys
 from typing import Any
 from pathlib import Path
 
+from pytest_ragmetrics.cli import decided
 from pytest_ragmetrics.errors import RagMetricsError
 from pytest_ragmetrics.tools.agreement import WEIGHTS, format_kappa, agreement, render_table
 
@@ -37,6 +38,8 @@ def run(args: argparse.Namespace) -> int:
     if args.top < 0:
         raise RagMetricsError(f"--top must be >= 0, got {args.top}")
     result = agreement(Path(args.a), Path(args.b), args.weights, relevance_level=args.relevance_level)
+    below = args.fail_below is not None and (result.kappa is None or result.kappa < args.fail_below)
+    code = decided(args, 1 if below else 0)  # before any output can fail
     from pytest_ragmetrics.tools.candidates import file_meta
 
     pools = [(file_meta(path) or {}).get("pool_id") for path in (args.a, args.b)]
@@ -48,8 +51,7 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write("\n")
     else:
         sys.stdout.write(render_table(result, args.top))
-    if args.fail_below is not None and (result.kappa is None or result.kappa < args.fail_below):
+    if below:
         print(f"ragmetrics agreement: kappa {format_kappa(result.kappa)} is below --fail-below {args.fail_below}",
               file=sys.stderr)
-        return 1
-    return 0
+    return code

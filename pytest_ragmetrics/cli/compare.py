@@ -9,7 +9,8 @@ from typing import Any, Mapping
 
 from pytest_ragmetrics.cli.argtypes import measurement_arguments
 from pytest_ragmetrics.errors import InputError, RagMetricsError, listed
-from pytest_ragmetrics.files import dumps_stable
+from pytest_ragmetrics.cli import decided
+from pytest_ragmetrics.files import atomic_write_text, dumps_stable, write_problem
 from pytest_ragmetrics.gate.thresholds import Thresholds, load_thresholds, recorded_thresholds
 from pytest_ragmetrics.golden import GoldenSet, Query, load_golden, load_qrels
 from pytest_ragmetrics.measures import MeasurementConfig
@@ -22,6 +23,8 @@ from pytest_ragmetrics.tools.compare import (
     metric_names,
     mismatch,
     missing_from,
+    shared_only,
+    subset_of,
 )
 
 HELP = "judge run B against reference A with the plugin's gate (artifacts, baselines, TREC runs)"
@@ -44,6 +47,10 @@ def register(verbs: Any) -> None:
     parser.add_argument("--fail-on-regression", action="store_true",
                         help="exit 1 when B fails against A with the plugin's rules: a gate fails, a query "
                              "falls beyond its per-query tolerance, errored, or is missing from B")
+    parser.add_argument("--shared-only", action="store_true",
+                        help="compare only the queries both A and B hold (a full run against a smoke run, "
+                             "on the smoke run's queries); the output says how many were left out. Without it "
+                             "a query of A missing from B counts as errored")
     parser.add_argument("--accept-mismatch", action="store_true",
                         help="compare even when A and B were measured differently (measurement config, k or "
                              "judgments); the differences are printed with the report")
@@ -61,6 +68,12 @@ def run(args: argparse.Namespace) -> int:
     qrels = load_qrels(args.qrels) if args.qrels else None
     a = load_run_data(args.a, qrels, trec_config)
     b = load_run_data(args.b, qrels, trec_config)
+    left_out: tuple[list[str], list[str]] = ([], [])
+    if args.shared_only:
+        a, b, *cut = shared_only(a, b)
+        left_out = (cut[0], cut[1])
+        if not a.has_any() or not b.has_any():
+            raise RagMetricsError(f"{args.a} and {args.b} share no query, so --shared-only leaves nothing to compare")
     if args.thresholds and not Path(args.thresholds).exists():
         raise InputError(args.thresholds, None, "file not found")
     golden = load_golden(args.golden) if args.golden else None
@@ -89,7 +102,14 @@ def run(args: argparse.Namespace) -> int:
     verdict, tally = compare(a, b, thresholds, metrics, golden, level if isinstance(level, int) else 1)
     missing = missing_from(a, b)
     reasons = verdict.failures()  # a query missing from B is an errored query of B
+    subsets = {"A": subset_of(a), "B": subset_of(b)}
+    subset_note = None
+    if missing and subsets["A"] != subsets["B"]:
+        subset_note = (f"A ran the {subsets['A'] or 'unrecorded'} subset, B the {subsets['B'] or 'unrecorded'} "
+                       f"subset (_meta.subset): the {len(missing)} queries of A that B did not run count as errored. "
+                       "Pass --shared-only to compare only the queries both ran")
     failed = bool(reasons) and thresholds.fail_on_regression
+    code = decided(args, 1 if args.fail_on_regression and failed else 0)  # before any output can fail
     worst = args.worst if args.worst is not None else thresholds.worst_n
     measured = {"A": describe_measurement(a), "B": describe_measurement(b)}
     if args.html:
@@ -100,8 +120,11 @@ def run(args: argparse.Namespace) -> int:
                     "per_query": {q: {"status": "error" if q in b.errors or q in missing else "scored",
                                       "metrics": b.metrics.get(q), "baseline": a.metrics.get(q),
                                       "tags": b.tags.get(q, [])} for q in dict.fromkeys([*a.metrics, *b.metrics])}}
-        Path(args.html).write_text(render_html(artifact, title=f"{Path(args.b).name} vs {Path(args.a).name}"),
-                                   encoding="utf-8")
+        html = Path(args.html)
+        try:
+            atomic_write_text(html, render_html(artifact, title=f"{Path(args.b).name} vs {Path(args.a).name}"))
+        except OSError as exc:
+            raise RagMetricsError(f"cannot write the HTML report {html}: {write_problem(html, exc)}") from None
     if args.format == "json":
         payload = verdict.to_dict()
         payload["wins_ties_losses"] = {m: dict(zip(("wins", "ties", "losses"), t)) for m, t in tally.items()}
@@ -109,6 +132,9 @@ def run(args: argparse.Namespace) -> int:
         payload["measured"] = measured
         payload["mismatch"] = problems
         payload["failures"] = reasons
+        payload["subsets"] = subsets
+        payload["subset_note"] = subset_note
+        payload["shared_only"] = {"left_out_of_A": left_out[0], "left_out_of_B": left_out[1]} if args.shared_only else None
         payload["passed"] = not failed
         payload["thresholds"] = thresholds_source
         sys.stdout.write(dumps_stable(payload))
@@ -119,6 +145,10 @@ def run(args: argparse.Namespace) -> int:
         else:
             print(f"A: {measured['A']}\nB: {measured['B']}")
         print(f"Thresholds: {thresholds_source}")
+        if args.shared_only:
+            print(f"Shared queries only (--shared-only): {len(left_out[0])} queries of A and {len(left_out[1])} of B "
+                  "left out, not in both" + (f" (A: {listed(left_out[0])})" if left_out[0] else "")
+                  + (f" (B: {listed(left_out[1])})" if left_out[1] else ""))
         if problems:
             print("Measured differently (compared anyway, --accept-mismatch):\n  - " + "\n  - ".join(problems))
         print(f"Queries: {len(a.metrics)} scored in A; {len(missing)} missing from B"
@@ -126,8 +156,10 @@ def run(args: argparse.Namespace) -> int:
                  "every metric 0)" if missing else "") + ", "
               f"{len(verdict.new)} new in B (scored, not compared)"
               + (f": {listed(verdict.new)}" if verdict.new else ""))
+        if subset_note:
+            print(subset_note + ".")
         print()
         print(verdict_text(verdict, worst))
         print("\nPer query, B against A:")
         print(markdown_table(["metric", "wins", "ties", "losses"], [[m, *t] for m, t in tally.items()]))
-    return 1 if args.fail_on_regression and failed else 0
+    return code

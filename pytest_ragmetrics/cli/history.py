@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from pytest_ragmetrics.cli import decided
 from pytest_ragmetrics.errors import RagMetricsError
 from pytest_ragmetrics.files import atomic_write_text, dumps_stable, write_problem
 from pytest_ragmetrics.report.history import history_text
@@ -41,6 +42,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"ragmetrics history: warning: skipped {path}: {problem}", file=sys.stderr)
     history = build_history(artifacts, args.min_flips, skipped)
     data = history.to_dict()
+    code = decided(args, 1 if args.fail_on_drift and history.current_drift else 0)  # before any output can fail
     if args.html:
         from pytest_ragmetrics.report.trend_html import render_trend_html
 
@@ -53,4 +55,4 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(dumps_stable(data))
     else:
         sys.stdout.write(history_text(data, markdown=args.format == "markdown"))
-    return 1 if args.fail_on_drift and history.current_drift else 0
+    return code

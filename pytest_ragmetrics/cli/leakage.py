@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 from pytest_ragmetrics.cli.argtypes import chunk_size_arg
+from pytest_ragmetrics.cli import decided
 from pytest_ragmetrics.errors import RagMetricsError
 from pytest_ragmetrics.report.tables import counted
 from pytest_ragmetrics.tools.leakage import CHAR_N, DEFAULT_THRESHOLD, WORD_N, check_leakage, render_table
@@ -46,6 +47,7 @@ def run(args: argparse.Namespace) -> int:
         raise RagMetricsError(f"--per-question must be >= 1, got {args.per_question}")
     report = check_leakage(args.golden, args.corpus, threshold=args.threshold, chunk_size=args.chunk_size,
                            overlap=args.overlap, word_n=args.word_n, char_n=args.char_n)
+    code = decided(args, 1 if args.fail and report.leaks else 0)  # before any output can fail
     if args.format == "json":
         json.dump(report.to_dict(), sys.stdout, indent=2, ensure_ascii=False)
         sys.stdout.write("\n")
@@ -54,5 +56,4 @@ def run(args: argparse.Namespace) -> int:
     if args.fail and report.leaks:
         print(f"ragmetrics leakage: {counted(len(report.leaked_qids), 'question leaks', 'questions leak')} into the "
               "corpus (--fail)", file=sys.stderr)
-        return 1
-    return 0
+    return code

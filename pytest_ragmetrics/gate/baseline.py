@@ -23,7 +23,7 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Collection, Mapping, NoReturn
+from typing import Any, Callable, Collection, Mapping, NoReturn
 
 from pytest_ragmetrics.errors import BaselineError, brief_repr
 from pytest_ragmetrics.files import atomic_write_json, loads_json, write_problem
@@ -281,23 +281,25 @@ def _check_keys(name: str, where: str, entry: Mapping[str, Any], metrics: list[s
                         f"({', '.join(metrics)}){hint}")
 
 
-def check_metric_value(name: str, key: str, value: Any, error: type[Exception] = BaselineError) -> None:
-    """A metric value as stored: a finite number in [0, 1] (``True`` is not a number here)."""
+def check_metric_value(name: str, key: str, value: Any,
+                       error_type: Callable[[str], Exception] = BaselineError) -> None:
+    """A metric value as files hold it: a finite number in [0, 1], not a bool; else
+    ``error_type`` with the file (``name``) and the key."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise error(f"{name}: {key} must be a finite number, got {brief_repr(value)}")
+        raise error_type(f"{name}: {key} must be a finite number, got {brief_repr(value)}")
     if not 0.0 <= value <= 1.0:
-        raise error(f"{name}: {key} = {value} is outside [0, 1]")
+        raise error_type(f"{name}: {key} = {value} is outside [0, 1]")
 
 
 def check_mean(name: str, key: str, stored: float, values: list[float], why: str,
-               error: type[Exception] = BaselineError) -> None:
+               error_type: Callable[[str], Exception] = BaselineError) -> None:
     """A stored mean must be the mean of its entries: the entries are what a gate compares,
     so a mean that disagrees means one of them was changed after the run."""
     if not values:
         return
     mean = math.fsum(values) / len(values)
     if abs(mean - stored) > MEAN_SLACK:
-        raise error(f"{name}: {key} = {stored!r}, but the mean of its {len(values)} per-query values is "
+        raise error_type(f"{name}: {key} = {stored!r}, but the mean of its {len(values)} per-query values is "
                     f"{mean:.10f}, {why}")
 
 

@@ -26,10 +26,13 @@ is exactly ``sklearn.metrics.cohen_kappa_score(..., weights=...)``.
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Sequence
 
 from pytest_ragmetrics.errors import InputError, RagMetricsError
+from pytest_ragmetrics.files import json_lines
 
 __all__ = [
     "WEIGHTS",
@@ -212,6 +215,49 @@ def _bootstrap(
     return float(lo), float(hi)
 
 
+def _refuse_one_annotator(a: Path, b: Path, ga: Any, gb: Any) -> None:
+    """Kappa of a file with itself is 1.0 "almost perfect" and would pass any floor: refuse what
+    cannot be two annotators' independent judgments (one file, one annotator, or a copy)."""
+    from pytest_ragmetrics.tools.candidates import file_meta
+
+    why = "; agreement needs two annotators' independent judgments of the same questions"
+    try:
+        same = os.path.samefile(a, b)
+    except OSError:
+        same = False
+    if same:
+        raise InputError(None, None, f"{a} and {b} are the same file{why}")
+    names = [(file_meta(p) or {}).get("annotator") if p.is_file() else None for p in (a, b)]
+    if names[0] and names[0] == names[1]:
+        raise InputError(None, None, f"{a} and {b} are both by annotator {names[0]!r} (_meta.annotator){why}")
+    judged_a = {q.qid: dict(q.judgments) for q in ga}
+    judged_b = {q.qid: dict(q.judgments) for q in gb}
+    if judged_a == judged_b and _annotations(a) == _annotations(b):
+        raise InputError(None, None, f"{a} and {b} hold the same grade for every question and document, with the "
+                                     f"same notes and times: one file copied, not two annotators{why}")
+
+
+def _annotations(path: Path) -> Any:
+    """What an annotator writes beside the grades (notes, the time of the last judgment), from a
+    JSON-lines judgments file; empty for other formats, which hold none. Empty values count as none,
+    so a copy saved in another format still reads as a copy."""
+    found: dict[str, Any] = {}
+    if not path.is_file() or path.suffix.lower() != ".jsonl":
+        return found
+    for _, record in json_lines(path):
+        if not isinstance(record, dict):
+            continue
+        if isinstance(record.get("_meta"), dict):
+            found["_updated"] = record["_meta"].get("updated")
+            continue
+        for cand in record.get("candidates") or []:
+            if isinstance(cand, dict):
+                extra = {k: v for k, v in cand.items() if k not in ("doc_id", "rel", "chunk") and v not in ("", None)}
+                if extra:
+                    found[f"{record.get('qid')}\x00{cand.get('doc_id')}"] = extra
+    return {k: v for k, v in found.items() if v not in ("", None)}
+
+
 def agreement(
     a: Any,
     b: Any,
@@ -231,6 +277,8 @@ def agreement(
 
     ga = a if isinstance(a, GoldenSet) else load_golden(a)
     gb = b if isinstance(b, GoldenSet) else load_golden(b)
+    if not isinstance(a, GoldenSet) and not isinstance(b, GoldenSet):
+        _refuse_one_annotator(Path(a), Path(b), ga, gb)
     if isinstance(relevance_level, bool) or not isinstance(relevance_level, int) or relevance_level < 1:
         raise RagMetricsError(f"relevance level must be an integer >= 1, got {relevance_level!r}")
 

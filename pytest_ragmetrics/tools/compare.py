@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from pytest_ragmetrics.gate.artifact import check_artifact, is_run_artifact
 from pytest_ragmetrics.gate.baseline import Baseline, load_baseline, measurement_mismatch
 from pytest_ragmetrics.gate.thresholds import Thresholds
 from pytest_ragmetrics.errors import InputError, listed
@@ -31,6 +32,7 @@ from pytest_ragmetrics.measures import MeasurementConfig
 from pytest_ragmetrics.metrics import document_ranking
 
 __all__ = ["RunData", "load_run_data", "is_run_artifact", "run_data_from_artifact", "compare", "describe_measurement",
+           "shared_only", "subset_of",
            "metric_names", "missing_from", "mismatch"]
 
 
@@ -50,6 +52,10 @@ class RunData:
     unscorable: list[str] = field(default_factory=list)
     #: per query, the digest of the text and judgments it was measured with, where recorded
     judgments: dict[str, str] = field(default_factory=dict)
+
+    def has_any(self) -> bool:
+        """Whether this side holds a result for any query."""
+        return bool(self.metrics or self.errors or self.unscorable)
 
     def has(self, qid: str) -> bool:
         """Whether this side has any result for ``qid`` (scored, errored or unscorable)."""
@@ -72,17 +78,13 @@ def metric_names(config: MeasurementConfig | None, side: RunData) -> list[str]:
     return list(names)
 
 
-def is_run_artifact(data: Any) -> bool:
-    """Whether parsed JSON is a run artifact (``--rag-report``): a baseline has no ``comparison``."""
-    return isinstance(data, dict) and "comparison" in data and isinstance(data.get("per_query"), dict)
-
-
 def run_data_from_artifact(data: Mapping[str, Any], source: str) -> RunData:
-    """One side from a parsed run artifact: per query its metrics, or its error, or that it
-    was unscorable, with its ranking, tags and judgments digest."""
+    """One side from a run artifact checked by :func:`~pytest_ragmetrics.gate.artifact.check_artifact`:
+    per query its metrics, or its error, or that it was unscorable, with its ranking, tags and
+    judgments digest."""
     side = RunData(source, {}, meta=data.get("_meta", {}))
     for qid, entry in data["per_query"].items():
-        if entry.get("status") == "scored" and entry.get("metrics"):
+        if entry.get("status") == "scored":
             side.metrics[qid] = entry["metrics"]
             if isinstance(entry.get("parent_level"), dict):
                 side.parent_levels[qid] = entry["parent_level"]
@@ -115,7 +117,10 @@ def load_run_data(path: str | Path, qrels: str | Path | Mapping[str, Mapping[str
             data = loads_json(text)
         except json.JSONDecodeError as exc:
             raise InputError(name, f"line {exc.lineno}", f"not valid JSON ({exc.msg})") from None
+        except (ValueError, RecursionError) as exc:
+            raise InputError(name, None, f"not valid JSON ({exc})") from None
         if is_run_artifact(data):
+            check_artifact(data, name)
             return run_data_from_artifact(data, name)
         baseline = load_baseline(path)
         return RunData(name, {q: baseline.metrics_of(q) for q in baseline.per_query}, meta=baseline.meta,
@@ -174,6 +179,29 @@ def _golden_hash(meta: Mapping[str, Any]) -> str | None:
 def missing_from(a: RunData, b: RunData) -> list[str]:
     """Queries A scored that B has no result for at all: regressions, not silence."""
     return [qid for qid in a.metrics if not b.has(qid)]
+
+
+def subset_of(side: RunData) -> str | None:
+    """The subset a side's run judged (``_meta.subset``: ``full``, ``smoke``, a sample rule), if recorded."""
+    value = side.meta.get("subset") if isinstance(side.meta, Mapping) else None
+    return value if isinstance(value, str) else None
+
+
+def shared_only(a: RunData, b: RunData) -> tuple[RunData, RunData, list[str], list[str]]:
+    """A and B cut to the queries both hold a result for, and the queries left out of each
+    (A's, B's): a full run compared with a smoke run, on the smoke run's queries."""
+    only_a = [q for q in dict.fromkeys([*a.metrics, *a.errors, *a.unscorable]) if not b.has(q)]
+    only_b = [q for q in dict.fromkeys([*b.metrics, *b.errors, *b.unscorable]) if not a.has(q)]
+    return _without(a, set(only_a)), _without(b, set(only_b)), only_a, only_b
+
+
+def _without(side: RunData, qids: set[str]) -> RunData:
+    def keep(d: dict[str, Any]) -> dict[str, Any]:
+        return {q: v for q, v in d.items() if q not in qids}
+
+    return RunData(side.source, keep(side.metrics), keep(side.rankings), keep(side.tags), keep(side.errors),
+                   side.meta, keep(side.parent_levels), [q for q in side.unscorable if q not in qids],
+                   keep(side.judgments))
 
 
 def describe_measurement(side: RunData) -> str:

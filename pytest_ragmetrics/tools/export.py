@@ -10,8 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pytest_ragmetrics.errors import InputError, brief_repr
 from pytest_ragmetrics.files import loads_json, read_text
+from pytest_ragmetrics.gate.artifact import load_artifact, parse_artifact
 
 __all__ = ["artifact_rankings", "golden_yaml", "judgments_gaps"]
 
@@ -19,34 +19,13 @@ __all__ = ["artifact_rankings", "golden_yaml", "judgments_gaps"]
 def artifact_rankings(path: str | Path, text: str | None = None) -> dict[str, list[str]]:
     """Each query's ranked documents from a run artifact (``--rag-report``), in order.
 
-    ``text`` is the file's content when the caller has read it already. A problem
-    is an :class:`InputError` naming the file and the line or the query.
+    ``text`` is the file's content when the caller has read it already. The file is
+    checked as every reader checks it (:mod:`pytest_ragmetrics.gate.artifact`): a
+    problem names the file, the query and the field.
     """
     path = Path(path)
-    name = str(path)
-    if text is None:
-        text = read_text(path)
-    try:
-        data = loads_json(text)
-    except ValueError as exc:  # JSONDecodeError (a repeated key included), or a number too long
-        line = getattr(exc, "lineno", None)
-        raise InputError(name, f"line {line}" if line else None,
-                         f"not a run artifact (written by --rag-report): invalid JSON: {getattr(exc, 'msg', exc)}") from None
-    except RecursionError:
-        raise InputError(name, None, "not a run artifact (written by --rag-report): JSON nested too deeply") from None
-    per_query = data.get("per_query") if isinstance(data, dict) else None
-    if not isinstance(per_query, dict):
-        raise InputError(name, None, "not a run artifact (written by --rag-report): no per_query object")
-    out: dict[str, list[str]] = {}
-    for qid, entry in per_query.items():
-        where = f"per_query[{brief_repr(qid)}]"
-        if not isinstance(entry, dict):
-            raise InputError(name, where, "expected an object with a ranking")
-        ranking = entry.get("ranking") or []
-        if not isinstance(ranking, list) or not all(isinstance(d, str) and d.strip() for d in ranking):
-            raise InputError(name, where, f"ranking must be a list of document ids, got {brief_repr(ranking)}")
-        out[qid] = list(ranking)
-    return out
+    data = load_artifact(path) if text is None else parse_artifact(text, str(path))
+    return {qid: list(entry.get("ranking") or []) for qid, entry in data["per_query"].items()}
 
 
 def golden_yaml(queries: Any) -> str:

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from pytest_ragmetrics.errors import InputError, MeasureError, RagMetricsError, ThresholdsError, brief_repr, listed
-from pytest_ragmetrics.files import loads_json, read_text
+from pytest_ragmetrics.gate.artifact import load_artifact
 from pytest_ragmetrics.gate.baseline import measurement_mismatch
 from pytest_ragmetrics.gate.thresholds import Thresholds, recorded_thresholds
 from pytest_ragmetrics.gate.verdict import EPS, QueryRecord, build_verdict
@@ -38,7 +38,7 @@ from pytest_ragmetrics.golden import GoldenSet, Query
 from pytest_ragmetrics.measures import MeasurementConfig
 from pytest_ragmetrics.report.tables import counted
 from pytest_ragmetrics.report.text import retriever_changes
-from pytest_ragmetrics.tools.compare import RunData, is_run_artifact, run_data_from_artifact
+from pytest_ragmetrics.tools.compare import RunData, run_data_from_artifact
 
 __all__ = [
     "VERDICTS",
@@ -59,9 +59,6 @@ __all__ = [
 #: A query's verdict in one run: scored and not regressed, regressed (fell beyond a
 #: per-query tolerance), errored, or not scorable (no relevant document).
 VERDICTS = ("ok", "regressed", "error", "unscorable")
-
-_STATUSES = {"scored", "error", "unscorable"}
-
 
 # --------------------------------------------------------------------------- loading
 
@@ -146,45 +143,11 @@ def _created(value: Any) -> _dt.datetime | None:
     return when if when.tzinfo is not None else when.replace(tzinfo=_dt.timezone.utc)
 
 
-def _not_an_artifact(data: Any) -> str | None:
-    """Why parsed JSON is not a run artifact history can read, or ``None``."""
-    if not isinstance(data, dict):
-        return f"the file holds a JSON {type(data).__name__}, not an object"
-    if not is_run_artifact(data):
-        if {"_meta", "aggregate", "per_query"} <= set(data):
-            return "it is a baseline (no comparison); history reads the artifacts of runs"
-        missing = [k for k in ("_meta", "per_query", "comparison") if k not in data]
-        return f"missing {', '.join(repr(k) for k in missing) or 'a per_query object'}"
-    meta = data.get("_meta")
-    if not isinstance(meta, dict):
-        return "'_meta' is not an object"
-    measurement = meta.get("measurement")
-    if not isinstance(measurement, dict) or not isinstance(measurement.get("metrics"), list):
-        return "_meta records no measurement config, so its numbers cannot be grouped with others"
+def _not_in_a_series(meta: Mapping[str, Any]) -> str | None:
+    """Why a checked run artifact cannot be placed in a series, or ``None``."""
     if _created(meta.get("created")) is None:
         return (f"_meta.created is {brief_repr(meta.get('created'))}, not an ISO time, "
                 "so the run cannot be placed in the series")
-    if not isinstance(data.get("comparison"), dict):
-        return "'comparison' is not an object"
-    metrics = [m for m in measurement["metrics"] if isinstance(m, str)]
-    for qid, entry in data["per_query"].items():
-        where = f"per_query.{qid}"
-        if not isinstance(entry, dict):
-            return f"{where} is not an object"
-        if entry.get("status") not in _STATUSES:
-            return f"{where}.status is {brief_repr(entry.get('status'))}; expected one of {sorted(_STATUSES)}"
-        tags = entry.get("tags", [])
-        if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
-            return f"{where}.tags is not a list of strings"
-        if entry["status"] == "scored":
-            values = entry.get("metrics")
-            if not isinstance(values, dict):
-                return f"{where}.metrics is not an object"
-            for m in metrics:
-                v = values.get(m)
-                if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) \
-                        or not -EPS <= v <= 1 + EPS:
-                    return f"{where}.metrics.{m} is {brief_repr(v)}; expected a number in [0, 1]"
     return None
 
 
@@ -193,17 +156,12 @@ def _digest(value: Any) -> str:
 
 
 def read_artifact(path: str | Path) -> Artifact:
-    """Read and check one run artifact; anything else is an :class:`InputError` naming the file."""
+    """Read one run artifact, checked by :func:`~pytest_ragmetrics.gate.artifact.load_artifact`;
+    anything else is an error naming the file (and the record and field)."""
     path = Path(path)
     name = str(path)
-    text = read_text(path)
-    try:
-        data = loads_json(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(name, f"line {exc.lineno}", f"not valid JSON ({exc.msg})") from None
-    except (ValueError, RecursionError) as exc:
-        raise InputError(name, None, f"not valid JSON ({exc})") from None
-    problem = _not_an_artifact(data)
+    data = load_artifact(path)
+    problem = _not_in_a_series(data["_meta"])
     if problem:
         raise InputError(name, None, f"not a run artifact: {problem}. `ragmetrics history` reads the JSON files "
                                      "that `pytest --rag-eval --rag-report=PATH` writes")
@@ -215,7 +173,7 @@ def read_artifact(path: str | Path) -> Artifact:
         raise InputError(name, "_meta", str(exc)) from None
     side = run_data_from_artifact(data, name)
     side.rankings.clear()  # not read here; ninety nights of a large set would hold them all
-    regressed = {r.get("qid") for r in data["comparison"].get("regressed") or [] if isinstance(r, dict)}
+    regressed = {r["qid"] for r in data["comparison"].get("regressed", [])}
     verdicts = {}
     for qid, entry in data["per_query"].items():
         status = entry["status"]

@@ -379,7 +379,7 @@ def test_a_file_that_is_not_a_run_artifact_is_named(nights: Path, capsys: pytest
     ("[1, 2]", "not a run artifact: the file holds a JSON list, not an object"),
     ('{"a": 1', "line 1: not valid JSON"),
     ('{"_meta": {}, "per_query": {}, "comparison": {}, "aggregate": {}}',
-     "not a run artifact: _meta records no measurement config"),
+     "_meta.measurement.metrics is None; expected the list of metrics the run measured"),
 ])
 def test_malformed_files_are_refused_naming_them(tmp_path: Path, content: str, problem: str,
                                                  capsys: pytest.CaptureFixture[str]) -> None:

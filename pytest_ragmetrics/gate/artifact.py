@@ -1,0 +1,250 @@
+"""The run artifact (``--rag-report``): its format, and the one check every reader uses.
+
+The plugin builds the artifact (``_plugin/outputs.py``); ``ragmetrics compare``,
+``history``, ``export`` and ``pool`` read it back, and a verdict drawn from a file
+is only as good as the file. So a file that parses but breaks the schema is refused
+here, naming the file, the record (qid) and the field, before any reader trusts it:
+
+- top level: ``_meta`` (object), ``per_query`` (object), ``comparison`` (object),
+  optional ``aggregate`` (object) and ``n`` (integer); other keys only with a ``_``;
+- ``_meta.format``: :data:`ARTIFACT_FORMAT` (artifacts written before it existed have
+  none and are read by the same rules); ``_meta.measurement.metrics``: the measured
+  metrics; ``_meta.thresholds``, when present: ``{"source": str, "values": {...}}``
+  with values a thresholds file may hold; other ``_meta`` keys are free;
+- ``per_query.<qid>``: ``status`` one of ``scored``, ``unscorable``, ``error``; a scored
+  query's ``metrics`` hold every measured metric, each a finite number in [0, 1]
+  (not a bool), and no other key (``Recall@10`` is not ``recall@10``); optional
+  ``ranking`` and ``tags`` (lists of strings), ``error`` (string or null),
+  ``n_docs`` (integer), ``baseline`` (metric values), ``parent_level``;
+- ``aggregate``: exactly the measured metrics, each the mean the gate computes
+  (errored queries count 0, unscorable ones are left out) to 1e-9, so hand edits show;
+- ``comparison.regressed``: a list of objects with a ``qid``;
+  ``comparison.retriever_changes``: a list of strings; ``comparison.passed``: a bool.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any, Mapping
+
+from pytest_ragmetrics.errors import InputError, MeasureError, RagMetricsError, ThresholdsError, brief_repr
+from pytest_ragmetrics.files import loads_json, read_text
+from pytest_ragmetrics.gate.baseline import check_metric_value
+from pytest_ragmetrics.gate.thresholds import thresholds_from_mapping
+from pytest_ragmetrics.measures import MeasurementConfig
+
+__all__ = ["ARTIFACT_FORMAT", "STATUSES", "ArtifactError", "is_run_artifact", "load_artifact", "parse_artifact",
+           "check_artifact"]
+
+#: The version of the schema above, written as ``_meta.format``.
+ARTIFACT_FORMAT = 1
+
+STATUSES = ("scored", "unscorable", "error")
+
+#: How far ``aggregate`` may stand from the mean of the per-query values: float noise, not an edit.
+TOLERANCE = 1e-9
+
+_ENTRY_KEYS = {"status", "metrics", "ranking", "tags", "error", "n_docs", "baseline", "parent_level"}
+_TOP_KEYS = {"_meta", "per_query", "comparison", "aggregate", "n"}
+
+
+class ArtifactError(InputError):
+    """A run artifact that is not valid JSON or breaks the schema; the message names file, record and field."""
+
+    def __init__(self, path: str | None, where: str | None, reason: str) -> None:
+        self.path, self.where, self.reason = path, where, reason
+        head = ": ".join(part for part in (path, where) if part)
+        RagMetricsError.__init__(self, f"{head} {reason}" if where else f"{head}: {reason}" if head else reason)
+
+
+def _value_error(message: str) -> ArtifactError:
+    """:func:`check_metric_value`'s message (it names file and key) as an :class:`ArtifactError`."""
+    return ArtifactError(None, None, message)
+
+
+def is_run_artifact(data: Any) -> bool:
+    """Whether parsed JSON claims to be a run artifact: a baseline has no ``comparison``."""
+    return isinstance(data, dict) and "comparison" in data and isinstance(data.get("per_query"), dict)
+
+
+def load_artifact(path: str | Path) -> dict[str, Any]:
+    """Read and check a run artifact; any problem is an :class:`ArtifactError` (or an
+    :class:`~pytest_ragmetrics.errors.InputError` for a file that cannot be read)."""
+    path = Path(path)
+    return parse_artifact(read_text(path), str(path))
+
+
+def parse_artifact(text: str, name: str) -> dict[str, Any]:
+    """:func:`load_artifact` on a file's text, already read (``name`` is its path)."""
+    try:
+        data = loads_json(text)
+    except json.JSONDecodeError as exc:
+        raise ArtifactError(f"{name}, line {exc.lineno}", None, f"not valid JSON ({exc.msg})") from None
+    except (ValueError, RecursionError) as exc:  # a number too long, nesting too deep
+        raise ArtifactError(name, None, f"not valid JSON ({brief_repr(str(exc))})") from None
+    check_artifact(data, name)
+    return data
+
+
+def _fail(name: str, where: str, problem: str) -> ArtifactError:
+    return ArtifactError(name, where or None, problem)
+
+
+def check_artifact(data: Any, name: str) -> None:
+    """Refuse ``data`` unless it is a run artifact of the documented schema (see the module)."""
+    hint = "; `pytest --rag-eval --rag-report=PATH` writes run artifacts"
+    if not isinstance(data, dict):
+        raise _fail(name, "", f"not a run artifact: the file holds a JSON {type(data).__name__}, not an object{hint}")
+    if not is_run_artifact(data):
+        if {"_meta", "aggregate", "per_query"} <= set(data):
+            raise _fail(name, "", f"not a run artifact: it is a baseline (no comparison){hint}")
+        missing = [k for k in ("_meta", "per_query", "comparison") if k not in data]
+        what = f"missing {', '.join(repr(k) for k in missing)}" if missing else "'per_query' is not an object"
+        raise _fail(name, "", f"not a run artifact: {what}{hint}")
+    unknown = sorted(k for k in data if k not in _TOP_KEYS and not str(k).startswith("_"))
+    if unknown:
+        raise _fail(name, "", f"not a run artifact: unknown key {brief_repr(unknown[0])} at the top level "
+                              f"(expected {', '.join(sorted(_TOP_KEYS))})")
+    meta = data["_meta"]
+    if not isinstance(meta, dict):
+        raise _fail(name, "_meta", "is not an object")
+    fmt = meta.get("format")
+    if "format" in meta and (isinstance(fmt, bool) or not isinstance(fmt, int) or fmt < 1):
+        raise _fail(name, "_meta.format", f"is {brief_repr(fmt)}; expected a positive integer")
+    if isinstance(fmt, int) and fmt > ARTIFACT_FORMAT:
+        raise _fail(name, "_meta.format", f"is {fmt}: written by a newer pytest-ragmetrics (this one reads "
+                                          f"format {ARTIFACT_FORMAT} and older); upgrade to read it")
+    metrics, config = _measured(meta, name)
+    _check_thresholds(meta, config, name)
+    if not isinstance(data["comparison"], dict):
+        raise _fail(name, "comparison", "is not an object")
+    _check_comparison(data["comparison"], name)
+    counted: list[dict[str, float]] = []
+    for qid, entry in data["per_query"].items():
+        row = _check_entry(qid, entry, metrics, name)
+        if row is not None:
+            counted.append(row)
+    if "n" in data and (isinstance(data["n"], bool) or data["n"] != len(counted)):
+        raise _fail(name, "n", f"is {brief_repr(data['n'])}, but per_query holds {len(counted)} scored or "
+                               "errored queries: the file was edited by hand or is incomplete")
+    if "aggregate" in data:
+        _check_aggregate(data["aggregate"], metrics, counted, name)
+
+
+def _measured(meta: Mapping[str, Any], name: str) -> tuple[list[str], MeasurementConfig]:
+    measurement = meta.get("measurement")
+    listed_metrics = measurement.get("metrics") if isinstance(measurement, dict) else None
+    if not isinstance(listed_metrics, list) or not listed_metrics \
+            or not all(isinstance(m, str) and m for m in listed_metrics):
+        raise _fail(name, "_meta.measurement.metrics", f"is {brief_repr(listed_metrics)}; expected the list of "
+                                                       "metrics the run measured, so its numbers can be checked")
+    if len(set(listed_metrics)) != len(listed_metrics):
+        raise _fail(name, "_meta.measurement.metrics", f"names a metric twice: {brief_repr(listed_metrics)}")
+    try:
+        config = MeasurementConfig.from_dict(measurement)  # type: ignore[arg-type]
+    except (MeasureError, TypeError, ValueError) as exc:
+        raise _fail(name, "_meta.measurement", f"is not a measurement config: {exc}") from None
+    return list(listed_metrics), config
+
+
+def _check_thresholds(meta: Mapping[str, Any], config: MeasurementConfig, name: str) -> None:
+    if "thresholds" not in meta:
+        return
+    recorded = meta["thresholds"]
+    if not isinstance(recorded, dict) or not isinstance(recorded.get("source"), str) \
+            or not isinstance(recorded.get("values"), dict):
+        raise _fail(name, "_meta.thresholds", f"is {brief_repr(recorded)}; expected {{\"source\": str, "
+                                              "\"values\": {...}}, the thresholds the run was gated with")
+    try:
+        thresholds_from_mapping(recorded["values"], config, f"{name}: _meta.thresholds.values")
+    except ThresholdsError as exc:
+        raise _value_error(str(exc)) from None
+
+
+def _check_comparison(comparison: Mapping[str, Any], name: str) -> None:
+    regressed = comparison.get("regressed", [])
+    if not isinstance(regressed, list):
+        raise _fail(name, "comparison.regressed", f"is {brief_repr(regressed)}; expected a list of objects")
+    for i, entry in enumerate(regressed):
+        if not isinstance(entry, dict) or not isinstance(entry.get("qid"), str):
+            raise _fail(name, f"comparison.regressed[{i}]", f"is {brief_repr(entry)}; expected an object "
+                                                            "with a string 'qid'")
+    changes = comparison.get("retriever_changes", [])
+    if not isinstance(changes, list) or not all(isinstance(c, str) for c in changes):
+        raise _fail(name, "comparison.retriever_changes", f"is {brief_repr(changes)}; expected a list of strings")
+    if "passed" in comparison and not isinstance(comparison["passed"], bool):
+        raise _fail(name, "comparison.passed", f"is {brief_repr(comparison['passed'])}; expected true or false")
+
+
+def _check_entry(qid: str, entry: Any, metrics: list[str], name: str) -> dict[str, float] | None:
+    """Check one per-query record; its values as the gate averages them (``None``: unscorable)."""
+    where = f"per_query.{qid}"
+    if not isinstance(entry, dict):
+        raise _fail(name, where, f"is {brief_repr(entry)}; expected an object")
+    unknown = sorted(k for k in entry if k not in _ENTRY_KEYS and not str(k).startswith("_"))
+    if unknown:
+        raise _fail(name, f"{where}.{unknown[0]}", f"is an unknown key (expected {', '.join(sorted(_ENTRY_KEYS))})")
+    if "status" not in entry:
+        raise _fail(name, f"{where}.status", f"is missing; expected one of {', '.join(STATUSES)}")
+    status = entry["status"]
+    if status not in STATUSES:
+        raise _fail(name, f"{where}.status", f"is {brief_repr(status)}; expected one of {', '.join(STATUSES)}")
+    for key in ("ranking", "tags"):
+        value = entry.get(key)
+        if value is not None and (not isinstance(value, list) or not all(isinstance(x, str) for x in value)):
+            raise _fail(name, f"{where}.{key}", f"is {brief_repr(value)}; expected a list of strings")
+    if any(not doc.strip() for doc in entry.get("ranking") or []):
+        raise _fail(name, f"{where}.ranking", "holds an empty document id")
+    if entry.get("error") is not None and not isinstance(entry["error"], str):
+        raise _fail(name, f"{where}.error", f"is {brief_repr(entry['error'])}; expected a string")
+    n_docs = entry.get("n_docs")
+    if n_docs is not None and (isinstance(n_docs, bool) or not isinstance(n_docs, int) or n_docs < 0):
+        raise _fail(name, f"{where}.n_docs", f"is {brief_repr(n_docs)}; expected a non-negative integer")
+    baseline = entry.get("baseline")
+    if baseline is not None:
+        _check_values(baseline, set(metrics), f"{where}.baseline", name, require=())
+    if status == "error":
+        return {m: 0.0 for m in metrics}
+    if status == "unscorable":
+        return None
+    values = entry.get("metrics")
+    _check_values(values, set(metrics), f"{where}.metrics", name, require=metrics)
+    return {m: float(values[m]) for m in metrics}  # type: ignore[index]
+
+
+def _check_values(values: Any, known: set[str], where: str, name: str, require: Any) -> None:
+    if not isinstance(values, dict):
+        raise _fail(name, where, f"is {brief_repr(values)}; expected an object of metric values")
+    for key, value in values.items():
+        if str(key).startswith("_"):
+            continue
+        if key not in known:
+            raise _fail(name, f"{where}.{key}", f"is an unknown metric (measured: {', '.join(sorted(known))}; "
+                                                "names are case-sensitive)")
+        check_metric_value(name, f"{where}.{key}", value, _value_error)
+    absent = [m for m in require if m not in values]
+    if absent:
+        raise _fail(name, f"{where}.{absent[0]}", "is missing: a scored query holds every measured metric")
+
+
+def _check_aggregate(aggregate: Any, metrics: list[str], counted: list[dict[str, float]], name: str) -> None:
+    if not isinstance(aggregate, dict):
+        raise _fail(name, "aggregate", f"is {brief_repr(aggregate)}; expected an object of metric means")
+    extra = [k for k in aggregate if k not in metrics]
+    if extra:
+        raise _fail(name, f"aggregate.{extra[0]}", f"is not a measured metric (measured: {', '.join(metrics)})")
+    for m in metrics:
+        if m not in aggregate:
+            raise _fail(name, f"aggregate.{m}", "is missing")
+        value = aggregate[m]
+        if value is None and not counted:
+            continue
+        check_metric_value(name, f"aggregate.{m}", value, _value_error)
+        mean = math.fsum(row[m] for row in counted) / len(counted) if counted else None
+        if mean is None or abs(value - mean) > TOLERANCE:
+            raise _fail(name, f"aggregate.{m}", f"is {value!r}, but the mean of the per-query values is "
+                                                f"{mean!r} (errored queries count 0, unscorable ones are left "
+                                                "out): the file was edited by hand; restore the artifact the run "
+                                                "wrote")
