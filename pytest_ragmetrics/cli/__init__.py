@@ -26,7 +26,7 @@ import sys
 import warnings
 from typing import Any, Sequence
 
-from pytest_ragmetrics.errors import RagMetricsError, RagMetricsWarning
+from pytest_ragmetrics.errors import RagMetricsError, RagMetricsWarning, shown_lines
 
 __all__ = ["main", "build_parser", "decided", "VERBS"]
 
@@ -98,7 +98,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _report(args: argparse.Namespace, message: str) -> None:
     try:
-        print(f"ragmetrics {args.verb}: error: {message}", file=sys.stderr)
+        print(f"ragmetrics {args.verb}: error: {shown_lines(message)}", file=sys.stderr)
     except OSError:  # stderr is gone too: the exit code is all that is left
         pass
 

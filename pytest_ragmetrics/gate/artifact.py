@@ -107,9 +107,10 @@ def check_artifact(data: Any, name: str) -> None:
     if unknown:
         raise _fail(name, "", f"not a run artifact: unknown key {brief_repr(unknown[0])} at the top level "
                               f"(expected {', '.join(sorted(_TOP_KEYS))})")
-    meta = data["_meta"]
+    meta = data.get("_meta")
     if not isinstance(meta, dict):
-        raise _fail(name, "_meta", "is not an object")
+        raise _fail(name, "_meta", "is missing: a run artifact records what it measured"
+                    if meta is None else "is not an object")
     fmt = meta.get("format")
     if "format" in meta and (isinstance(fmt, bool) or not isinstance(fmt, int) or fmt < 1):
         raise _fail(name, "_meta.format", f"is {brief_repr(fmt)}; expected a positive integer")
