@@ -83,11 +83,49 @@ def loads_json(text: str, **kwargs: Any) -> Any:
     existing "line N: not valid JSON" message applies. ``kwargs`` go to ``json.loads``.
     """
     try:
-        return json.loads(text, object_pairs_hook=_no_duplicates, **kwargs)
+        value = json.loads(text, object_pairs_hook=_no_duplicates, **kwargs)
     except _DuplicateKey as exc:
         offset = _duplicate_offset(text, kwargs)
         raise json.JSONDecodeError(f"duplicate key {brief_repr(exc.key)} (a later value would silently "
                                    "replace the earlier one)", text, max(offset, 0)) from None
+    if _SURROGATE_ESCAPE.search(text) and _holds_lone_surrogate(value):
+        lone = _lone_surrogate_escape(text)
+        raise json.JSONDecodeError(f"a lone surrogate {text[lone:lone + 6] if lone >= 0 else ''} is not a "
+                                   "character (half of an escaped pair; it cannot be printed or written "
+                                   "as UTF-8)", text, max(lone, 0))
+    return value
+
+
+#: ``\uD800``-``\uDFFF`` escapes: only text holding one can decode to a lone surrogate.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+_PAIR_OR_LONE = re.compile(r"(\\+)u([dD][89abAB][0-9a-fA-F]{2})(\\u[dD][c-fC-F][0-9a-fA-F]{2})?"
+                           r"|(\\+)u([dD][c-fC-F][0-9a-fA-F]{2})")
+
+
+def _holds_lone_surrogate(value: Any) -> bool:
+    """Whether any string (key or value) inside ``value`` holds a lone surrogate, walked without recursion."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if any("\ud800" <= c <= "\udfff" for c in item):
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
+
+
+def _lone_surrogate_escape(text: str) -> int:
+    """Offset of the first escape that decodes to a lone surrogate (an escaped backslash,
+    ``\\\\ud800``, is text, not an escape), or -1."""
+    for match in _PAIR_OR_LONE.finditer(text):
+        slashes = match.group(1) or match.group(4)
+        if len(slashes) % 2 == 1 and (match.group(4) or not match.group(3)):
+            return match.start() + len(slashes) - 1
+    return -1
 
 
 def json_lines(path: Path) -> Iterator[tuple[int, Any]]:
