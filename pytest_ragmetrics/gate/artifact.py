@@ -25,13 +25,12 @@ here, naming the file, the record (qid) and the field, before any reader trusts 
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Any, Mapping
 
 from pytest_ragmetrics.errors import InputError, MeasureError, RagMetricsError, ThresholdsError, brief_repr
 from pytest_ragmetrics.files import loads_json, read_text
-from pytest_ragmetrics.gate.baseline import check_metric_value
+from pytest_ragmetrics.gate.baseline import check_mean, check_metric_value
 from pytest_ragmetrics.gate.thresholds import thresholds_from_mapping
 from pytest_ragmetrics.measures import MeasurementConfig
 
@@ -42,9 +41,6 @@ __all__ = ["ARTIFACT_FORMAT", "STATUSES", "ArtifactError", "is_run_artifact", "l
 ARTIFACT_FORMAT = 1
 
 STATUSES = ("scored", "unscorable", "error")
-
-#: How far ``aggregate`` may stand from the mean of the per-query values: float noise, not an edit.
-TOLERANCE = 1e-9
 
 _ENTRY_KEYS = {"status", "metrics", "ranking", "tags", "error", "n_docs", "baseline", "parent_level"}
 _TOP_KEYS = {"_meta", "per_query", "comparison", "aggregate", "n"}
@@ -243,9 +239,8 @@ def _check_aggregate(aggregate: Any, metrics: list[str], counted: list[dict[str,
         if value is None and not counted:
             continue
         check_metric_value(name, f"aggregate.{m}", value, _value_error)
-        mean = math.fsum(row[m] for row in counted) / len(counted) if counted else None
-        if mean is None or abs(value - mean) > TOLERANCE:
-            raise _fail(name, f"aggregate.{m}", f"is {value!r}, but the mean of the per-query values is "
-                                                f"{mean!r} (errored queries count 0, unscorable ones are left "
-                                                "out): the file was edited by hand; restore the artifact the run "
-                                                "wrote")
+        if not counted:
+            raise _fail(name, f"aggregate.{m}", f"is {value!r}, but no query was scored or errored")
+        check_mean(name, f"aggregate.{m}", value, [row[m] for row in counted],
+                   "counting errored queries as 0 and leaving unscorable ones out: the file was edited by "
+                   "hand; restore the artifact the run wrote", _value_error)
