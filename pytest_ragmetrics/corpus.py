@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_ragmetrics.errors import InputError
-from pytest_ragmetrics.files import loads_json
+from pytest_ragmetrics.files import loads_json, read_text, split_lines
 from pytest_ragmetrics.measures import DEFAULT_ID_SEPARATOR
 
 __all__ = ["TEXT_SUFFIXES", "CorpusError", "Document", "load_corpus"]
@@ -76,32 +76,31 @@ def _load_jsonl(path: Path) -> list[Document]:
     docs: list[Document] = []
     seen: dict[str, int] = {}
     name = str(path)
-    with path.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            where = f"line {lineno}"
-            try:
-                rec = loads_json(line)
-            except json.JSONDecodeError as exc:
-                raise CorpusError(name, where, f"invalid JSON: {exc.msg}") from None
-            if not isinstance(rec, dict):
-                raise CorpusError(name, where, "expected a JSON object")
-            if "doc_id" not in rec and "_id" in rec:
-                rec["doc_id"] = rec["_id"]
-            missing = [f for f in ("doc_id", "text") if f not in rec]
-            if missing:
-                raise CorpusError(name, where, f"missing field(s): {', '.join(missing)}")
-            doc_id = _check_id(rec["doc_id"], name, where)
-            title, text = rec.get("title") or "", rec["text"]
-            if not isinstance(text, str) or not isinstance(title, str):
-                raise CorpusError(name, where, "title and text must be strings")
-            if doc_id in seen:
-                raise CorpusError(
-                    name, where, f"duplicate doc_id {doc_id!r} (first on line {seen[doc_id]})"
-                )
-            seen[doc_id] = lineno
-            docs.append(Document(doc_id, title.strip(), text))
+    for lineno, line in enumerate(split_lines(read_text(path)), start=1):
+        if not line.strip():
+            continue
+        where = f"line {lineno}"
+        try:
+            rec = loads_json(line)
+        except json.JSONDecodeError as exc:
+            raise CorpusError(name, where, f"invalid JSON: {exc.msg}") from None
+        if not isinstance(rec, dict):
+            raise CorpusError(name, where, "expected a JSON object")
+        if "doc_id" not in rec and "_id" in rec:
+            rec["doc_id"] = rec["_id"]
+        missing = [f for f in ("doc_id", "text") if f not in rec]
+        if missing:
+            raise CorpusError(name, where, f"missing field(s): {', '.join(missing)}")
+        doc_id = _check_id(rec["doc_id"], name, where)
+        title, text = rec.get("title") or "", rec["text"]
+        if not isinstance(text, str) or not isinstance(title, str):
+            raise CorpusError(name, where, "title and text must be strings")
+        if doc_id in seen:
+            raise CorpusError(
+                name, where, f"duplicate doc_id {doc_id!r} (first on line {seen[doc_id]})"
+            )
+        seen[doc_id] = lineno
+        docs.append(Document(doc_id, title.strip(), text))
     return docs
 
 
@@ -133,7 +132,7 @@ def _split_title(raw: str) -> tuple[str, str]:
     A heading that opens the file is removed so the title is not indexed twice
     (chunks are prefixed with the title); a later one stays in place.
     """
-    lines = raw.splitlines()
+    lines = split_lines(raw)
     first = next((i for i, line in enumerate(lines) if line.strip()), None)
     for i, line in enumerate(lines):
         if line.startswith("# "):

@@ -25,7 +25,9 @@ from pytest_ragmetrics.errors import InputError, brief_repr
 __all__ = [
     "read_text",
     "loads_json",
+    "split_lines",
     "json_lines",
+    "dumps_line",
     "dumps_stable",
     "atomic_write_text",
     "atomic_write_json",
@@ -90,6 +92,24 @@ def loads_json(text: str, **kwargs: Any) -> Any:
                                    "replace the earlier one)", text, max(offset, 0)) from None
 
 
+def split_lines(text: str) -> list[str]:
+    """The lines of a text file, split on ``"\\n"`` only (a trailing ``"\\r"`` dropped).
+
+    ``str.splitlines`` also splits on U+2028, U+2029, U+0085 and other characters a
+    JSON string may hold raw, so one pasted note would cut a record in two. Every
+    reader of a line-oriented file (JSON lines, TREC runs and qrels, question lists)
+    goes through here, so line numbers mean what an editor shows.
+    """
+    if "\r" in text:
+        text = text.replace("\r\n", "\n")
+        if text.endswith("\r"):
+            text = text[:-1]
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return lines
+
+
 def json_lines(path: Path) -> Iterator[tuple[int, Any]]:
     """``(line number, value)`` for each non-blank line of a JSON-lines file, read with
     :func:`loads_json`; a line that is not JSON is an :class:`InputError` naming the file and line.
@@ -98,7 +118,7 @@ def json_lines(path: Path) -> Iterator[tuple[int, Any]]:
     each says a bad line the same way.
     """
     name = str(path)
-    for number, line in enumerate(read_text(path).splitlines(), start=1):
+    for number, line in enumerate(split_lines(read_text(path)), start=1):
         if not line.strip():
             continue
         try:
@@ -146,6 +166,19 @@ def _duplicate_offset(text: str, kwargs: dict[str, Any]) -> int:
 
 _STABLE: dict[str, Any] = {"indent": 2, "sort_keys": True, "ensure_ascii": False, "allow_nan": False}
 _WRITE_BLOCK = 1 << 16  # characters per write of atomic_write_json
+
+
+_ESCAPE_BREAKS = str.maketrans({"\u2028": "\\u2028", "\u2029": "\\u2029", "\x85": "\\u0085"})
+
+
+def dumps_line(value: Any, **kwargs: Any) -> str:
+    """One JSON-lines record (without its newline): UTF-8 text kept readable, but U+2028,
+    U+2029 and U+0085 escaped, since editors and line readers other than
+    :func:`split_lines` take them for line breaks. ``kwargs`` go to ``json.dumps``."""
+    text = json.dumps(value, ensure_ascii=False, **kwargs)
+    if "\u2028" in text or "\u2029" in text or "\x85" in text:  # only inside strings, where \uXXXX is valid
+        text = text.translate(_ESCAPE_BREAKS)
+    return text
 
 
 def dumps_stable(data: Any) -> str:

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
 from pytest_ragmetrics.errors import InputError, brief_repr
-from pytest_ragmetrics.files import json_lines, read_text
+from pytest_ragmetrics.files import json_lines, read_text, split_lines
 
 __all__ = ["Query", "GoldenSet", "by_grade", "load_golden", "load_qrels", "MAX_GRADE"]
 
@@ -359,7 +359,7 @@ def load_qrels(path: str | Path) -> dict[str, dict[str, int]]:
     qrels: dict[str, dict[str, int]] = {}
     seen_at: dict[tuple[str, str], int] = {}
     columns: int | None = None
-    for number, line in enumerate(read_text(path).splitlines(), start=1):
+    for number, line in enumerate(split_lines(read_text(path)), start=1):
         parts = line.split()
         if not parts:
             continue

@@ -18,7 +18,7 @@ from typing import Iterable, Mapping, Sequence, TextIO
 
 from pytest_ragmetrics.errors import InputError
 from pytest_ragmetrics.errors import brief_repr
-from pytest_ragmetrics.files import read_text
+from pytest_ragmetrics.files import read_text, split_lines
 
 __all__ = ["read_run", "write_run", "write_qrels"]
 
@@ -50,7 +50,7 @@ def _read_run_fast(text: str) -> dict[str, list[str]] | None:
     current = None
     add_score = add_doc = None
     try:
-        for qid, _, doc, _, raw_score, _ in map(str.split, text.splitlines()):
+        for qid, _, doc, _, raw_score, _ in map(str.split, split_lines(text)):
             if qid != current:
                 entry = grouped.get(qid)
                 if entry is None:
@@ -77,7 +77,7 @@ def _read_run_checked(text: str, name: str) -> dict[str, list[str]]:
     """Line-by-line reader that validates everything and names the offending line."""
     scored: dict[str, list[tuple[float, str]]] = {}
     seen: dict[tuple[str, str], int] = {}
-    for number, line in enumerate(text.splitlines(), start=1):
+    for number, line in enumerate(split_lines(text), start=1):
         parts = line.split()
         if not parts:
             continue

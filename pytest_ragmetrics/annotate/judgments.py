@@ -22,7 +22,6 @@ since it was read, so two windows on one file cannot silently undo each other.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
 import threading
@@ -32,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_ragmetrics.errors import InputError, RagMetricsError, brief_repr
-from pytest_ragmetrics.files import atomic_write_text, json_lines
+from pytest_ragmetrics.files import atomic_write_text, dumps_line, json_lines
 from pytest_ragmetrics.tools.candidates import Candidates
 
 __all__ = [
@@ -150,15 +149,15 @@ def render_judgments(judgments: Judgments, pool: Candidates) -> str:
     meta = {"kind": KIND, "annotator": judgments.annotator, "pool_id": judgments.pool_id,
             "candidates": judgments.candidates, "guidelines_sha256": judgments.guidelines_sha256,
             "updated": judgments.updated, **judgments.extra_meta}
-    lines = [json.dumps({"_meta": meta}, ensure_ascii=False)]
+    lines = [dumps_line({"_meta": meta})]
     for question in pool.questions:
         docs = judgments.by_question.get(question.qid)
         if not docs:
             continue
         judged = [{"doc_id": doc, "rel": docs[doc].rel, "note": docs[doc].note}
                   for doc in question.order if doc in docs]
-        lines.append(json.dumps({"qid": question.qid, "query": question.query, "tags": list(question.tags),
-                                 "candidates": judged}, ensure_ascii=False))
+        lines.append(dumps_line({"qid": question.qid, "query": question.query, "tags": list(question.tags),
+                                 "candidates": judged}))
     return "\n".join(lines) + "\n"
 
 

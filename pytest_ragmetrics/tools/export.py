@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_ragmetrics.errors import InputError, brief_repr
-from pytest_ragmetrics.files import loads_json, read_text
+from pytest_ragmetrics.files import loads_json, read_text, split_lines
 
 __all__ = ["artifact_rankings", "golden_yaml", "judgments_gaps"]
 
@@ -91,7 +91,7 @@ def judgments_gaps(path: str | Path) -> list[str]:
     pool = read_candidates(found)
     judged: dict[str, set[str]] = {}
     notes = 0
-    for line in read_text(p).splitlines()[1:]:
+    for line in split_lines(read_text(p))[1:]:
         if not line.strip():
             continue
         record = loads_json(line)

@@ -1,0 +1,122 @@
+"""Files and requests the annotator cannot be locked out by: line separators in notes and
+texts, hostile query strings and bodies, malformed candidates files, counts that agree
+between ``ragmetrics pool`` and ``ragmetrics annotate``."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import signal
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from annotate_helpers import Cli
+
+from pytest_ragmetrics.annotate import Task
+from pytest_ragmetrics.cli import main
+from test_annotate_server import judge, request
+
+SEPARATORS = "one\u2028two\u2029three\x85four"
+
+
+def get_json(url: str, path: str) -> Any:
+    host, port = url.split("//")[1].rstrip("/").split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=10)
+    conn.request("GET", path)
+    response = conn.getresponse()
+    data = json.loads(response.read())
+    conn.close()
+    return data
+
+
+# ------------------------------------------------------------------ line separators
+
+
+def test_a_note_holding_line_separators_survives_a_restart_agreement_and_export(
+        make_task: Callable[..., Task], serve: Callable[[Task], Any], pool_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    alice, bob = serve(make_task("alice")), serve(make_task("bob"))
+    for server, rel in ((alice, 2), (bob, 1)):
+        for doc in ("a", "b"):
+            status, _, body = judge(server, {"qid": "q1", "doc_id": doc, "rel": rel, "note": SEPARATORS})
+            assert status == 200, body
+    saved = pool_path.with_name("pool.alice.jsonl")
+    cli = Cli(str(pool_path), "--annotator", "alice")  # a restart resumes the file
+    try:
+        assert "3 of 3 questions and 5 of 7 candidates left" in "".join(cli.lines)
+        notes = {c["doc_id"]: c["note"] for c in get_json(cli.url, "/api/question?i=0")["candidates"]}
+        assert notes["a"] == notes["b"] == SEPARATORS
+    finally:
+        code, out, err = cli.stop(signal.SIGINT)
+        cli.kill()
+    assert code == 0 and "Traceback" not in err
+    raw = saved.read_text(encoding="utf-8")
+    assert not {"\u2028", "\u2029", "\x85"} & set(raw)  # escaped: any line reader sees whole records
+    assert "\\u2028" in raw
+
+    capsys.readouterr()
+    assert main(["agreement", str(saved), str(pool_path.with_name("pool.bob.jsonl"))]) == 0
+    assert "n = 2" in capsys.readouterr().out
+    out = pool_path.with_name("new.yaml")
+    assert main(["export", "--golden", str(saved), "--yaml-out", str(out)]) == 0
+    assert "wrote 1 questions" in capsys.readouterr().out and "q1" in out.read_text()
+
+
+@pytest.mark.parametrize("layout", ["corpus.jsonl", "folder"])
+def test_pool_then_annotate_with_a_corpus_text_holding_a_paragraph_separator(tmp_path: Path, layout: str) -> None:
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    texts = {"brakes": "Squeeze the lever.\u2029Then bleed.", "chain": "Lube it\u2028often\x85and wipe it."}
+    if layout == "folder":
+        for doc, text in texts.items():
+            (corpus / f"{doc}.md").write_text(f"# {doc.title()}\n{text}\n", encoding="utf-8")
+    else:
+        (corpus / "corpus.jsonl").write_text("".join(json.dumps({"doc_id": d, "title": d.title(), "text": t}) + "\n"
+                                                     for d, t in texts.items()), encoding="utf-8")
+    (tmp_path / "questions.txt").write_text("q1\tHow do brakes work?\n", encoding="utf-8")
+    (tmp_path / "run.trec").write_text("q1 Q0 brakes 1 2.0 r\nq1 Q0 chain 2 1.0 r\n", encoding="utf-8")
+    out = tmp_path / "candidates.jsonl"
+    assert main(["pool", "--queries", str(tmp_path / "questions.txt"), "--run", str(tmp_path / "run.trec"),
+                 "--corpus", str(corpus), "--out", str(out), "--seed", "1", "-q"]) == 0
+    assert len(out.read_text(encoding="utf-8").splitlines()) == 2  # _meta and one question, even for splitlines
+    cli = Cli(str(out), "--annotator", "alice")
+    try:
+        assert "1 of 1 questions and 2 of 2 candidates left" in "".join(cli.lines)
+        shown = {c["doc_id"]: c["text"] for c in get_json(cli.url, "/api/question?i=0")["candidates"]}
+    finally:
+        cli.stop(signal.SIGINT)
+        cli.kill()
+    assert shown == {doc: f"{doc.title()}\n{text}" for doc, text in texts.items()}
+
+
+def test_files_written_with_raw_line_separators_are_read_whole(pool_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Files an older version or another tool wrote with the separators unescaped: every reader
+    splits lines on newlines only."""
+    from pytest_ragmetrics.tools.candidates import read_candidates
+
+    pool_id = read_candidates(pool_path).pool_id
+    paths = []
+    for name, rel in (("alice", 2), ("bob", 0)):
+        records = [{"_meta": {"kind": "ragmetrics-judgments", "annotator": name, "pool_id": pool_id,
+                              "candidates": pool_path.name}},
+                   {"qid": "q1", "query": "How\u2028do I bleed?", "tags": [],
+                    "candidates": [{"doc_id": "a", "rel": rel, "note": SEPARATORS}]}]
+        path = pool_path.with_name(f"pool.{name}.jsonl")
+        path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
+        assert "\u2028" in path.read_text(encoding="utf-8")
+        paths.append(path)
+    capsys.readouterr()
+    assert main(["agreement", *map(str, paths)]) == 0
+    assert "n = 1" in capsys.readouterr().out
+    out = pool_path.with_name("new.yaml")
+    assert main(["export", "--golden", str(paths[0]), "--yaml-out", str(out)]) == 0
+    _, err = capsys.readouterr()
+    assert "1 note is not kept" in err and "Traceback" not in err
+    cli = Cli(str(pool_path), "--annotator", "alice")
+    try:
+        assert "3 of 3 questions and 6 of 7 candidates left" in "".join(cli.lines)
+    finally:
+        cli.stop(signal.SIGINT)
+        cli.kill()
