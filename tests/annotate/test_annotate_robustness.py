@@ -120,3 +120,60 @@ def test_files_written_with_raw_line_separators_are_read_whole(pool_path: Path, 
     finally:
         cli.stop(signal.SIGINT)
         cli.kill()
+
+
+# ------------------------------------------------------------------ hostile requests
+
+
+def raw_request(server: Any, line: bytes) -> tuple[int, bytes]:
+    """A request line sent as bytes, as a browser may send a URL it was handed."""
+    import socket
+
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+        sock.sendall(line + b"\r\nHost: 127.0.0.1:" + str(server.port).encode() + b"\r\nConnection: close\r\n\r\n")
+        data = b""
+        while chunk := sock.recv(65536):
+            data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    return int(head.split()[1]), body
+
+
+@pytest.mark.parametrize("i", ["%C2%B2", "%D9%A3", "1" * 5000, "%ED%A0%80", "%F0", "-1", "1e3", "0x1", ""])
+def test_a_question_index_that_is_not_a_small_number_is_a_404(
+        make_task: Callable[..., Task], serve: Callable[[Task], Any], i: str) -> None:
+    server = serve(make_task())
+    status, headers, body = request(server, "GET", f"/api/question?i={i}")
+    assert status == 404 and headers["content-type"].startswith("application/json")
+    assert json.loads(body)["error"].startswith("no question")
+    status, _, _ = request(server, "GET", "/api/question?i=0")  # and the server keeps serving
+    assert status == 200
+
+
+def test_raw_non_ascii_in_the_request_line_is_answered(make_task: Callable[..., Task],
+                                                        serve: Callable[[Task], Any]) -> None:
+    server = serve(make_task())
+    for line in ("GET /api/question?i=² HTTP/1.1".encode(), b"GET /api/question?i=\xed\xa0\x80 HTTP/1.1",
+                 "GET /api/question?i=\u0663 HTTP/1.1".encode()):
+        status, body = raw_request(server, line)
+        assert 400 <= status < 500 and b"Traceback" not in body
+    assert raw_request(server, b"GET /api/question?i=1 HTTP/1.1")[0] == 200
+
+
+@pytest.mark.parametrize("body, error", [
+    (b"[" * 30_000 + b"]" * 30_000, "nested too deeply"),
+    (b'{"qid": "q1", "doc_id": "a", "rel": 2, "note": ' + b'{"x": ' * 900 + b"1" + b"}" * 900 + b"}", "note"),
+    (b'{"qid": "q1", "doc_id": "a", "rel": 2, "note": "x\\ud800y"}', "lone surrogate"),
+    (b'{"qid": "\\udfff", "doc_id": "a", "rel": 2}', "lone surrogate"),
+    (b'{"qid": "q1", "doc_id": "a", "rel": 0, "rel": 2, "note": ""}', "duplicate key 'rel'"),
+    (b'{"qid": "q1", "doc_id": "a", "rel": 2, "note": "\xff"}', "not JSON"),
+])
+def test_a_hostile_body_is_a_400_and_nothing_is_saved(make_task: Callable[..., Task], serve: Callable[[Task], Any],
+                                                     pool_path: Path, body: bytes, error: str) -> None:
+    server = serve(make_task())
+    status, headers, answer = judge(server, body)
+    assert status == 400 and headers["content-type"].startswith("application/json"), answer
+    assert error in json.loads(answer)["error"]
+    assert not pool_path.with_name("pool.alice.jsonl").exists()
+    status, _, _ = judge(server, {"qid": "q1", "doc_id": "a", "rel": 2, "note": "fine"})  # still serving
+    assert status == 200
+
