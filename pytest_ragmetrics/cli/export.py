@@ -57,8 +57,9 @@ def run(args: argparse.Namespace) -> int:
             print(f"wrote {sum(len(q.judgments) for q in golden)} judgments for {len(golden)} queries to {out}")
         if args.yaml_out:
             out = _target(args.yaml_out, args.force)
+            notes = judgments_gaps(args.golden)  # reads the candidates it names: a bad one stops before writing
             atomic_write_text(out, golden_yaml(golden))
             print(f"wrote {len(golden)} questions as golden YAML to {out}")
-            for note in judgments_gaps(args.golden):
+            for note in notes:
                 print(f"note: {note}", file=sys.stderr)
     return 0

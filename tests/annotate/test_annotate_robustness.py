@@ -6,17 +6,24 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
 import signal
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from annotate_helpers import Cli
+from annotate_helpers import REPO, Cli
 
 from pytest_ragmetrics.annotate import Task
 from pytest_ragmetrics.cli import main
 from test_annotate_server import judge, request
+
+def cli_env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+
 
 SEPARATORS = "one\u2028two\u2029three\x85four"
 
@@ -177,3 +184,32 @@ def test_a_hostile_body_is_a_400_and_nothing_is_saved(make_task: Callable[..., T
     status, _, _ = judge(server, {"qid": "q1", "doc_id": "a", "rel": 2, "note": "fine"})  # still serving
     assert status == 200
 
+
+# ------------------------------------------------------------------ malformed candidates
+
+
+@pytest.mark.parametrize("field, value, error", [
+    ("ranks", {"bm25": "first"}, "ranks must map source names to ranks (integers >= 1), got {'bm25': 'first'}"),
+    ("ranks", {"bm25": 1.5}, "ranks must map"),
+    ("ranks", ["bm25"], "ranks must map"),
+    ("ranks", {"bm25": None}, "ranks must map"),
+    ("found_by", "bm25", "found_by must be a list of source names, got 'bm25'"),
+    ("found_by", {"bm25": 1}, "found_by must be a list"),
+])
+def test_malformed_provenance_in_a_candidates_file_is_exit_2_naming_line_and_document(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], field: str, value: Any, error: str) -> None:
+    from annotate_helpers import QUESTIONS, write_pool
+
+    questions = json.loads(json.dumps(QUESTIONS))
+    questions[1]["candidates"][0][field] = value
+    pool = write_pool(tmp_path / "pool.jsonl", questions)
+    done = subprocess.run([sys.executable, "-m", "pytest_ragmetrics", "annotate", str(pool), "--annotator", "alice"],
+                          capture_output=True, text=True, timeout=60, env=cli_env(), stdin=subprocess.DEVNULL)
+    assert done.returncode == 2, done.stdout  # a malformed file must not be served
+    assert f"{pool}, line 3 (qid 'q2'): candidate 'd': {error}" in done.stderr and "Traceback" not in done.stderr
+    judged = tmp_path / "pool.alice.jsonl"  # export reads the candidates a judgments file names
+    judged.write_text(json.dumps({"_meta": {"kind": "ragmetrics-judgments", "annotator": "alice",
+                                            "pool_id": "pool-1", "candidates": "pool.jsonl"}}) + "\n" +
+                      json.dumps({"qid": "q1", "query": "x", "candidates": [{"doc_id": "a", "rel": 1}]}) + "\n")
+    assert main(["export", "--golden", str(judged), "--yaml-out", str(tmp_path / "out.yaml")]) == 2
+    assert error in capsys.readouterr().err and not (tmp_path / "out.yaml").exists()
