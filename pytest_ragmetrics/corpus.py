@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_ragmetrics.errors import InputError
-from pytest_ragmetrics.files import loads_json, read_text, split_lines
+from pytest_ragmetrics.files import check_unicode, loads_json, read_text, split_lines
 from pytest_ragmetrics.measures import DEFAULT_ID_SEPARATOR
 
 __all__ = ["TEXT_SUFFIXES", "CorpusError", "Document", "load_corpus"]
@@ -84,6 +84,7 @@ def _load_jsonl(path: Path) -> list[Document]:
             rec = loads_json(line)
         except json.JSONDecodeError as exc:
             raise CorpusError(name, where, f"invalid JSON: {exc.msg}") from None
+        check_unicode(rec, line, name, where)
         if not isinstance(rec, dict):
             raise CorpusError(name, where, "expected a JSON object")
         if "doc_id" not in rec and "_id" in rec:

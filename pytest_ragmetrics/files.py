@@ -27,6 +27,7 @@ __all__ = [
     "loads_json",
     "split_lines",
     "json_lines",
+    "check_unicode",
     "dumps_line",
     "dumps_stable",
     "atomic_write_text",
@@ -122,13 +123,54 @@ def json_lines(path: Path) -> Iterator[tuple[int, Any]]:
         if not line.strip():
             continue
         try:
-            yield number, loads_json(line)
+            value = loads_json(line)
         except json.JSONDecodeError as exc:
             raise InputError(name, f"line {number}", f"invalid JSON: {exc.msg} (column {exc.colno})") from None
         except RecursionError:
             raise InputError(name, f"line {number}", "invalid JSON: nested too deeply") from None
         except ValueError as exc:  # e.g. an integer of more than 4,300 digits
             raise InputError(name, f"line {number}", f"invalid JSON: {exc}") from None
+        check_unicode(value, line, name, f"line {number}")
+        yield number, value
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def check_unicode(value: Any, line: str, name: str, where: str) -> None:
+    """Refuse a JSON record holding a lone surrogate (``"\\ud800"`` escaped in the file):
+    it parses, but is not valid Unicode, so no report, artifact or judgments file could
+    be written with it. ``line`` is the record's text: only one holding a ``\\u``
+    escape is searched. The error names the field."""
+    if "\\u" not in line or not _has_surrogate(value):
+        return
+    field = _surrogate_field(value)
+    what = "a value" if not field else field if field.startswith("the key") else f"field {field}"
+    raise InputError(name, where, f"{what} holds a lone surrogate "
+                                  "(\\ud800-\\udfff escaped), which is not valid Unicode")
+
+
+def _has_surrogate(value: Any) -> bool:
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def _surrogate_field(value: Any, path: str = "") -> str | None:
+    """Where the first lone surrogate sits, as ``field`` / ``candidates[2].note`` / ``key 'x'``."""
+    if isinstance(value, str):
+        return path if _SURROGATE.search(value) else None
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        if isinstance(key, str) and _SURROGATE.search(key):
+            return f"the key {brief_repr(key)}" + (f" in {path}" if path else "")
+        inner = f"{path}[{key}]" if isinstance(key, int) else f"{path}.{key}" if path else str(key)
+        found = _surrogate_field(item, inner)
+        if found is not None:
+            return found
+    return None
 
 
 def _duplicate_offset(text: str, kwargs: dict[str, Any]) -> int:
