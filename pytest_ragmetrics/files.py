@@ -28,6 +28,7 @@ __all__ = [
     "split_lines",
     "json_lines",
     "check_unicode",
+    "check_no_bom",
     "dumps_line",
     "dumps_stable",
     "atomic_write_text",
@@ -91,6 +92,19 @@ def loads_json(text: str, **kwargs: Any) -> Any:
         offset = _duplicate_offset(text, kwargs)
         raise json.JSONDecodeError(f"duplicate key {brief_repr(exc.key)} (a later value would silently "
                                    "replace the earlier one)", text, max(offset, 0)) from None
+
+
+def check_no_bom(text: str, name: str) -> None:
+    """Refuse a U+FEFF after the start of a text file (:func:`read_text` drops one there).
+
+    Two files joined with ``cat`` carry the second one's BOM mid-file, glued to
+    the first word of a line: a query id would silently become another query.
+    """
+    at = text.find("\ufeff")
+    if at >= 0:
+        line = text.count("\n", 0, at) + 1
+        raise InputError(name, f"line {line}", "holds a byte order mark (U+FEFF) after the start of the file "
+                                               "(files joined with cat?); remove it")
 
 
 def split_lines(text: str) -> list[str]:

@@ -10,6 +10,7 @@ an error, because it would be counted twice.
 from __future__ import annotations
 
 import gc
+import re
 from itertools import islice
 from math import isnan
 from operator import gt
@@ -18,15 +19,21 @@ from typing import Iterable, Mapping, Sequence, TextIO
 
 from pytest_ragmetrics.errors import InputError
 from pytest_ragmetrics.errors import brief_repr
-from pytest_ragmetrics.files import read_text, split_lines
+from pytest_ragmetrics.files import check_no_bom, read_text, split_lines
 
 __all__ = ["read_run", "write_run", "write_qrels"]
+
+#: A score as trec_eval's atof reads it: plain ASCII decimal or scientific notation
+#: (inf and nan too, NaN then refused). Python's float() would also take "1_0" and
+#: fullwidth or other scripts' digits, which no other tool reads as a number.
+_SCORE = re.compile(r"[+-]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|inf|infinity|nan)", re.IGNORECASE | re.ASCII)
 
 
 def read_run(path: str | Path) -> dict[str, list[str]]:
     """Read a TREC run file into ``{qid: [doc, ...]}`` ranked as trec_eval ranks them."""
     path = Path(path)
     text = read_text(path)
+    check_no_bom(text, str(path))
     collecting = gc.isenabled()
     gc.disable()  # a million acyclic lists and floats would set off many useless collections
     try:
@@ -57,6 +64,8 @@ def _read_run_fast(text: str) -> dict[str, list[str]] | None:
                     entry = grouped[qid] = ([], [])
                 add_score, add_doc = entry[0].append, entry[1].append
                 current = qid
+            if "_" in raw_score or not raw_score.isascii():  # float() reads them; _SCORE does not
+                return None
             add_score(float(raw_score))  # type: ignore[misc]
             add_doc(doc)  # type: ignore[misc]
     except ValueError:  # wrong column count (unpacking) or a score that is not a number
@@ -84,10 +93,10 @@ def _read_run_checked(text: str, name: str) -> dict[str, list[str]]:
         if len(parts) != 6:
             raise InputError(name, f"line {number}", f"expected 6 columns (qid Q0 doc rank score tag), got {len(parts)}")
         qid, _, doc, _, raw_score, _ = parts
-        try:
-            value = float(raw_score)
-        except ValueError:
-            raise InputError(name, f"line {number}", f"score {brief_repr(raw_score)} is not a number") from None
+        if not _SCORE.fullmatch(raw_score):
+            raise InputError(name, f"line {number}", f"score {brief_repr(raw_score)} is not a number "
+                                                     "(plain ASCII decimal or scientific notation)")
+        value = float(raw_score)
         if value != value:  # NaN cannot be ordered
             raise InputError(name, f"line {number}", "score is NaN")
         key = (qid, doc)

@@ -445,6 +445,19 @@ RUN = "q1 Q0 tire-repair 1 2.5 sys\nq1 Q0 noise 2 1.0 sys\nq2 Q0 chain-lube 1 0.
 
 CLI_CASES: dict[str, tuple[str, bytes, str, list[str]]] = {
     # (which file is broken, its bytes, the file named in the message, what the message says)
+    "run-score-with-underscore": ("run", (RUN + "q2 Q0 d 2 1_0 sys\n").encode(), "run.txt",
+                                  ["line 4", "score '1_0' is not a number (plain ASCII decimal"]),
+    "run-fullwidth-score": ("run", (RUN + "q2 Q0 d 2 \uff11\uff10 sys\n").encode(), "run.txt",
+                            ["line 4", "score '\uff11\uff10' is not a number"]),
+    "run-arabic-indic-score": ("run", (RUN + "q2 Q0 d 2 \u0663 sys\n").encode(), "run.txt", ["line 4", "is not a number"]),
+    "run-bom-mid-file": ("run", (RUN + "\ufeffq2 Q0 d 2 0.5 sys\n").encode(), "run.txt",
+                         ["line 4", "byte order mark (U+FEFF) after the start of the file"]),
+    "qrels-bom-mid-file": ("qrels", "q1 tire-repair 1\n\ufeffq2 chain-lube 1\n".encode(), "qrels.tsv",
+                           ["line 2", "byte order mark (U+FEFF)"]),
+    "qrels-fullwidth-grade": ("qrels", "q1 tire-repair \uff11\n".encode(), "qrels.tsv",
+                              ["line 1", "grade '\uff11' is not an integer"]),
+    "qrels-grade-with-underscore": ("qrels", b"q1 tire-repair 0_1\n", "qrels.tsv",
+                                    ["line 1", "grade '0_1' is not an integer"]),
     "run-five-columns": ("run", b"q1 Q0 tire-repair 1 2.5\n", "run.txt",
                          ["line 1", "expected 6 columns (qid Q0 doc rank score tag), got 5"]),
     "run-seven-columns": ("run", (RUN + "q2 Q0 d 2 0.5 sys extra\n").encode(), "run.txt",
