@@ -17,7 +17,7 @@ from operator import gt
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence, TextIO
 
-from pytest_ragmetrics.errors import InputError
+from pytest_ragmetrics.errors import InputError, RagMetricsError
 from pytest_ragmetrics.errors import brief_repr
 from pytest_ragmetrics.files import check_no_bom, read_text, split_lines
 
@@ -111,6 +111,16 @@ def _read_run_checked(text: str, name: str) -> dict[str, list[str]]:
     return run
 
 
+def _check_column(value: str, what: str, qid: str) -> str:
+    """A TREC file separates its columns by whitespace: an id holding any (or empty) would
+    shift the columns, and every reader, ``ragmetrics evaluate`` included, refuses the file."""
+    if value.split() != [value]:
+        where = "" if what == "query id" else f" of query {brief_repr(qid)}"
+        raise RagMetricsError(f"{what} {brief_repr(value)}{where} is empty or holds whitespace, which separates "
+                              "the columns of a TREC file; rename it before exporting (nothing was written)")
+    return value
+
+
 def write_run(
     out: TextIO,
     rankings: Mapping[str, Sequence[str]],
@@ -118,17 +128,21 @@ def write_run(
     tag: str = "ragmetrics",
 ) -> None:
     """Write rankings as a TREC run. Without scores, ``-rank`` is written so that
-    trec_eval's sort reproduces the given order exactly."""
+    trec_eval's sort reproduces the given order exactly. An id holding whitespace is a
+    :class:`RagMetricsError`: write to a buffer first to leave no partial file."""
+    _check_column(tag, "run tag", "")
     for qid, docs in rankings.items():
+        _check_column(qid, "query id", qid)
         qscores = scores.get(qid) if scores else None
         for rank, doc in enumerate(docs, start=1):
             value = float(-rank) if qscores is None else float(qscores[rank - 1])
-            out.write(f"{qid} Q0 {doc} {rank} {value!r} {tag}\n")
+            out.write(f"{qid} Q0 {_check_column(doc, 'document id', qid)} {rank} {value!r} {tag}\n")
 
 
 def write_qrels(out: TextIO, qrels: Mapping[str, Mapping[str, int]] | Iterable[tuple[str, Mapping[str, int]]]) -> None:
     """Write judgments as TREC qrels (``qid 0 doc grade``)."""
     items = qrels.items() if isinstance(qrels, Mapping) else qrels
     for qid, judgments in items:
+        _check_column(qid, "query id", qid)
         for doc, grade in judgments.items():
-            out.write(f"{qid} 0 {doc} {grade}\n")
+            out.write(f"{qid} 0 {_check_column(doc, 'document id', qid)} {grade}\n")
