@@ -9,11 +9,13 @@ leakage check reads a corpus without importing the reference stack that indexes 
 from __future__ import annotations
 
 import json
+import os
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_ragmetrics.errors import InputError
+from pytest_ragmetrics.errors import InputError, RagMetricsWarning, listed
 from pytest_ragmetrics.files import check_unicode, loads_json, read_text, split_lines
 from pytest_ragmetrics.measures import DEFAULT_ID_SEPARATOR
 
@@ -106,14 +108,25 @@ def _load_jsonl(path: Path) -> list[Document]:
 
 
 def _load_folder(root: Path) -> list[Document]:
-    """Read every text file under ``root``; the first ``# `` heading becomes the title."""
+    """Read every text file under ``root``; the first ``# `` heading becomes the title.
+
+    A symlink whose target lies outside ``root`` is skipped with one warning naming
+    it: the corpus is what the folder holds, and ``ragmetrics annotate`` serves its
+    text (``notes.md -> ~/.ssh/config`` must not become a document). Folder symlinks
+    are not followed; a file symlink to another file inside ``root`` is read.
+    """
     files = sorted(f for f in root.rglob("*") if f.is_file() and f.suffix.lower() in TEXT_SUFFIXES)
+    real_root = root.resolve()
     docs: list[Document] = []
     seen: dict[str, Path] = {}
+    outside: list[str] = []
     for f in files:
         rel = f.relative_to(root)
         if any(part.startswith(".") for part in rel.parts):
             continue  # hidden folders (.git, .ragmetrics) are not corpus
+        if f.is_symlink() and not f.resolve().is_relative_to(real_root):
+            outside.append(f"{rel.as_posix()} -> {os.readlink(f)}")
+            continue
         doc_id = _check_id(rel.with_suffix("").as_posix(), str(f), None)
         if doc_id in seen:
             raise CorpusError(str(f), None, f"duplicate doc_id {doc_id!r} (also {seen[doc_id]})")
@@ -124,6 +137,9 @@ def _load_folder(root: Path) -> list[Document]:
             raise CorpusError(str(f), None, f"not UTF-8 text: {exc.reason}") from None
         title, text = _split_title(raw)
         docs.append(Document(doc_id, title, text))
+    if outside:
+        warnings.warn(f"ragmetrics: {root}: skipped {len(outside)} symlink(s) to files outside the corpus folder: "
+                      f"{listed(outside, 5)}", RagMetricsWarning, stacklevel=3)
     return docs
 
 
