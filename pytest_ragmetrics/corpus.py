@@ -9,12 +9,14 @@ leakage check reads a corpus without importing the reference stack that indexes 
 from __future__ import annotations
 
 import json
+import os
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_ragmetrics.errors import InputError
-from pytest_ragmetrics.files import loads_json
+from pytest_ragmetrics.errors import InputError, RagMetricsWarning, listed
+from pytest_ragmetrics.files import check_unicode, loads_json, read_text, split_lines
 from pytest_ragmetrics.measures import DEFAULT_ID_SEPARATOR
 
 __all__ = ["TEXT_SUFFIXES", "CorpusError", "Document", "load_corpus"]
@@ -76,44 +78,55 @@ def _load_jsonl(path: Path) -> list[Document]:
     docs: list[Document] = []
     seen: dict[str, int] = {}
     name = str(path)
-    with path.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            where = f"line {lineno}"
-            try:
-                rec = loads_json(line)
-            except json.JSONDecodeError as exc:
-                raise CorpusError(name, where, f"invalid JSON: {exc.msg}") from None
-            if not isinstance(rec, dict):
-                raise CorpusError(name, where, "expected a JSON object")
-            if "doc_id" not in rec and "_id" in rec:
-                rec["doc_id"] = rec["_id"]
-            missing = [f for f in ("doc_id", "text") if f not in rec]
-            if missing:
-                raise CorpusError(name, where, f"missing field(s): {', '.join(missing)}")
-            doc_id = _check_id(rec["doc_id"], name, where)
-            title, text = rec.get("title") or "", rec["text"]
-            if not isinstance(text, str) or not isinstance(title, str):
-                raise CorpusError(name, where, "title and text must be strings")
-            if doc_id in seen:
-                raise CorpusError(
-                    name, where, f"duplicate doc_id {doc_id!r} (first on line {seen[doc_id]})"
-                )
-            seen[doc_id] = lineno
-            docs.append(Document(doc_id, title.strip(), text))
+    for lineno, line in enumerate(split_lines(read_text(path)), start=1):
+        if not line.strip():
+            continue
+        where = f"line {lineno}"
+        try:
+            rec = loads_json(line)
+        except json.JSONDecodeError as exc:
+            raise CorpusError(name, where, f"invalid JSON: {exc.msg}") from None
+        check_unicode(rec, line, name, where)
+        if not isinstance(rec, dict):
+            raise CorpusError(name, where, "expected a JSON object")
+        if "doc_id" not in rec and "_id" in rec:
+            rec["doc_id"] = rec["_id"]
+        missing = [f for f in ("doc_id", "text") if f not in rec]
+        if missing:
+            raise CorpusError(name, where, f"missing field(s): {', '.join(missing)}")
+        doc_id = _check_id(rec["doc_id"], name, where)
+        title, text = rec.get("title") or "", rec["text"]
+        if not isinstance(text, str) or not isinstance(title, str):
+            raise CorpusError(name, where, "title and text must be strings")
+        if doc_id in seen:
+            raise CorpusError(
+                name, where, f"duplicate doc_id {doc_id!r} (first on line {seen[doc_id]})"
+            )
+        seen[doc_id] = lineno
+        docs.append(Document(doc_id, title.strip(), text))
     return docs
 
 
 def _load_folder(root: Path) -> list[Document]:
-    """Read every text file under ``root``; the first ``# `` heading becomes the title."""
+    """Read every text file under ``root``; the first ``# `` heading becomes the title.
+
+    A symlink whose target lies outside ``root`` is skipped with one warning naming
+    it: the corpus is what the folder holds, and ``ragmetrics annotate`` serves its
+    text (``notes.md -> ~/.ssh/config`` must not become a document). Folder symlinks
+    are not followed; a file symlink to another file inside ``root`` is read.
+    """
     files = sorted(f for f in root.rglob("*") if f.is_file() and f.suffix.lower() in TEXT_SUFFIXES)
+    real_root = root.resolve()
     docs: list[Document] = []
     seen: dict[str, Path] = {}
+    outside: list[str] = []
     for f in files:
         rel = f.relative_to(root)
         if any(part.startswith(".") for part in rel.parts):
             continue  # hidden folders (.git, .ragmetrics) are not corpus
+        if f.is_symlink() and not f.resolve().is_relative_to(real_root):
+            outside.append(f"{rel.as_posix()} -> {os.readlink(f)}")
+            continue
         doc_id = _check_id(rel.with_suffix("").as_posix(), str(f), None)
         if doc_id in seen:
             raise CorpusError(str(f), None, f"duplicate doc_id {doc_id!r} (also {seen[doc_id]})")
@@ -124,6 +137,9 @@ def _load_folder(root: Path) -> list[Document]:
             raise CorpusError(str(f), None, f"not UTF-8 text: {exc.reason}") from None
         title, text = _split_title(raw)
         docs.append(Document(doc_id, title, text))
+    if outside:
+        warnings.warn(f"ragmetrics: {root}: skipped {len(outside)} symlink(s) to files outside the corpus folder: "
+                      f"{listed(outside, 5)}", RagMetricsWarning, stacklevel=3)
     return docs
 
 
@@ -133,7 +149,7 @@ def _split_title(raw: str) -> tuple[str, str]:
     A heading that opens the file is removed so the title is not indexed twice
     (chunks are prefixed with the title); a later one stays in place.
     """
-    lines = raw.splitlines()
+    lines = split_lines(raw)
     first = next((i for i, line in enumerate(lines) if line.strip()), None)
     for i, line in enumerate(lines):
         if line.startswith("# "):

@@ -25,7 +25,11 @@ from pytest_ragmetrics.errors import InputError, brief_repr
 __all__ = [
     "read_text",
     "loads_json",
+    "split_lines",
     "json_lines",
+    "check_unicode",
+    "check_no_bom",
+    "dumps_line",
     "dumps_stable",
     "atomic_write_text",
     "atomic_write_json",
@@ -128,6 +132,37 @@ def _lone_surrogate_escape(text: str) -> int:
     return -1
 
 
+def check_no_bom(text: str, name: str) -> None:
+    """Refuse a U+FEFF after the start of a text file (:func:`read_text` drops one there).
+
+    Two files joined with ``cat`` carry the second one's BOM mid-file, glued to
+    the first word of a line: a query id would silently become another query.
+    """
+    at = text.find("\ufeff")
+    if at >= 0:
+        line = text.count("\n", 0, at) + 1
+        raise InputError(name, f"line {line}", "holds a byte order mark (U+FEFF) after the start of the file "
+                                               "(files joined with cat?); remove it")
+
+
+def split_lines(text: str) -> list[str]:
+    """The lines of a text file, split on ``"\\n"`` only (a trailing ``"\\r"`` dropped).
+
+    ``str.splitlines`` also splits on U+2028, U+2029, U+0085 and other characters a
+    JSON string may hold raw, so one pasted note would cut a record in two. Every
+    reader of a line-oriented file (JSON lines, TREC runs and qrels, question lists)
+    goes through here, so line numbers mean what an editor shows.
+    """
+    if "\r" in text:
+        text = text.replace("\r\n", "\n")
+        if text.endswith("\r"):
+            text = text[:-1]
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return lines
+
+
 def json_lines(path: Path) -> Iterator[tuple[int, Any]]:
     """``(line number, value)`` for each non-blank line of a JSON-lines file, read with
     :func:`loads_json`; a line that is not JSON is an :class:`InputError` naming the file and line.
@@ -136,17 +171,58 @@ def json_lines(path: Path) -> Iterator[tuple[int, Any]]:
     each says a bad line the same way.
     """
     name = str(path)
-    for number, line in enumerate(read_text(path).splitlines(), start=1):
+    for number, line in enumerate(split_lines(read_text(path)), start=1):
         if not line.strip():
             continue
         try:
-            yield number, loads_json(line)
+            value = loads_json(line)
         except json.JSONDecodeError as exc:
             raise InputError(name, f"line {number}", f"invalid JSON: {exc.msg} (column {exc.colno})") from None
         except RecursionError:
             raise InputError(name, f"line {number}", "invalid JSON: nested too deeply") from None
         except ValueError as exc:  # e.g. an integer of more than 4,300 digits
             raise InputError(name, f"line {number}", f"invalid JSON: {exc}") from None
+        check_unicode(value, line, name, f"line {number}")
+        yield number, value
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def check_unicode(value: Any, line: str, name: str, where: str) -> None:
+    """Refuse a JSON record holding a lone surrogate (``"\\ud800"`` escaped in the file):
+    it parses, but is not valid Unicode, so no report, artifact or judgments file could
+    be written with it. ``line`` is the record's text: only one holding a ``\\u``
+    escape is searched. The error names the field."""
+    if "\\u" not in line or not _has_surrogate(value):
+        return
+    field = _surrogate_field(value)
+    what = "a value" if not field else field if field.startswith("the key") else f"field {field}"
+    raise InputError(name, where, f"{what} holds a lone surrogate "
+                                  "(\\ud800-\\udfff escaped), which is not valid Unicode")
+
+
+def _has_surrogate(value: Any) -> bool:
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def _surrogate_field(value: Any, path: str = "") -> str | None:
+    """Where the first lone surrogate sits, as ``field`` / ``candidates[2].note`` / ``key 'x'``."""
+    if isinstance(value, str):
+        return path if _SURROGATE.search(value) else None
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        if isinstance(key, str) and _SURROGATE.search(key):
+            return f"the key {brief_repr(key)}" + (f" in {path}" if path else "")
+        inner = f"{path}[{key}]" if isinstance(key, int) else f"{path}.{key}" if path else str(key)
+        found = _surrogate_field(item, inner)
+        if found is not None:
+            return found
+    return None
 
 
 def _duplicate_offset(text: str, kwargs: dict[str, Any]) -> int:
@@ -184,6 +260,19 @@ def _duplicate_offset(text: str, kwargs: dict[str, Any]) -> int:
 
 _STABLE: dict[str, Any] = {"indent": 2, "sort_keys": True, "ensure_ascii": False, "allow_nan": False}
 _WRITE_BLOCK = 1 << 16  # characters per write of atomic_write_json
+
+
+_ESCAPE_BREAKS = str.maketrans({"\u2028": "\\u2028", "\u2029": "\\u2029", "\x85": "\\u0085"})
+
+
+def dumps_line(value: Any, **kwargs: Any) -> str:
+    """One JSON-lines record (without its newline): UTF-8 text kept readable, but U+2028,
+    U+2029 and U+0085 escaped, since editors and line readers other than
+    :func:`split_lines` take them for line breaks. ``kwargs`` go to ``json.dumps``."""
+    text = json.dumps(value, ensure_ascii=False, **kwargs)
+    if "\u2028" in text or "\u2029" in text or "\x85" in text:  # only inside strings, where \uXXXX is valid
+        text = text.translate(_ESCAPE_BREAKS)
+    return text
 
 
 def dumps_stable(data: Any) -> str:

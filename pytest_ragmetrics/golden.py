@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
 from pytest_ragmetrics.errors import InputError, brief_repr
-from pytest_ragmetrics.files import json_lines, read_text
+from pytest_ragmetrics.files import check_no_bom, json_lines, read_text, split_lines
 
 __all__ = ["Query", "GoldenSet", "by_grade", "load_golden", "load_qrels", "MAX_GRADE"]
 
@@ -359,7 +359,9 @@ def load_qrels(path: str | Path) -> dict[str, dict[str, int]]:
     qrels: dict[str, dict[str, int]] = {}
     seen_at: dict[tuple[str, str], int] = {}
     columns: int | None = None
-    for number, line in enumerate(read_text(path).splitlines(), start=1):
+    text = read_text(path)
+    check_no_bom(text, name)
+    for number, line in enumerate(split_lines(text), start=1):
         parts = line.split()
         if not parts:
             continue
@@ -373,6 +375,8 @@ def load_qrels(path: str | Path) -> dict[str, dict[str, int]]:
             raise InputError(name, f"line {number}", f"expected {columns} columns like the lines before, got {len(parts)}")
         qid, doc, raw = (parts[0], parts[1], parts[2]) if columns == 3 else (parts[0], parts[2], parts[3])
         try:
+            if not raw.isascii() or "_" in raw:  # int() would read "1_0" and fullwidth digits
+                raise ValueError(raw)
             grade = int(raw)
         except ValueError:
             raise InputError(name, f"line {number}", f"grade {brief_repr(raw)} is not an integer") from None

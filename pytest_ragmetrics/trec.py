@@ -10,23 +10,30 @@ an error, because it would be counted twice.
 from __future__ import annotations
 
 import gc
+import re
 from itertools import islice
 from math import isnan
 from operator import gt
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence, TextIO
 
-from pytest_ragmetrics.errors import InputError
+from pytest_ragmetrics.errors import InputError, RagMetricsError
 from pytest_ragmetrics.errors import brief_repr
-from pytest_ragmetrics.files import read_text
+from pytest_ragmetrics.files import check_no_bom, read_text, split_lines
 
 __all__ = ["read_run", "write_run", "write_qrels"]
+
+#: A score as trec_eval's atof reads it: plain ASCII decimal or scientific notation
+#: (inf and nan too, NaN then refused). Python's float() would also take "1_0" and
+#: fullwidth or other scripts' digits, which no other tool reads as a number.
+_SCORE = re.compile(r"[+-]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|inf|infinity|nan)", re.IGNORECASE | re.ASCII)
 
 
 def read_run(path: str | Path) -> dict[str, list[str]]:
     """Read a TREC run file into ``{qid: [doc, ...]}`` ranked as trec_eval ranks them."""
     path = Path(path)
     text = read_text(path)
+    check_no_bom(text, str(path))
     collecting = gc.isenabled()
     gc.disable()  # a million acyclic lists and floats would set off many useless collections
     try:
@@ -50,13 +57,15 @@ def _read_run_fast(text: str) -> dict[str, list[str]] | None:
     current = None
     add_score = add_doc = None
     try:
-        for qid, _, doc, _, raw_score, _ in map(str.split, text.splitlines()):
+        for qid, _, doc, _, raw_score, _ in map(str.split, split_lines(text)):
             if qid != current:
                 entry = grouped.get(qid)
                 if entry is None:
                     entry = grouped[qid] = ([], [])
                 add_score, add_doc = entry[0].append, entry[1].append
                 current = qid
+            if "_" in raw_score or not raw_score.isascii():  # float() reads them; _SCORE does not
+                return None
             add_score(float(raw_score))  # type: ignore[misc]
             add_doc(doc)  # type: ignore[misc]
     except ValueError:  # wrong column count (unpacking) or a score that is not a number
@@ -77,17 +86,17 @@ def _read_run_checked(text: str, name: str) -> dict[str, list[str]]:
     """Line-by-line reader that validates everything and names the offending line."""
     scored: dict[str, list[tuple[float, str]]] = {}
     seen: dict[tuple[str, str], int] = {}
-    for number, line in enumerate(text.splitlines(), start=1):
+    for number, line in enumerate(split_lines(text), start=1):
         parts = line.split()
         if not parts:
             continue
         if len(parts) != 6:
             raise InputError(name, f"line {number}", f"expected 6 columns (qid Q0 doc rank score tag), got {len(parts)}")
         qid, _, doc, _, raw_score, _ = parts
-        try:
-            value = float(raw_score)
-        except ValueError:
-            raise InputError(name, f"line {number}", f"score {brief_repr(raw_score)} is not a number") from None
+        if not _SCORE.fullmatch(raw_score):
+            raise InputError(name, f"line {number}", f"score {brief_repr(raw_score)} is not a number "
+                                                     "(plain ASCII decimal or scientific notation)")
+        value = float(raw_score)
         if value != value:  # NaN cannot be ordered
             raise InputError(name, f"line {number}", "score is NaN")
         key = (qid, doc)
@@ -102,6 +111,16 @@ def _read_run_checked(text: str, name: str) -> dict[str, list[str]]:
     return run
 
 
+def _check_column(value: str, what: str, qid: str) -> str:
+    """A TREC file separates its columns by whitespace: an id holding any (or empty) would
+    shift the columns, and every reader, ``ragmetrics evaluate`` included, refuses the file."""
+    if value.split() != [value]:
+        where = "" if what == "query id" else f" of query {brief_repr(qid)}"
+        raise RagMetricsError(f"{what} {brief_repr(value)}{where} is empty or holds whitespace, which separates "
+                              "the columns of a TREC file; rename it before exporting (nothing was written)")
+    return value
+
+
 def write_run(
     out: TextIO,
     rankings: Mapping[str, Sequence[str]],
@@ -109,17 +128,21 @@ def write_run(
     tag: str = "ragmetrics",
 ) -> None:
     """Write rankings as a TREC run. Without scores, ``-rank`` is written so that
-    trec_eval's sort reproduces the given order exactly."""
+    trec_eval's sort reproduces the given order exactly. An id holding whitespace is a
+    :class:`RagMetricsError`: write to a buffer first to leave no partial file."""
+    _check_column(tag, "run tag", "")
     for qid, docs in rankings.items():
+        _check_column(qid, "query id", qid)
         qscores = scores.get(qid) if scores else None
         for rank, doc in enumerate(docs, start=1):
             value = float(-rank) if qscores is None else float(qscores[rank - 1])
-            out.write(f"{qid} Q0 {doc} {rank} {value!r} {tag}\n")
+            out.write(f"{qid} Q0 {_check_column(doc, 'document id', qid)} {rank} {value!r} {tag}\n")
 
 
 def write_qrels(out: TextIO, qrels: Mapping[str, Mapping[str, int]] | Iterable[tuple[str, Mapping[str, int]]]) -> None:
     """Write judgments as TREC qrels (``qid 0 doc grade``)."""
     items = qrels.items() if isinstance(qrels, Mapping) else qrels
     for qid, judgments in items:
+        _check_column(qid, "query id", qid)
         for doc, grade in judgments.items():
-            out.write(f"{qid} 0 {doc} {grade}\n")
+            out.write(f"{qid} 0 {_check_column(doc, 'document id', qid)} {grade}\n")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -95,3 +96,37 @@ def test_exporting_a_partly_judged_annotator_file_says_what_it_leaves_out(
     err = capsys.readouterr().err
     assert "1 of 2 questions and 2 candidates of" in err and "are not judged" in err
     assert "1 note is not kept in the export" in err
+
+
+@pytest.mark.parametrize("where", ["qid", "doc in golden", "doc in run", "tab in qid", "nbsp in doc"])
+def test_ids_a_trec_file_cannot_hold_are_refused_at_export_and_nothing_is_written(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], where: str) -> None:
+    qid = {"qid": "q 1", "tab in qid": "q\t1"}.get(where, "q1")
+    golden_doc = {"doc in golden": "tire repair", "nbsp in doc": "tire\u00a0repair"}.get(where, "tire-repair")
+    run_doc = "chain lube" if where == "doc in run" else "chain-lube"
+    golden = tmp_path / "golden.jsonl"
+    golden.write_text(json.dumps({"qid": qid, "query": "flat", "candidates": [{"doc_id": golden_doc, "rel": 1},
+                                                                              {"doc_id": "chain-lube", "rel": 0}]})
+                      + "\n", encoding="utf-8")
+    artifact = tmp_path / "run.json"
+    artifact.write_text(json.dumps({"per_query": {qid: {"ranking": [golden_doc, run_doc]}}}))
+    run_out, qrels_out = tmp_path / "run.trec", tmp_path / "qrels.txt"
+    code = main(["export", "--artifact", str(artifact), "--run-out", str(run_out),
+                 "--golden", str(golden), "--qrels-out", str(qrels_out)])
+    out, err = capsys.readouterr()
+    assert code == 2 and "Traceback" not in err and out == ""
+    assert "holds whitespace, which separates the columns of a TREC file" in err and "nothing was written" in err
+    assert repr(qid) in err  # the query named
+    assert not run_out.exists() and not qrels_out.exists()
+
+
+def test_an_export_is_read_back_by_evaluate(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "golden.yaml").write_text(GOLDEN)
+    artifact = tmp_path / "run.json"
+    artifact.write_text(json.dumps({"per_query": {"q1": {"ranking": ["b", "x", "a"]}, "q2": {"ranking": ["c"]}}}))
+    run_out, qrels_out = tmp_path / "run.trec", tmp_path / "qrels.txt"
+    assert main(["export", "--artifact", str(artifact), "--run-out", str(run_out),
+                 "--golden", str(tmp_path / "golden.yaml"), "--qrels-out", str(qrels_out)]) == 0
+    capsys.readouterr()
+    assert main(["evaluate", "--qrels", str(qrels_out), "--run", str(run_out), "-m", "hit_rate@1"]) == 0
+    assert re.search(r"\| hit_rate@1 +\| 1\.0000 \|", capsys.readouterr().out)

@@ -22,7 +22,6 @@ since it was read, so two windows on one file cannot silently undo each other.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
 import threading
@@ -32,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_ragmetrics.errors import InputError, RagMetricsError, brief_repr
-from pytest_ragmetrics.files import atomic_write_text, json_lines
+from pytest_ragmetrics.files import atomic_write_text, dumps_line, json_lines
 from pytest_ragmetrics.tools.candidates import Candidates
 
 __all__ = [
@@ -47,6 +46,7 @@ __all__ = [
     "default_out",
     "read_judgments",
     "render_judgments",
+    "seed_carried",
     "sha256_text",
 ]
 
@@ -141,6 +141,27 @@ def now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
+def seed_carried(pool: Candidates, judgments: Judgments) -> list[tuple[str, str]]:
+    """Start a new judgments file from the grades the candidates file already holds.
+
+    ``ragmetrics pool`` carries the judgments of its input into the candidates'
+    ``rel`` (and says how many candidates still await one): they are the annotator's
+    starting point, shown graded and changeable, so the page asks for what pool said
+    awaits. Returns the (qid, doc) pairs whose grade the page's 0/1/2 scale cannot
+    show: those are asked again.
+    """
+    beyond: list[tuple[str, str]] = []
+    for question in pool.questions:
+        for cand in question.candidates:
+            if cand.rel is None:
+                continue
+            if cand.rel in GRADES:
+                judgments.set(question.qid, cand.doc_id, cand.rel, cand.note[:MAX_NOTE])
+            else:
+                beyond.append((question.qid, cand.doc_id))
+    return beyond
+
+
 # ------------------------------------------------------------------------------ writing
 
 
@@ -150,15 +171,15 @@ def render_judgments(judgments: Judgments, pool: Candidates) -> str:
     meta = {"kind": KIND, "annotator": judgments.annotator, "pool_id": judgments.pool_id,
             "candidates": judgments.candidates, "guidelines_sha256": judgments.guidelines_sha256,
             "updated": judgments.updated, **judgments.extra_meta}
-    lines = [json.dumps({"_meta": meta}, ensure_ascii=False)]
+    lines = [dumps_line({"_meta": meta})]
     for question in pool.questions:
         docs = judgments.by_question.get(question.qid)
         if not docs:
             continue
         judged = [{"doc_id": doc, "rel": docs[doc].rel, "note": docs[doc].note}
                   for doc in question.order if doc in docs]
-        lines.append(json.dumps({"qid": question.qid, "query": question.query, "tags": list(question.tags),
-                                 "candidates": judged}, ensure_ascii=False))
+        lines.append(dumps_line({"qid": question.qid, "query": question.query, "tags": list(question.tags),
+                                 "candidates": judged}))
     return "\n".join(lines) + "\n"
 
 

@@ -31,6 +31,7 @@ from urllib.parse import parse_qs, urlsplit
 from pytest_ragmetrics.annotate.judgments import FileChangedError
 from pytest_ragmetrics.annotate.task import Task
 from pytest_ragmetrics.errors import RagMetricsError
+from pytest_ragmetrics.files import loads_json
 
 __all__ = ["CSP", "TOKEN_HEADER", "AnnotateServer"]
 
@@ -111,7 +112,8 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(body)
 
     def _json(self, status: int, data: Any, head: bool = False) -> None:
-        self._send(status, json.dumps(data, ensure_ascii=False).encode("utf-8"),
+        # ASCII escapes: an answer quoting a request's lone surrogate still encodes
+        self._send(status, json.dumps(data).encode("ascii"),
                    "application/json; charset=utf-8", head)
 
     def _refuse(self, status: int, message: str) -> None:
@@ -145,8 +147,10 @@ class _Handler(BaseHTTPRequestHandler):
             self._json(HTTPStatus.OK, self.server.task.state(), head)
         elif url.path == "/api/question":
             raw = parse_qs(url.query).get("i", [""])[0]
+            # ASCII digits only, and few: int() refuses "²" and 5,000-digit numbers with a ValueError
+            index = int(raw) if raw.isascii() and raw.isdigit() and len(raw) <= 9 else -1
             try:
-                self._json(HTTPStatus.OK, self.server.task.question(int(raw) if raw.isdigit() else -1), head)
+                self._json(HTTPStatus.OK, self.server.task.question(index), head)
             except KeyError:
                 self._refuse(HTTPStatus.NOT_FOUND, f"no question {raw[:20]!r}")
         else:
@@ -181,9 +185,19 @@ class _Handler(BaseHTTPRequestHandler):
             self._refuse(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, f"a judgment is at most {_MAX_BODY} bytes")
             return
         try:
-            payload = json.loads(self.rfile.read(length).decode("utf-8"))
-        except (UnicodeDecodeError, ValueError):
-            self._refuse(HTTPStatus.BAD_REQUEST, "the body is not JSON")
+            payload = loads_json(self.rfile.read(length).decode("utf-8"))
+        except (ValueError, RecursionError) as exc:  # not UTF-8, not JSON, a repeated key, nested too deeply
+            reason = (f": {exc.msg}" if isinstance(exc, json.JSONDecodeError)
+                      else ": nested too deeply" if isinstance(exc, RecursionError) else "")
+            self._refuse(HTTPStatus.BAD_REQUEST, f"the body is not JSON{reason}")
+            return
+        try:  # a lone surrogate ("\ud800") parses, but no file can hold it
+            json.dumps(payload, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:
+            self._refuse(HTTPStatus.BAD_REQUEST, "the body holds a lone surrogate (\\ud800-\\udfff), not valid Unicode")
+            return
+        except RecursionError:
+            self._refuse(HTTPStatus.BAD_REQUEST, "the body is not JSON: nested too deeply")
             return
         try:
             result = self.server.task.judge(payload)

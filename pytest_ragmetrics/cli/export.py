@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import io
 import sys
 from pathlib import Path
 from typing import Any
@@ -42,23 +43,32 @@ def run(args: argparse.Namespace) -> int:
         raise RagMetricsError("give --artifact with --run-out, and/or --golden with --qrels-out or --yaml-out")
     if bool(args.artifact) != bool(args.run_out) or bool(args.golden) != golden_out:
         raise RagMetricsError("--artifact goes with --run-out, --golden with --qrels-out and/or --yaml-out")
+    # Every output is made in memory first: an id a TREC file cannot hold, or a bad file a note
+    # reads, stops the command before anything is written.
+    outputs: list[tuple[Path, str, str]] = []
+    notes: list[str] = []
     if args.artifact:
         rankings = artifact_rankings(args.artifact)
         out = _target(args.run_out, args.force)
-        with out.open("w", encoding="utf-8") as fh:
-            write_run(fh, rankings, tag=args.tag)
-        print(f"wrote {sum(map(len, rankings.values()))} lines for {len(rankings)} queries to {out}")
+        buffer = io.StringIO()
+        write_run(buffer, rankings, tag=args.tag)
+        outputs.append((out, buffer.getvalue(),
+                        f"wrote {sum(map(len, rankings.values()))} lines for {len(rankings)} queries to {out}"))
     if args.golden:
         golden = load_golden(args.golden)
         if args.qrels_out:
             out = _target(args.qrels_out, args.force)
-            with out.open("w", encoding="utf-8") as fh:
-                write_qrels(fh, golden.qrels)
-            print(f"wrote {sum(len(q.judgments) for q in golden)} judgments for {len(golden)} queries to {out}")
+            buffer = io.StringIO()
+            write_qrels(buffer, golden.qrels)
+            outputs.append((out, buffer.getvalue(),
+                            f"wrote {sum(len(q.judgments) for q in golden)} judgments for {len(golden)} queries to {out}"))
         if args.yaml_out:
             out = _target(args.yaml_out, args.force)
-            atomic_write_text(out, golden_yaml(golden))
-            print(f"wrote {len(golden)} questions as golden YAML to {out}")
-            for note in judgments_gaps(args.golden):
-                print(f"note: {note}", file=sys.stderr)
+            notes = judgments_gaps(args.golden)
+            outputs.append((out, golden_yaml(golden), f"wrote {len(golden)} questions as golden YAML to {out}"))
+    for out, text, done in outputs:
+        atomic_write_text(out, text)
+        print(done)
+    for note in notes:
+        print(f"note: {note}", file=sys.stderr)
     return 0

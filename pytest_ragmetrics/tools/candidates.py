@@ -167,12 +167,19 @@ def _question(record: dict[str, Any], name: str, where: str, seen: dict[str, int
             raise InputError(name, where, f"candidate {cand['doc_id']!r}: rel must be null or an integer >= 0, "
                                           f"got {brief_repr(rel)}")
         text = cand.get("text")
+        found_by, ranks = cand.get("found_by") or [], cand.get("ranks") or {}
+        if not isinstance(found_by, list) or not all(isinstance(s, str) for s in found_by):
+            raise InputError(name, where, f"candidate {cand['doc_id']!r}: found_by must be a list of source names, "
+                                          f"got {brief_repr(found_by)}")
+        if not isinstance(ranks, dict) or not all(isinstance(r, int) and not isinstance(r, bool) and r >= 1
+                                                  for r in ranks.values()):
+            raise InputError(name, where, f"candidate {cand['doc_id']!r}: ranks must map source names to ranks "
+                                          f"(integers >= 1), got {brief_repr(ranks)}")
         docs.append(CandidateDoc(
             cand["doc_id"], text if isinstance(text, str) else None,
             cand.get("chunk") if isinstance(cand.get("chunk"), str) else None, rel,
             cand.get("note") if isinstance(cand.get("note"), str) else "",
-            [str(s) for s in cand.get("found_by") or []],
-            {str(k): int(v) for k, v in (cand.get("ranks") or {}).items()},
+            list(found_by), dict(ranks),
         ))
     ids = [d.doc_id for d in docs]
     if len(set(ids)) != len(ids):

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pytest_ragmetrics.files import loads_json, read_text
+from pytest_ragmetrics.files import loads_json, read_text, split_lines
 from pytest_ragmetrics.gate.artifact import load_artifact, parse_artifact
 
 __all__ = ["artifact_rankings", "golden_yaml", "judgments_gaps"]
@@ -70,7 +70,7 @@ def judgments_gaps(path: str | Path) -> list[str]:
     pool = read_candidates(found)
     judged: dict[str, set[str]] = {}
     notes = 0
-    for line in read_text(p).splitlines()[1:]:
+    for line in split_lines(read_text(p))[1:]:
         if not line.strip():
             continue
         record = loads_json(line)

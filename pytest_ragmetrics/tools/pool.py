@@ -29,13 +29,12 @@ is filled in.
 from __future__ import annotations
 
 import datetime as _dt
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from pytest_ragmetrics.errors import InputError, RagMetricsError
-from pytest_ragmetrics.files import atomic_write_text, json_lines, read_text
+from pytest_ragmetrics.files import atomic_write_text, dumps_line, json_lines, read_text, split_lines
 from pytest_ragmetrics.golden import _check_grade, _check_id, _check_tags, by_grade, load_golden, query_fields
 from pytest_ragmetrics.measures import DEFAULT_ID_SEPARATOR
 from pytest_ragmetrics.report.tables import counted, markdown_table
@@ -206,7 +205,7 @@ def _read_jsonl(path: Path) -> list[PoolQuery]:
 
 def _read_text(path: Path) -> list[PoolQuery]:
     out: list[tuple[PoolQuery, str]] = []
-    for number, line in enumerate(read_text(path).splitlines(), start=1):
+    for number, line in enumerate(split_lines(read_text(path)), start=1):
         stripped = line.strip()
         if not stripped or stripped.startswith("#"):
             continue
@@ -435,7 +434,7 @@ def write_pool(
         raise RagMetricsError(f"{path} is a directory; give a file name such as candidates.jsonl")
     meta = candidates_meta(pooled, sources, seed, depth, created)
     lines = [{"_meta": meta}, *(p.to_dict(seed) for p in pooled)]
-    text = "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines)
+    text = "".join(dumps_line(line) + "\n" for line in lines)
     try:
         atomic_write_text(path, text, overwrite=force)
     except FileExistsError as exc:

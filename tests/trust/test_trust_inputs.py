@@ -230,6 +230,12 @@ JSONL_CASES: dict[str, tuple[str | bytes, list[str]]] = {
     "gold-id-holding-the-id-separator": (GOOD_LINE + _line(qid="q2", query="w", candidates=[{"doc_id": "faq#2", "rel": 1}]),
                                          ["line 2 (qid 'q2')", "'faq#2' contains the id separator '#'"]),
     "duplicate-qid": (GOOD_LINE + GOOD_LINE, ["line 2 (qid 'q1')", "duplicate query id 'q1' (first at line 1"]),
+    "lone-surrogate-in-the-query": (GOOD_LINE + _line(qid="q2", query="what\ud800", candidates=[{"doc_id": "d", "rel": 1}]),
+                                    ["line 2", "field query holds a lone surrogate", "not valid Unicode"]),
+    "lone-surrogate-in-a-doc-id": (GOOD_LINE + _line(qid="q2", query="w", candidates=[{"doc_id": "d\udfff", "rel": 1}]),
+                                   ["line 2", "field candidates[0].doc_id holds a lone surrogate"]),
+    "lone-surrogate-in-a-key": (GOOD_LINE + '{"qid": "q2", "query": "w", "\\ud800": 1, "candidates": []}\n',
+                                ["line 2", "the key '\\ud800' holds a lone surrogate"]),
     "bom-in-the-middle": (GOOD_LINE + "\ufeff" + _candidate(), ["line 2", "invalid JSON"]),
     "5000-digit-integer": (GOOD_LINE + '{"qid": "q2", "query": "w", "candidates": [{"doc_id": "d", "rel": '
                            + "9" * 5000 + "}]}\n", ["line 2", "invalid JSON", "4300 digits"]),
@@ -255,6 +261,17 @@ def test_malformed_jsonl_golden_set(project: RagProject, content: str | bytes, n
     assert_usage_error(result, "golden.jsonl", *needles)
     assert snapshot(project.path) == before
     assert project.calls() == []
+
+
+def test_a_lone_surrogate_in_a_golden_jsonl_is_refused_before_a_report_is_written(project: RagProject) -> None:
+    """It parses, but no report could hold it: the artifact writer could not encode it."""
+    (project.path / "golden.jsonl").write_text(
+        GOOD_LINE + _line(qid="q2", query="what", tags=["t\ud83d"], candidates=[{"doc_id": "d", "rel": 1}]),
+        encoding="utf-8")
+    project.ini(rag_golden="golden.jsonl")
+    result = project.run("--rag-report=out.json")
+    assert_usage_error(result, "golden.jsonl, line 2", "field tags[0] holds a lone surrogate", "not valid Unicode")
+    assert not (project.path / "out.json").exists()
 
 
 # ----------------------------------------------------------- folder: queries.jsonl + qrels
@@ -433,6 +450,19 @@ RUN = "q1 Q0 tire-repair 1 2.5 sys\nq1 Q0 noise 2 1.0 sys\nq2 Q0 chain-lube 1 0.
 
 CLI_CASES: dict[str, tuple[str, bytes, str, list[str]]] = {
     # (which file is broken, its bytes, the file named in the message, what the message says)
+    "run-score-with-underscore": ("run", (RUN + "q2 Q0 d 2 1_0 sys\n").encode(), "run.txt",
+                                  ["line 4", "score '1_0' is not a number (plain ASCII decimal"]),
+    "run-fullwidth-score": ("run", (RUN + "q2 Q0 d 2 \uff11\uff10 sys\n").encode(), "run.txt",
+                            ["line 4", "score '\uff11\uff10' is not a number"]),
+    "run-arabic-indic-score": ("run", (RUN + "q2 Q0 d 2 \u0663 sys\n").encode(), "run.txt", ["line 4", "is not a number"]),
+    "run-bom-mid-file": ("run", (RUN + "\ufeffq2 Q0 d 2 0.5 sys\n").encode(), "run.txt",
+                         ["line 4", "byte order mark (U+FEFF) after the start of the file"]),
+    "qrels-bom-mid-file": ("qrels", "q1 tire-repair 1\n\ufeffq2 chain-lube 1\n".encode(), "qrels.tsv",
+                           ["line 2", "byte order mark (U+FEFF)"]),
+    "qrels-fullwidth-grade": ("qrels", "q1 tire-repair \uff11\n".encode(), "qrels.tsv",
+                              ["line 1", "grade '\uff11' is not an integer"]),
+    "qrels-grade-with-underscore": ("qrels", b"q1 tire-repair 0_1\n", "qrels.tsv",
+                                    ["line 1", "grade '0_1' is not an integer"]),
     "run-five-columns": ("run", b"q1 Q0 tire-repair 1 2.5\n", "run.txt",
                          ["line 1", "expected 6 columns (qid Q0 doc rank score tag), got 5"]),
     "run-seven-columns": ("run", (RUN + "q2 Q0 d 2 0.5 sys extra\n").encode(), "run.txt",

@@ -408,3 +408,33 @@ def test_the_demo_gate_runs_with_no_network(tmp_path: Path) -> None:
     assert attempts == "", f"network attempts:\n{attempts}"
     if not prefix:
         pytest.skip("no network namespace here (unshare unavailable): only the socket guard applied")
+
+
+def test_a_corpus_symlink_out_of_the_folder_is_skipped_with_a_warning(tmp_path: Path,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """``host.md -> /etc/hostname`` must not become a document the annotation page serves."""
+    secret = tmp_path / "private" / "secret.txt"
+    secret.parent.mkdir()
+    secret.write_text("SECRET token\n", encoding="utf-8")
+    corpus = tmp_path / "corpus"
+    (corpus / "sub").mkdir(parents=True)
+    (corpus / "brakes.md").write_text("# Brakes\nSqueeze the lever.\n", encoding="utf-8")
+    (corpus / "host.md").symlink_to(secret)
+    (corpus / "sub" / "up.md").symlink_to("../../private/secret.txt")
+    (corpus / "alias.md").symlink_to("brakes.md")  # inside the folder: kept
+    (corpus / "linked").symlink_to(secret.parent, target_is_directory=True)
+    (tmp_path / "questions.txt").write_text("q1\tHow do brakes work?\n", encoding="utf-8")
+    (tmp_path / "run.trec").write_text("q1 Q0 brakes 1 3.0 r\nq1 Q0 host 2 2.0 r\nq1 Q0 sub/up 3 1.5 r\n"
+                                       "q1 Q0 alias 4 1.0 r\n", encoding="utf-8")
+    out = tmp_path / "candidates.jsonl"
+    assert main(["pool", "--queries", str(tmp_path / "questions.txt"), "--run", str(tmp_path / "run.trec"),
+                 "--corpus", str(corpus), "--out", str(out), "--seed", "1", "-q"]) == 0
+    err = capsys.readouterr().err
+    assert "SECRET" not in out.read_text(encoding="utf-8")
+    warning = [line for line in err.splitlines() if line.startswith("warning:")]
+    assert len(warning) == 1, err
+    assert f"skipped 2 symlink(s) to files outside the corpus folder: host.md -> {secret}, " \
+           "sub/up.md -> ../../private/secret.txt" in warning[0]
+    texts = {c["doc_id"]: c["text"] for c in json.loads(out.read_text(encoding="utf-8").splitlines()[1])["candidates"]}
+    assert texts["alias"] == texts["brakes"] == "Brakes\nSqueeze the lever."
+    assert texts["host"] is None and texts["sub/up"] is None  # not in the corpus: noted, never read
