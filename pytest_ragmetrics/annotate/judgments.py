@@ -46,7 +46,6 @@ __all__ = [
     "default_out",
     "read_judgments",
     "render_judgments",
-    "seed_carried",
     "sha256_text",
 ]
 
@@ -139,27 +138,6 @@ def sha256_text(text: str) -> str:
 
 def now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
-
-
-def seed_carried(pool: Candidates, judgments: Judgments) -> list[tuple[str, str]]:
-    """Start a new judgments file from the grades the candidates file already holds.
-
-    ``ragmetrics pool`` carries the judgments of its input into the candidates'
-    ``rel`` (and says how many candidates still await one): they are the annotator's
-    starting point, shown graded and changeable, so the page asks for what pool said
-    awaits. Returns the (qid, doc) pairs whose grade the page's 0/1/2 scale cannot
-    show: those are asked again.
-    """
-    beyond: list[tuple[str, str]] = []
-    for question in pool.questions:
-        for cand in question.candidates:
-            if cand.rel is None:
-                continue
-            if cand.rel in GRADES:
-                judgments.set(question.qid, cand.doc_id, cand.rel, cand.note[:MAX_NOTE])
-            else:
-                beyond.append((question.qid, cand.doc_id))
-    return beyond
 
 
 # ------------------------------------------------------------------------------ writing

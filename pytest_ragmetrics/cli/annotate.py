@@ -61,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
     from pytest_ragmetrics.annotate import (
         DEFAULT_GUIDELINES, JudgmentStore, Task, compare_judgments, default_out, read_judgments,
         seed_adjudicated, shown_questions)
-    from pytest_ragmetrics.annotate.judgments import check_annotator, seed_carried, sha256_text
+    from pytest_ragmetrics.annotate.judgments import check_annotator, sha256_text
     from pytest_ragmetrics.files import read_text, write_problem
     from pytest_ragmetrics.tools.candidates import read_candidates
 
@@ -118,15 +118,6 @@ def run(args: argparse.Namespace) -> int:
         _check_writable(out)
         store = JudgmentStore.open(out, pool, annotator=name, candidates_label=args.candidates,
                                    guidelines_sha256=digest)
-        if not store.resumed:  # what ragmetrics pool carried over is graded already, as it said
-            beyond = seed_carried(pool, store.judgments)
-            if store.judgments.n_judged():
-                print(f"{store.judgments.n_judged()} grades carried over from {args.candidates} are shown as "
-                      "graded; change any you disagree with.")
-            if beyond:
-                print(f"ragmetrics annotate: note: {len(beyond)} carried-over grades are above 2, which this page "
-                      f"does not offer (e.g. {beyond[0][1]!r} of {beyond[0][0]!r}); those candidates are asked "
-                      "again", file=sys.stderr)
         if store.resumed and store.previous_guidelines_sha256 not in (None, "", digest):
             print(f"ragmetrics annotate: note: {out} was started under other guidelines; "
                   "the grades made so far are kept", file=sys.stderr)
