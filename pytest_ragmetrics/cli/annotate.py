@@ -68,6 +68,7 @@ def run(args: argparse.Namespace) -> int:
     if not 0 <= args.port <= 65535:
         raise RagMetricsError(f"--port must be 0-65535, got {args.port}")
     pool = read_candidates(args.candidates)
+    args.carried = sum(1 for q in pool.questions for c in q.candidates if c.rel is not None)
     guidelines = DEFAULT_GUIDELINES
     if args.guidelines is not None:
         guidelines = read_text(Path(args.guidelines))
@@ -150,6 +151,11 @@ def _serve(server: Any, task: Any, args: argparse.Namespace) -> int:
     try:  # from the first line printed on, Ctrl-C (or SIGTERM) stops cleanly
         who = "Adjudicating" if task.mode == "adjudicate" else f"Annotating as {task.store.judgments.annotator}"
         print(f"{who}: {args.candidates}, {_left(task)}.")
+        carried = getattr(args, "carried", 0)
+        if carried and task.mode != "adjudicate":
+            print(f"{carried} of these candidates {'carries' if carried == 1 else 'carry'} a grade from "
+                  "the golden set, which `ragmetrics pool` counted as judged; they are asked again, blind, so "
+                  "each annotator's file holds their own grades and agreement is measured on them too.")
         print(f"Every grade is saved to {task.store.path}.")
         print(f"Open {server.url} (this computer only). Ctrl-C stops.", flush=True)
         if args.open:

@@ -213,3 +213,43 @@ def test_malformed_provenance_in_a_candidates_file_is_exit_2_naming_line_and_doc
                       json.dumps({"qid": "q1", "query": "x", "candidates": [{"doc_id": "a", "rel": 1}]}) + "\n")
     assert main(["export", "--golden", str(judged), "--yaml-out", str(tmp_path / "out.yaml")]) == 2
     assert error in capsys.readouterr().err and not (tmp_path / "out.yaml").exists()
+
+
+# ------------------------------------------------------------------ pool and annotate agree
+
+
+def test_pool_and_annotate_say_the_same_about_carried_grades(tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """pool said "3 carried over; 4 await", annotate then said "7 of 7 left" without a word on why."""
+    golden = tmp_path / "golden.jsonl"
+    golden.write_text(
+        json.dumps({"qid": "q1", "query": "brakes?", "candidates": [{"doc_id": "a", "rel": 2, "note": "steps"},
+                                                                     {"doc_id": "b", "rel": 0}]}) + "\n" +
+        json.dumps({"qid": "q2", "query": "chains?", "candidates": [{"doc_id": "c", "rel": 1}]}) + "\n",
+        encoding="utf-8")
+    run = tmp_path / "run.trec"
+    run.write_text("".join(f"{q} Q0 {d} {r} {10 - r} sys\n" for q, docs in (("q1", "abde"), ("q2", "cfg"))
+                           for r, d in enumerate(docs, 1)), encoding="utf-8")
+    out = tmp_path / "candidates.jsonl"
+    assert main(["pool", "--queries", str(golden), "--run", str(run), "--out", str(out), "--seed", "3", "-q"]) == 0
+    said = capsys.readouterr().out
+    assert "3 judgments carried over from the input; 4 candidates await a rel" in said
+    assert "`ragmetrics annotate` asks all 7 blind, the carried ones too" in said
+    lines = out.read_text(encoding="utf-8").splitlines()
+    for i, line in enumerate(lines[1:], 1):  # the pool's candidates carry their text (none was given)
+        record = json.loads(line)
+        for cand in record["candidates"]:
+            cand["text"] = f"text of {cand['doc_id']}"
+        lines[i] = json.dumps(record)
+    out.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+    cli = Cli(str(out), "--annotator", "alice")
+    try:
+        printed = "".join(cli.lines)
+        assert "2 of 2 questions and 7 of 7 candidates left" in printed
+        assert "3 of these candidates carry a grade from the golden set, which `ragmetrics pool` counted as " \
+               "judged; they are asked again, blind" in printed
+    finally:
+        code, printed, err = cli.stop(signal.SIGINT)
+        cli.kill()
+    assert code == 0
