@@ -373,7 +373,7 @@ def pool_summary(pooled: Sequence[PooledQuery], sources: Sequence[Source | str],
     todo = sum(1 for p in pooled for c in p.candidates if c.rel is None)
     lines.append(f"{counted(carried, 'judgment')} carried over from the input; {counted(todo, 'candidate')} "
                  f"{'awaits' if todo == 1 else 'await'} a rel (0 = not relevant)."
-                 + (f" `ragmetrics annotate` asks all {total} blind, the carried ones too, so each annotator's "
+                 + (f" `ragmetrics annotate` asks all {carried + todo} blind, the carried ones too, so each annotator's "
                     "grades are their own." if carried else ""))
     if missed:
         qid, doc = missed[0]
