@@ -356,7 +356,8 @@ def build_verdict(
         if baseline is not None and tagged_common:
             strata_stats[tag] = {m: st for m in metrics if (st := paired(tagged_common, m)) is not None}
 
-    failing = [r.metric for r in aggregate if r.dropped_too_far or r.under_floor]
+    failing = [r.metric for r in aggregate if r.dropped_too_far or r.under_floor
+               or (thresholds.fail_on_significant_drop and not r.gated and r.significant_drop)]
     regressions, moved = [], []
     for qid in common:
         record = records[qid]

@@ -56,14 +56,17 @@ def _p(stats: Any) -> str:
 
 def aggregate_table(v: Verdict) -> str:
     rows = []
+    failed = {g.name for g in v.failed_gates}
     for r in v.aggregate:
         status = "ok"
         if r.dropped_too_far:
             status = "FAIL: drop"
         if r.under_floor:
             status = "FAIL: floor" if status == "ok" else status + ", floor"
-        if r.tolerance is None and r.minimum is None:
-            status = "report only"
+        if status == "ok" and r.metric in failed:  # its gate failed for want of a baseline value
+            status = "FAIL: not compared"
+        if not r.gated:
+            status = "FAIL: beyond chance" if "significant-drops" in failed and r.significant_drop else "report only"
         rows.append([r.metric, r.baseline, r.now_common if v.has_baseline else r.now, _delta(r.delta, v.n_common),
                      _ci(r.stats), _p(r.stats),
                      "—" if r.tolerance is None else f"{r.tolerance:g}",
@@ -71,8 +74,9 @@ def aggregate_table(v: Verdict) -> str:
     table = markdown_table(["metric", "baseline", "now", "delta", "95% CI (paired)", "p", "allowed drop",
                             "floor", "verdict"], rows)
     lines = [table, sample_size_note(v.n_common if v.has_baseline else v.n)]
-    unguarded = [r for r in v.aggregate if r.tolerance is None and r.minimum is None and r.stats is not None
-                 and r.delta is not None and r.delta < 0 and r.stats.p_value < 0.05]
+    unguarded = [r for r in v.aggregate if not r.gated and r.stats is not None and r.delta is not None
+                 and r.delta < 0 and r.stats.p_value < 0.05
+                 and not ("significant-drops" in failed and r.significant_drop)]
     if unguarded:
         lines.append("Not gated, but down beyond chance (p < 0.05): "
                      + ", ".join(f"{r.metric} {signed_delta(r.delta)} (p={_p(r.stats)})" for r in unguarded)

@@ -60,6 +60,7 @@ def test_a_gated_metric_the_baseline_does_not_hold_fails_its_gate(project: Trust
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     summary = rag_summary(result)
     assert "gate mrr@10: mrr@10 cannot be compared: the baseline holds no mrr@10" in summary
+    assert "FAIL: not compared" in summary
     assert "it measured recall@10" in summary
 
 
@@ -207,6 +208,8 @@ def test_a_clear_drop_of_an_ungated_metric_fails_under_the_defaults(project: Tru
     assert "gate significant-drops: mrr@10 fell 0.5000 against the baseline (1.0000 -> 0.5000, p=0.0005" in summary
     assert "more than 1/n = 0.0833" in summary
     assert "fail_on_significant_drop" in summary
+    assert "Queries that moved mrr@10" in summary and "o-00" in summary  # and which queries are behind it
+    assert "FAIL: beyond chance" in summary
 
     project.thresholds({"fail_on_significant_drop": False})
     assert project.run().ret == pytest.ExitCode.OK
