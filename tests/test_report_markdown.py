@@ -35,7 +35,7 @@ def test_failed_summary_has_gate_table_and_escaped_worst_list() -> None:
 def test_passing_summary() -> None:
     text = verdict_markdown(verdict({"q1": 1.0, "q2": 1.0}), worst_n=5)
     assert text.startswith("## Retrieval gate: passed")
-    assert "No query regressed." in text
+    assert "No query fell beyond its per-query tolerance." in text
 
 
 def test_tables_with_chinese_text_line_up_in_a_terminal() -> None:

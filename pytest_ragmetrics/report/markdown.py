@@ -54,7 +54,7 @@ def verdict_markdown(v: Verdict, worst_n: int, title: str = "Retrieval gate",
         elif v.moved:
             parts.append("No query regressed beyond its per-query tolerance.")
         else:
-            parts.append("No query regressed.")
+            parts.append("No query fell beyond its per-query tolerance.")
         if v.moved:
             moved = _query_rows(v.moved[:worst_n], lambda d: d.metric in v.moved_metrics)
             parts.append(f"### {moved_heading(v, len(moved))}\n\n" + markdown_table(_HEADERS, moved))

@@ -22,7 +22,7 @@ __all__ = ["REFRESH_COMMAND", "shown", "shown_lines", "aggregate_table", "strata
 
 
 #: How to refresh a baseline, in every hint: the user's own command (its paths and options), but whole.
-REFRESH_COMMAND = "this command over the full set, with --rag-update-baseline instead of --rag-subset"
+REFRESH_COMMAND = "this command with --rag-update-baseline, over the full set (without --rag-subset smoke)"
 
 
 def signed_delta(value: float) -> str:
@@ -173,7 +173,7 @@ def _entries_text(entries: Sequence[Regression], limit: int, shown_returned: int
 
 def regressions_text(regressions: Sequence[Regression], limit: int, shown_returned: int = 5) -> str:
     if not regressions:
-        return "No query regressed."
+        return "No query fell beyond its per-query tolerance."
     shown = regressions[:limit]
     return "\n".join([f"Worst regressed queries ({len(shown)} of {len(regressions)}, largest drop first):",
                       *_entries_text(regressions, limit, shown_returned)])

@@ -20,7 +20,7 @@ def test_clean_run_with_a_baseline_passes_with_one_item_per_query(baselined: Rag
         f"search\t{r['question']}" for r in baselined.records)
     summary = rag_summary(result)
     assert "All gates passed (3 checked)." in summary
-    assert "No query regressed." in summary
+    assert "No query fell beyond its per-query tolerance." in summary
     assert "n = 6 queries: one query moves a mean by up to 1/n = 0.1667" in summary
 
 

