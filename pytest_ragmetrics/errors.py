@@ -48,7 +48,8 @@ def brief_repr(value: Any, limit: int = 80) -> str:
 #: isolates and marks. A query id, question, document id or error message carrying one could
 #: print a line of its own (a fake "All gates passed") or turn a FAILED line around. A lone
 #: surrogate (from a ``\ud800`` escape in JSON) cannot be encoded at all: printing it would raise.
-_OTHER_UNSAFE = r"\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ud800-\udfff"
+#: Zero-width characters (U+200B-U+200D, U+2060, U+FEFF) would make two different ids look alike.
+_OTHER_UNSAFE = r"\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060\u2066-\u2069\ufeff\ud800-\udfff"
 _UNSAFE_CHAR = re.compile(rf"[\x00-\x1f{_OTHER_UNSAFE}]")
 _UNSAFE_BUT_NEWLINE = re.compile(rf"[\x00-\x09\x0b-\x1f{_OTHER_UNSAFE}]")
 _ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}

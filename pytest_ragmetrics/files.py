@@ -92,44 +92,14 @@ def loads_json(text: str, **kwargs: Any) -> Any:
         offset = _duplicate_offset(text, kwargs)
         raise json.JSONDecodeError(f"duplicate key {brief_repr(exc.key)} (a later value would silently "
                                    "replace the earlier one)", text, max(offset, 0)) from None
-    if _SURROGATE_ESCAPE.search(text) and _holds_lone_surrogate(value):
-        lone = _lone_surrogate_escape(text)
-        raise json.JSONDecodeError(f"a lone surrogate {text[lone:lone + 6] if lone >= 0 else ''} is not a "
-                                   "character (half of an escaped pair; it cannot be printed or written "
-                                   "as UTF-8)", text, max(lone, 0))
+    if "\\u" in text and _has_surrogate(value):
+        escape = _SURROGATE_ESCAPE.search(text)
+        raise json.JSONDecodeError(_surrogate_problem(value), text, escape.start() if escape else 0)
     return value
 
 
 #: ``\uD800``-``\uDFFF`` escapes: only text holding one can decode to a lone surrogate.
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
-_PAIR_OR_LONE = re.compile(r"(\\+)u([dD][89abAB][0-9a-fA-F]{2})(\\u[dD][c-fC-F][0-9a-fA-F]{2})?"
-                           r"|(\\+)u([dD][c-fC-F][0-9a-fA-F]{2})")
-
-
-def _holds_lone_surrogate(value: Any) -> bool:
-    """Whether any string (key or value) inside ``value`` holds a lone surrogate, walked without recursion."""
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, str):
-            if any("\ud800" <= c <= "\udfff" for c in item):
-                return True
-        elif isinstance(item, dict):
-            stack.extend(item.keys())
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
-    return False
-
-
-def _lone_surrogate_escape(text: str) -> int:
-    """Offset of the first escape that decodes to a lone surrogate (an escaped backslash,
-    ``\\\\ud800``, is text, not an escape), or -1."""
-    for match in _PAIR_OR_LONE.finditer(text):
-        slashes = match.group(1) or match.group(4)
-        if len(slashes) % 2 == 1 and (match.group(4) or not match.group(3)):
-            return match.start() + len(slashes) - 1
-    return -1
 
 
 def check_no_bom(text: str, name: str) -> None:
@@ -182,7 +152,6 @@ def json_lines(path: Path) -> Iterator[tuple[int, Any]]:
             raise InputError(name, f"line {number}", "invalid JSON: nested too deeply") from None
         except ValueError as exc:  # e.g. an integer of more than 4,300 digits
             raise InputError(name, f"line {number}", f"invalid JSON: {exc}") from None
-        check_unicode(value, line, name, f"line {number}")
         yield number, value
 
 
@@ -190,16 +159,17 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def check_unicode(value: Any, line: str, name: str, where: str) -> None:
-    """Refuse a JSON record holding a lone surrogate (``"\\ud800"`` escaped in the file):
-    it parses, but is not valid Unicode, so no report, artifact or judgments file could
-    be written with it. ``line`` is the record's text: only one holding a ``\\u``
-    escape is searched. The error names the field."""
-    if "\\u" not in line or not _has_surrogate(value):
-        return
+    """Refuse a JSON record holding a lone surrogate, for a reader that parsed ``line`` without
+    :func:`loads_json`: it parses, but is not valid Unicode, so nothing could be written with it."""
+    if "\\u" in line and _has_surrogate(value):
+        raise InputError(name, where, _surrogate_problem(value))
+
+
+def _surrogate_problem(value: Any) -> str:
+    """What holds the lone surrogate, by field: ``field candidates[2].note`` or ``the key '\\ud800'``."""
     field = _surrogate_field(value)
     what = "a value" if not field else field if field.startswith("the key") else f"field {field}"
-    raise InputError(name, where, f"{what} holds a lone surrogate "
-                                  "(\\ud800-\\udfff escaped), which is not valid Unicode")
+    return f"{what} holds a lone surrogate (\\ud800-\\udfff escaped), which is not valid Unicode"
 
 
 def _has_surrogate(value: Any) -> bool:

@@ -22,6 +22,12 @@ GOLDEN = """
 """
 
 
+def _rankings_artifact(rankings: dict[str, list[str]]) -> str:
+    """A run artifact that holds rankings only (its queries unscorable: no metric to check)."""
+    return json.dumps({"_meta": {"measurement": {"metrics": ["hit_rate@10"]}}, "comparison": {},
+                       "per_query": {q: {"status": "unscorable", "ranking": r} for q, r in rankings.items()}})
+
+
 def test_artifact_and_golden_round_trip_through_trec(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "golden.yaml").write_text(GOLDEN)
     artifact = tmp_path / "run.json"
@@ -109,7 +115,7 @@ def test_ids_a_trec_file_cannot_hold_are_refused_at_export_and_nothing_is_writte
                                                                               {"doc_id": "chain-lube", "rel": 0}]})
                       + "\n", encoding="utf-8")
     artifact = tmp_path / "run.json"
-    artifact.write_text(json.dumps({"per_query": {qid: {"ranking": [golden_doc, run_doc]}}}))
+    artifact.write_text(_rankings_artifact({qid: [golden_doc, run_doc]}))
     run_out, qrels_out = tmp_path / "run.trec", tmp_path / "qrels.txt"
     code = main(["export", "--artifact", str(artifact), "--run-out", str(run_out),
                  "--golden", str(golden), "--qrels-out", str(qrels_out)])
@@ -123,7 +129,7 @@ def test_ids_a_trec_file_cannot_hold_are_refused_at_export_and_nothing_is_writte
 def test_an_export_is_read_back_by_evaluate(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "golden.yaml").write_text(GOLDEN)
     artifact = tmp_path / "run.json"
-    artifact.write_text(json.dumps({"per_query": {"q1": {"ranking": ["b", "x", "a"]}, "q2": {"ranking": ["c"]}}}))
+    artifact.write_text(_rankings_artifact({"q1": ["b", "x", "a"], "q2": ["c"]}))
     run_out, qrels_out = tmp_path / "run.trec", tmp_path / "qrels.txt"
     assert main(["export", "--artifact", str(artifact), "--run-out", str(run_out),
                  "--golden", str(tmp_path / "golden.yaml"), "--qrels-out", str(qrels_out)]) == 0

@@ -22,7 +22,8 @@ from pytest_ragmetrics.evaluation import mean_metrics, score_query
 from pytest_ragmetrics.gate.baseline import Baseline, fingerprint_mismatch, load_baseline, write_baseline
 from pytest_ragmetrics.gate.thresholds import Thresholds, load_thresholds
 from pytest_ragmetrics.gate.subset import select_smoke
-from pytest_ragmetrics.gate.verdict import Drop, QueryRecord, Verdict, build_verdict, gate_names, query_drops
+from pytest_ragmetrics.gate.verdict import (Drop, QueryRecord, Verdict, build_verdict, find_renames, gate_names,
+                                            query_drops)
 from pytest_ragmetrics.golden import GoldenSet, Query, load_golden
 from pytest_ragmetrics.metrics import document_of, document_ranking, ideal_grades
 from pytest_ragmetrics.parents import score_parents
@@ -71,6 +72,9 @@ class RagSession:
         elif options.baseline.exists():
             self.baseline = load_baseline(options.baseline)
             self._check_baseline(self.baseline)
+        #: query id -> the baseline entry it is compared with, for queries renamed since the baseline
+        self.baseline_id: dict[str, str] = {new: old for old, new in find_renames(self.full_golden, self.baseline).items()} \
+            if self.baseline is not None and not options.update_baseline else {}
         self.gates = gate_names(self.metrics, self.thresholds)
         golden_path = options.golden.resolve()
         #: The file the golden set's items hang from (a folder's queries.jsonl).
@@ -166,8 +170,9 @@ class RagSession:
         if any(p is not None for p in returned.parents):
             record.parent_level = score_parents(returned.ids, returned.parents, query.judgments,
                                                 self.config, self.options.k)
-        drops = query_drops(metrics, self.baseline.metrics_of(query.qid), self.thresholds) \
-            if self.baseline is not None and query.qid in self.baseline.per_query and not self.options.update_baseline \
+        entry = self.baseline_id.get(query.qid, query.qid)  # a renamed query keeps its old entry
+        drops = query_drops(metrics, self.baseline.metrics_of(entry), self.thresholds) \
+            if self.baseline is not None and entry in self.baseline.per_query and not self.options.update_baseline \
             else []
         return record, drops
 

@@ -44,6 +44,7 @@ __all__ = [
     "Verdict",
     "query_drops",
     "build_verdict",
+    "find_renames",
     "evaluate_gates",
     "gate_names",
 ]
@@ -213,6 +214,9 @@ class Verdict:
     #: queries meant to run that did not (deselected with -k or --deselect, or the run
     #: stopped early): the baseline gate fails, since a part cannot stand for the whole
     not_run: list[str] = field(default_factory=list)
+    #: new query id -> the baseline's id for it: renamed since, with the same text and judgments,
+    #: so compared with its old entry (a rename must not make a regression look new)
+    renamed: dict[str, str] = field(default_factory=dict)
 
     @property
     def failed_gates(self) -> list[Gate]:
@@ -269,6 +273,7 @@ class Verdict:
             "gates": [asdict(g) for g in self.gates],
             "new": self.new,
             "removed": self.removed,
+            "renamed": self.renamed,
             "errored": self.errored,
             "unscorable": self.unscorable,
             "short": self.short,
@@ -317,10 +322,13 @@ def build_verdict(
              if records[qid].status == "scored" and deepest is not None and records[qid].n_docs < deepest}
     values = {qid: _values(records[qid], metrics) for qid in counted}
 
+    everything = full_golden or golden
+    renamed = find_renames(everything, baseline) if baseline else {}
+    if renamed:
+        baseline = baseline.renamed(renamed)  # type: ignore[union-attr]
     base_q = baseline.per_query if baseline else {}
     common = [qid for qid in counted if qid in base_q]
     new = [qid for qid in counted if qid not in base_q] if baseline else []
-    everything = full_golden or golden
     removed = sorted(qid for qid in base_q if qid not in everything) if baseline else []
 
     now_all = _mean_or_none((values[q] for q in counted), metrics)
@@ -377,7 +385,7 @@ def build_verdict(
     not_run = [q.qid for q in golden if q.qid not in records]
     compared = {m for q in base_q.values() for m in q if not m.startswith("_")} if baseline else None
     gates = evaluate_gates(aggregate, regressions, thresholds, baseline is not None, not_run, reference,
-                           baseline_path, compared)
+                           baseline_path, compared, removed)
     return Verdict(
         n=len(counted), metrics=list(metrics), aggregate=aggregate, strata=strata,
         regressions=regressions, gates=gates, n_common=len(common), new=new, removed=removed,
@@ -385,8 +393,32 @@ def build_verdict(
         fail_on_regression=thresholds.fail_on_regression, strata_stats=strata_stats,
         parent_level=summarize_parents([(q, lv) for q in counted if (lv := records[q].parent_level) is not None]),
         moved=moved, moved_metrics=[m for m in failing if any(d.metric == m for r in moved for d in r.drops)],
-        not_run=not_run,
+        not_run=not_run, renamed=renamed,
     )
+
+
+def find_renames(golden: GoldenSet, baseline: Baseline) -> dict[str, str]:
+    """Baseline ids whose query was renamed since: ``{old id: new id}``.
+
+    A query of the golden set missing from the baseline whose text and judgments (its
+    ``_judgments`` digest) are those of exactly one baseline entry missing from the
+    golden set is that entry, renamed. Without this, a renamed query (a typo fixed, or
+    a zero-width space added) would read as one new query and one removed query, and a
+    regression on it would never be compared.
+    """
+    gone: dict[str, list[str]] = {}
+    for qid, entry in baseline.per_query.items():
+        if qid not in golden and isinstance(entry.get("_judgments"), str):
+            gone.setdefault(entry["_judgments"], []).append(qid)
+    if not gone:
+        return {}
+    arrived: dict[str, list[str]] = {}
+    for q in golden:
+        if q.qid not in baseline.per_query:
+            digest = q.judgments_digest()
+            if digest in gone:
+                arrived.setdefault(digest, []).append(q.qid)
+    return {gone[d][0]: new[0] for d, new in arrived.items() if len(new) == 1 and len(gone[d]) == 1}
 
 
 def gate_names(metrics: Sequence[str], thresholds: Thresholds) -> list[str]:
@@ -410,6 +442,7 @@ def evaluate_gates(
     reference: str = "the baseline",
     baseline_path: str | None = None,
     compared: Collection[str] | None = None,
+    removed: Sequence[str] = (),
 ) -> list[Gate]:
     """One :class:`Gate` per name of :func:`gate_names`, in the same order.
 
@@ -425,6 +458,12 @@ def evaluate_gates(
         unmet.append(f"partial run: {n} {'query' if n == 1 else 'queries'} meant to run did not "
                         f"({', '.join(not_run[:5])}{' …' if n > 5 else ''}; deselected with -k or --deselect, "
                         "or the run stopped early); the gate judges the whole set, so run it unfiltered")
+    if removed:
+        n = len(removed)
+        unmet.append(f"{n} {'query' if n == 1 else 'queries'} of {reference} {'is' if n == 1 else 'are'} gone from "
+                     f"the golden set ({listed(list(removed))}): a query removed (or whose judgments were dropped) "
+                     "is no longer checked, so its removal must show in the baseline's diff: refresh the baseline "
+                     "in the same change")
     gates = [Gate("baseline", not unmet, "; ".join(unmet) or "baseline found")]
     for row in aggregate:
         if row.tolerance is None and row.minimum is None:

@@ -239,9 +239,11 @@ def verdict_text(v: Verdict, worst_n: int) -> str:
         notes.append(f"{counted(len(v.short), 'query', 'queries')} came back with fewer documents than the "
                      "deepest cutoff (after the id rule and dedup): "
                      + listed([f"{q} ({n})" for q, n in v.short.items()]))
-    if v.removed:
-        notes.append(f"{counted(len(v.removed), 'baseline query is', 'baseline queries are')} gone from the golden "
-                     f"set: {listed(v.removed)}")
+    if v.renamed:
+        notes.append(f"{counted(len(v.renamed), 'query was', 'queries were')} renamed since the baseline (same "
+                     "question and judgments) and compared with their old entries: "
+                     + listed([f"{old} -> {new}" for old, new in v.renamed.items()])
+                     + "; refresh the baseline to record the new ids")
     if notes:
         parts.append("\n".join(notes))
     if v.has_baseline:

@@ -270,12 +270,17 @@ def test_new_queries_are_reported_as_new_and_pass(baselined: RagProject) -> None
     assert "-" not in "".join(cells[3::2]) and "±0" in cells[3], row
 
 
-def test_removed_queries_are_reported(baselined: RagProject) -> None:
+def test_removed_queries_fail_the_baseline_gate_until_it_is_refreshed(baselined: RagProject) -> None:
+    """Dropping a query (or its judgments) from the golden set stops checking it: that must show in
+    the baseline's diff, not pass quietly."""
     baselined.remove_query("q-006")
     result = baselined.run()
-    assert result.ret == pytest.ExitCode.OK
-    assert sorted(outcomes(result)) == sorted([f"golden.yaml::{q}" for q in QIDS[:5]] + GATES_DEFAULT)
-    assert "1 baseline query is gone from the golden set: q-006" in rag_summary(result)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert ids_with(result, "failed") == ["golden.yaml::gate::baseline"]
+    assert "1 query of the baseline is gone from the golden set (q-006)" in rag_summary(result)
+    assert "refresh the baseline in the same change" in rag_summary(result)
+    baselined.make_baseline()
+    assert baselined.run().ret == pytest.ExitCode.OK
 
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="needs git to build the worktree")

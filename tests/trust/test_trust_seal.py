@@ -222,3 +222,30 @@ def test_a_drop_within_chance_does_not_fail(project: TrustProject) -> None:
     project._write_rankings()
     result = project.run()
     assert result.ret == pytest.ExitCode.OK, rag_summary(result)
+
+
+# --------------------------------------------------------------- renamed and removed queries
+
+
+def test_a_renamed_query_is_compared_with_its_old_entry(baselined: TrustProject) -> None:
+    """Renaming failing queries (a zero-width space is invisible) made them 'new' and the run green."""
+    baselined.answer(q_002=["noise-doc"], q_004=["noise-doc"])
+    baselined.edit_query("q-002", id="q-002\u200b")
+    baselined.edit_query("q-004", id="q-004-renamed")
+    baselined.answers["q-002\u200b"] = baselined.answers.pop("q-002")
+    baselined.answers["q-004-renamed"] = baselined.answers.pop("q-004")
+    baselined._write_rankings()
+    result = baselined.run()
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    summary = rag_summary(result)
+    assert "2 queries were renamed since the baseline (same question and judgments)" in summary
+    assert "q-002 -> q-002\\u200b" in summary and "\u200b" not in summary  # shown escaped, never invisible
+    assert "gate recall@10: recall@10 fell" in summary
+
+
+def test_queries_dropped_with_their_judgments_fail_the_baseline_gate(baselined: TrustProject) -> None:
+    baselined.answer(q_002=["noise-doc"])
+    baselined.remove_query("q-002")
+    result = baselined.run()
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert "1 query of the baseline is gone from the golden set (q-002)" in rag_summary(result)
