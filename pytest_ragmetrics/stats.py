@@ -114,7 +114,8 @@ class DeltaStats:
     @property
     def below_granularity(self) -> bool:
         """True when the change is smaller than one query's worth (1/n)."""
-        return self.n > 0 and 0 < abs(self.mean) < 1 / self.n - 1e-12
+        # baselines keep 10 decimals: a change of exactly one query's worth must not read as less
+        return self.n > 0 and 0 < abs(self.mean) < 1 / self.n - 1e-9
 
     def to_dict(self) -> dict[str, float | int | None]:
         return {"n": self.n, "mean": self.mean, "ci95": [self.ci_low, self.ci_high],

@@ -94,7 +94,7 @@ def test_trec_runs_are_scored_against_qrels(tmp_path: Path, capsys: pytest.Captu
 def test_a_baseline_file_is_a_valid_reference(runs: tuple[Path, Path], tmp_path: Path) -> None:
     _, b = runs
     baseline = tmp_path / "baseline.json"
-    write_baseline(baseline, Baseline({"measurement": {"metrics": METRICS}}, dict(zip(METRICS, (1.0, 1.0))),
+    write_baseline(baseline, Baseline({"measurement": {"metrics": METRICS}, "k": 10}, dict(zip(METRICS, (1.0, 1.0))),
                                       {q: {**dict(zip(METRICS, (1.0, 1.0))), "_judgments": "0" * 16} for q in TAGS}))
     assert main([str(baseline), str(b), "--fail-on-regression"]) == 1
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Collection, Mapping, NoReturn
 
-from pytest_ragmetrics.errors import BaselineError, brief_repr
+from pytest_ragmetrics.errors import BaselineError, MeasureError, brief_repr
 from pytest_ragmetrics.files import atomic_write_json, loads_json, write_problem
 from pytest_ragmetrics.measures import MeasurementConfig
 
@@ -209,6 +209,12 @@ def _read(path: str | Path) -> tuple[dict[str, Any], str]:
         ) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise BaselineError(f"{name}: cannot read the baseline: {exc}") from None
+    conflict = next((n for n, line in enumerate(text.split("\n"), 1)
+                     if line.startswith(("<<<<<<< ", ">>>>>>> ")) or line.rstrip() in ("<<<<<<<", "=======", ">>>>>>>")), None)
+    if conflict is not None:
+        raise BaselineError(f"{name}, line {conflict}: holds a merge conflict marker; resolve the conflict by "
+                            "re-measuring (`pytest --rag-eval --rag-update-baseline` on the merged code), "
+                            "not by hand, then commit the result")
     try:
         data = loads_json(text, parse_constant=_reject_constant)
     except json.JSONDecodeError as exc:
@@ -255,6 +261,13 @@ def _check_schema(data: dict[str, Any], name: str) -> None:
                     "it measured); re-measure it with --rag-update-baseline")
     if len(set(metrics)) != len(metrics):
         _fail(name, "_meta.measurement.metrics lists a metric twice")
+    try:  # the fingerprint a comparison checks must say what it means: no bool for a level, no made-up gain
+        MeasurementConfig.from_dict(measurement)  # type: ignore[arg-type]
+    except (MeasureError, KeyError, TypeError, ValueError) as exc:
+        _fail(name, f"_meta.measurement is not a measurement config: {exc}")
+    k = meta.get("k")
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        _fail(name, f"_meta.k (results asked per query) must be a positive integer, got {brief_repr(k)}")
     _check_keys(name, "aggregate", data["aggregate"], metrics)
     for qid, entry in data["per_query"].items():
         _check_keys(name, f"per_query.{qid}", entry, metrics)

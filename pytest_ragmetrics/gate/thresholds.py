@@ -9,8 +9,10 @@ be worse than none.
 
 from __future__ import annotations
 
+import difflib
 import json
 import math
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -111,6 +113,9 @@ def load_thresholds(path: str | Path | None, config: MeasurementConfig, *, requi
     path = Path(path)
     name = str(path)
     if not path.exists():
+        if path.is_symlink():  # a link to a moved or deleted file must not mean "no file, use the defaults"
+            raise ThresholdsError(f"{name}: a symbolic link to {os.readlink(path)!r}, which does not exist (or "
+                                  "loops); fix the link, or remove it to gate with the defaults")
         if required:
             raise ThresholdsError(f"{name}: thresholds file not found; fix the path, create the file, "
                                   "or leave the option unset to gate with the defaults")
@@ -156,9 +161,11 @@ def thresholds_from_mapping(data: Any, config: MeasurementConfig, name: str,
                         f"{metric + suffix!r} (keys are case-sensitive and each metric has one spelling)"
                     )
                 if metric not in measured:
+                    close = difflib.get_close_matches(metric, config.metric_names, n=1)
+                    hint = f"; did you mean {close[0] + suffix!r}?" if close else "; measure it or remove the key"
                     raise ThresholdsError(
                         f"{name}: key {key!r} names metric {key[: -len(suffix)]!r}, which is not measured "
-                        f"(measured: {', '.join(config.metric_names)}); measure it or remove the key"
+                        f"(measured: {', '.join(config.metric_names)}){hint}"
                     )
                 if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
                     raise ThresholdsError(f"{name}: {key!r} must be a number, got {brief_repr(value)}")

@@ -249,3 +249,36 @@ def test_queries_dropped_with_their_judgments_fail_the_baseline_gate(baselined: 
     result = baselined.run()
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     assert "1 query of the baseline is gone from the golden set (q-002)" in rag_summary(result)
+
+
+def test_merge_conflict_markers_in_the_baseline_are_named_as_such(baselined: TrustProject) -> None:
+    text = baselined.baseline_path.read_text(encoding="utf-8").split("\n")
+    text[3:3] = ["<<<<<<< HEAD", "=======", ">>>>>>> feature"]
+    baselined.baseline_path.write_text("\n".join(text), encoding="utf-8")
+    assert_usage_error(baselined.run(), "baselines/baseline.json, line 4: holds a merge conflict marker",
+                       "re-measuring")
+
+
+@pytest.mark.parametrize("edit, needle", [
+    (lambda d: d["_meta"].pop("k"), "_meta.k (results asked per query) must be a positive integer, got None"),
+    (lambda d: d["_meta"]["measurement"].update({"relevance_level": True}),
+     "_meta.measurement is not a measurement config: relevance level must be an integer >= 1, got True"),
+    (lambda d: d["_meta"]["measurement"].update({"gain": "cubic"}), "_meta.measurement is not a measurement config"),
+], ids=["no-k", "boolean-level", "unknown-gain"])
+def test_a_sealed_fingerprint_must_still_say_what_it_means(baselined: TrustProject, edit: Any, needle: str) -> None:
+    """``relevance_level: true`` equals 1 in Python, and a missing k skipped the k check."""
+    _edit_baseline(baselined, edit, reseal=True)
+    assert_usage_error(baselined.run(), needle)
+
+
+def test_a_dangling_thresholds_link_is_not_taken_for_no_file(baselined: TrustProject) -> None:
+    """A link to a moved file read as 'no thresholds file': the defaults, fewer gates, green."""
+    link = baselined.path / "baselines" / "thresholds.json"
+    link.symlink_to("../moved-thresholds.json")
+    assert_usage_error(baselined.run(), "baselines/thresholds.json: a symbolic link to '../moved-thresholds.json', "
+                       "which does not exist")
+
+
+def test_a_misspelt_metric_in_thresholds_gets_a_suggestion(baselined: TrustProject) -> None:
+    baselined.thresholds({"recal@10_tolerance": 0.0})
+    assert_usage_error(baselined.run(), "did you mean 'recall@10_tolerance'?")
