@@ -8,6 +8,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from pytest_ragmetrics.errors import BaselineError
 from pytest_ragmetrics.gate.baseline import Baseline, load_baseline, reseal_baseline
 
 
@@ -28,7 +29,11 @@ def register(verbs: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     path = Path(args.file)
     if not args.reseal:
-        baseline = load_baseline(path)
+        try:
+            baseline = load_baseline(path)
+        except BaselineError:
+            _show_committed_diff(path)  # names the entries a seal cannot (added, removed), when git can
+            raise
         print(f"{path}: sealed and whole: {len(baseline.per_query)} queries, "
               f"metrics {', '.join(baseline.metrics)}")
         return 0
@@ -46,6 +51,21 @@ def run(args: argparse.Namespace) -> int:
         for line in diff:
             print(f"  {line}")
     return 0
+
+
+def _show_committed_diff(path: Path) -> None:
+    committed = _committed_version(path)
+    if committed is None:
+        return
+    try:
+        now = load_baseline(path, sealed=False)
+    except BaselineError:
+        return
+    diff = _diff(committed, now)
+    if diff:
+        print("Against the version in git HEAD:")
+        for line in diff:
+            print(f"  {line}")
 
 
 def _committed_version(path: Path) -> dict[str, Any] | None:

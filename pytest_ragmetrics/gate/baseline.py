@@ -50,8 +50,9 @@ FORMAT = 2
 #: How far a stored mean may sit from the mean of its entries (rounding to DIGITS is far below).
 MEAN_SLACK = 1e-9
 #: What to do about a file that fails its seal.
-RESEAL_HINT = ("if the edit was on purpose, seal it with `ragmetrics baseline --reseal {path}` (it prints what it "
-               "seals); otherwise restore it from version control or re-measure it with --rag-update-baseline")
+RESEAL_HINT = ("if the edit was on purpose, seal it with `ragmetrics baseline --reseal {path}` (it recomputes the "
+               "means from the entries and prints what it seals); otherwise restore it from version control or "
+               "re-measure it with --rag-update-baseline")
 
 
 def round_metric(value: float) -> float:
@@ -229,8 +230,9 @@ def _read(path: str | Path) -> tuple[dict[str, Any], str]:
     return data, name
 
 
-def _check_schema(data: dict[str, Any], name: str) -> None:
-    """The baseline schema, record by record (see the module docstring)."""
+def _check_schema(data: dict[str, Any], name: str, means: bool = True) -> None:
+    """The baseline schema, record by record (see the module docstring); ``means=False``
+    leaves out the check that each stored mean is its entries' mean."""
     for key in ("_meta", "aggregate", "per_query"):
         if key not in data:
             _fail(name, f"missing key {key!r}")
@@ -277,7 +279,7 @@ def _check_schema(data: dict[str, Any], name: str) -> None:
                         "told; restore it from version control or re-measure with --rag-update-baseline")
     if not data["per_query"]:
         _fail(name, "per_query is empty: a baseline must measure at least one query")
-    for metric in metrics:
+    for metric in metrics if means else ():
         check_mean(name, f"aggregate.{metric}", data["aggregate"][metric],
                    [entry[metric] for entry in data["per_query"].values()],
                    "so the file was edited by hand or by a merge; " + RESEAL_HINT.format(path=name))
@@ -341,13 +343,20 @@ def write_baseline(path: str | Path, baseline: Baseline) -> None:
 def reseal_baseline(path: str | Path) -> tuple[Baseline, list[str]]:
     """Seal a baseline edited on purpose; return it and what no longer matched its old seal.
 
-    The schema still holds (each mean must equal its entries' mean, every metric must
-    be in every entry): a seal vouches for a consistent file, never for a broken one.
+    Each mean is recomputed from the entries (an edited entry moves its mean with it);
+    the rest of the schema must hold (every metric in every entry, a judgments digest in
+    each): a seal vouches for a consistent file, never for a broken one.
     """
     data, name = _read(path)
-    _check_schema(data, name)
+    _check_schema(data, name, means=False)
     changed = seal_problems(data) if data["_meta"].get("format") is not None else \
         ["no seal yet (written by an older version)"]
+    entries = list(data["per_query"].values())
+    for metric in Baseline(data["_meta"], {}, {}).metrics:
+        mean = round_metric(math.fsum(e[metric] for e in entries) / len(entries))
+        if abs(mean - data["aggregate"][metric]) > MEAN_SLACK:
+            changed.append(f"aggregate.{metric} recomputed from the entries: {data['aggregate'][metric]!r} -> {mean!r}")
+            data["aggregate"][metric] = mean
     baseline = Baseline(data["_meta"], data["aggregate"], data["per_query"], name)
     write_baseline(path, baseline)
     return baseline, changed

@@ -157,12 +157,21 @@ def test_reseal_prints_what_it_seals_and_the_gate_then_uses_it(baselined: TrustP
     assert baselined.run().ret == pytest.ExitCode.OK  # the sealed baseline says q-002 found nothing
 
 
-def test_reseal_refuses_a_file_whose_means_disagree(baselined: TrustProject) -> None:
+def test_reseal_recomputes_the_means_of_edited_entries(baselined: TrustProject) -> None:
+    """The refusal's advice must work: a lowered entry is sealed with its mean moved, not refused again."""
     _edit_baseline(baselined, lambda d: d["per_query"]["q-002"].update({"recall@10": 0.0}))
+    done = _ragmetrics("baseline", "--reseal", "baselines/baseline.json", cwd=baselined.path)
+    assert done.returncode == 0, done.stderr
+    assert "aggregate.recall@10 recomputed from the entries: 1.0 -> 0.8333333333" in done.stdout
+    assert load_baseline(baselined.baseline_path).aggregate["recall@10"] == 0.8333333333
+
+
+def test_reseal_refuses_a_file_that_does_not_hold_together(baselined: TrustProject) -> None:
+    _edit_baseline(baselined, lambda d: d["per_query"]["q-002"].pop("mrr@10"))
     before = baselined.baseline_path.read_bytes()
     done = _ragmetrics("baseline", "--reseal", "baselines/baseline.json", cwd=baselined.path)
     assert done.returncode == 2
-    assert "aggregate.recall@10" in done.stderr and "Traceback" not in done.stderr
+    assert "per_query.q-002 is missing 'mrr@10'" in done.stderr and "Traceback" not in done.stderr
     assert baselined.baseline_path.read_bytes() == before
 
 
