@@ -110,6 +110,8 @@ class DeltaStats:
     ci_high: float
     p_value: float
     detectable: float | None
+    #: queries whose delta is not zero: only they can flip sign, so they bound the smallest p
+    changed: int = 0
 
     @property
     def below_granularity(self) -> bool:
@@ -119,7 +121,12 @@ class DeltaStats:
 
     def to_dict(self) -> dict[str, float | int | None]:
         return {"n": self.n, "mean": self.mean, "ci95": [self.ci_low, self.ci_high],
-                "p_value": self.p_value, "detectable": self.detectable}
+                "p_value": self.p_value, "detectable": self.detectable, "changed": self.changed}
+
+    @property
+    def smallest_p(self) -> float:
+        """The smallest two-sided p-value the sign-flip test can give with this many changed queries."""
+        return min(1.0, 2.0 / 2.0 ** self.changed) if self.changed < 64 else 0.0
 
 
 def delta_stats(deltas: Sequence[float], seed: int = DEFAULT_SEED, resamples: int = DEFAULT_RESAMPLES) -> DeltaStats:
@@ -132,4 +139,5 @@ def delta_stats(deltas: Sequence[float], seed: int = DEFAULT_SEED, resamples: in
     d = sorted(float(x) for x in deltas)
     mean = math.fsum(d) / len(d) if d else math.nan
     low, high = bootstrap_ci(d, resamples=resamples, seed=seed)
-    return DeltaStats(len(d), mean, low, high, permutation_pvalue(d, resamples, seed), detectable_change(d))
+    return DeltaStats(len(d), mean, low, high, permutation_pvalue(d, resamples, seed), detectable_change(d),
+                      sum(1 for x in d if x != 0.0))

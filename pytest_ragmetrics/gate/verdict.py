@@ -173,6 +173,13 @@ class AggregateRow:
         return self.tolerance is not None or self.minimum is not None
 
     @property
+    def untestable_drop(self) -> bool:
+        """Fell by more than 1/n, on too few changed queries for any p-value under SIGNIFICANT_P."""
+        d, st = self.delta, self.stats
+        return (d is not None and st is not None and st.n > 0 and d < -(1 / st.n) - EPS
+                and st.smallest_p >= SIGNIFICANT_P)
+
+    @property
     def significant_drop(self) -> bool:
         """Fell beyond chance (p < SIGNIFICANT_P) and by more than one query's worth (1/n)."""
         d, st = self.delta, self.stats
@@ -217,6 +224,8 @@ class Verdict:
     #: new query id -> the baseline's id for it: renamed since, with the same text and judgments,
     #: so compared with its old entry (a rename must not make a regression look new)
     renamed: dict[str, str] = field(default_factory=dict)
+    #: what a passing gate could not check, said next to its verdict
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def failed_gates(self) -> list[Gate]:
@@ -274,6 +283,7 @@ class Verdict:
             "new": self.new,
             "removed": self.removed,
             "renamed": self.renamed,
+            "warnings": self.warnings,
             "errored": self.errored,
             "unscorable": self.unscorable,
             "short": self.short,
@@ -393,8 +403,21 @@ def build_verdict(
         fail_on_regression=thresholds.fail_on_regression, strata_stats=strata_stats,
         parent_level=summarize_parents([(q, lv) for q in counted if (lv := records[q].parent_level) is not None]),
         moved=moved, moved_metrics=[m for m in failing if any(d.metric == m for r in moved for d in r.drops)],
-        not_run=not_run, renamed=renamed,
+        not_run=not_run, renamed=renamed, warnings=_untestable(aggregate, thresholds, reference),
     )
+
+
+def _untestable(aggregate: Sequence[AggregateRow], thresholds: Thresholds, reference: str) -> list[str]:
+    """Ungated metrics that fell by more than 1/n on too few queries for significant-drops to judge:
+    on a small set (a smoke subset) that gate cannot fail, and a pass must not hide it."""
+    if not thresholds.fail_on_significant_drop:
+        return []
+    return [f"significant-drops could not judge {r.metric}: it fell {-r.delta:.4f} against {reference} "  # type: ignore[operator]
+            f"({r.baseline:.4f} -> {r.now_common:.4f}) on {r.stats.changed} changed "  # type: ignore[union-attr]
+            f"{'query' if r.stats.changed == 1 else 'queries'}, too few for p < {SIGNIFICANT_P:g} (the smallest "  # type: ignore[union-attr]
+            f"p they allow is {r.stats.smallest_p:.4f}); give {r.metric} a tolerance "  # type: ignore[union-attr]
+            f"({r.metric}_tolerance in thresholds.json) to gate such drops on this set"
+            for r in aggregate if not r.gated and r.untestable_drop]
 
 
 def find_renames(golden: GoldenSet, baseline: Baseline) -> dict[str, str]:

@@ -33,6 +33,8 @@ def verdict_markdown(v: Verdict, worst_n: int, title: str = "Retrieval gate",
         parts.append(escape_cell(hint))
     if failures:
         parts.append("\n".join(f"- {escape_cell(line)}" for line in failures))
+    elif v.warnings:
+        parts.append("\n".join(f"- **Warning:** {escape_cell(w)}" for w in v.warnings))
     note = retriever_note(retriever_changes)
     if note is not None:
         parts.append(escape_cell(note.head) + "\n\n" + "\n".join(f"- {escape_cell(c)}" for c in note.changes)

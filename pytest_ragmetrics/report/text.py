@@ -221,7 +221,8 @@ def verdict_text(v: Verdict, worst_n: int) -> str:
         head = "RETRIEVAL GATE FAILED" if v.fail_on_regression else "RETRIEVAL GATE FAILED (report only: fail_on_regression is false)"
         parts.append(head + "\n" + "\n".join(f"  {shown(line)}" for line in failures))
     elif v.has_baseline:
-        parts.append(f"All gates passed ({len(v.gates)} checked).")
+        parts.append(f"All gates passed ({len(v.gates)} checked)."
+                     + "".join(f"\nWARNING: {shown(w)}" for w in v.warnings))
     else:
         parts.append("No baseline: scores below are not compared.")
     parts.append(aggregate_table(v))

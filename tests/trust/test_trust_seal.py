@@ -9,6 +9,7 @@ still fails, through a real ``pytest --rag-eval`` session or the real CLI.
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -291,3 +292,38 @@ def test_a_dangling_thresholds_link_is_not_taken_for_no_file(baselined: TrustPro
 def test_a_misspelt_metric_in_thresholds_gets_a_suggestion(baselined: TrustProject) -> None:
     baselined.thresholds({"recal@10_tolerance": 0.0})
     assert_usage_error(baselined.run(), "did you mean 'recall@10_tolerance'?")
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+def test_a_refused_check_names_the_removed_entry_against_git_head(baselined: TrustProject) -> None:
+    def git(*args: str) -> None:
+        subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *args], cwd=baselined.path,
+                       check=True, capture_output=True)
+    git("init", "-q")
+    git("add", "baselines/baseline.json")
+    git("commit", "-qm", "baseline")
+
+    def remove(d: dict[str, Any]) -> None:
+        d["per_query"].pop("q-006")
+        for metric in d["aggregate"]:
+            d["aggregate"][metric] = sum(e[metric] for e in d["per_query"].values()) / len(d["per_query"])
+    _edit_baseline(baselined, remove)
+    done = _ragmetrics("baseline", "baselines/baseline.json", cwd=baselined.path)
+    assert done.returncode == 2
+    assert "per_query entries added or removed (6 sealed, 5 now)" in done.stderr
+    assert "per_query.q-006: removed" in done.stdout
+
+
+def test_a_small_set_says_when_significant_drops_cannot_judge(project: TrustProject, tmp_path: Path) -> None:
+    """Seven queries cannot reach p < 0.01: the gate cannot fail there, and a pass must say so."""
+    _ordering_project(project, n=7)
+    project.make_baseline()
+    project.answers = {qid: list(reversed(ranked)) for qid, ranked in project.answers.items()}
+    project._write_rankings()
+    result = project.run(f"--rag-markdown={tmp_path / 'summary.md'}")
+    assert result.ret == pytest.ExitCode.OK
+    summary = rag_summary(result)
+    assert ("WARNING: significant-drops could not judge mrr@10: it fell 0.5000 against the baseline (1.0000 -> "
+            "0.5000) on 7 changed queries, too few for p < 0.01 (the smallest p they allow is 0.0156)") in summary
+    assert "give mrr@10 a tolerance" in summary
+    assert "**Warning:** significant-drops could not judge mrr@10" in (tmp_path / "summary.md").read_text()
