@@ -87,3 +87,13 @@ def test_report_opens_in_headless_chromium_without_console_errors(tmp_path: Path
     log = browse(page, shot)
     assert console_errors(log) == []
     assert shot.stat().st_size > 10_000  # a rendered page, not an empty canvas
+
+
+def test_p_values_and_tolerances_read_as_in_the_terminal() -> None:
+    """The page showed p 0.000 and an allowed drop of 0.0 where the terminal says <0.001 and 0."""
+    data = artifact()
+    data["comparison"]["aggregate"][0]["stats"] = {"n": 2, "mean": -0.5, "ci95": [-1.0, 0.0], "p_value": 0.0002,
+                                                   "detectable": None}
+    page = render_html(data)
+    assert '<td class="num">&lt;0.001</td>' in page
+    assert "<td>0</td>" in page and "<td>0.0</td>" not in page

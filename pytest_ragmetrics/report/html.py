@@ -16,7 +16,7 @@ from typing import Any, Mapping, Sequence
 
 from pytest_ragmetrics.errors import listed
 from pytest_ragmetrics.report.html_parts import delta_cell, num, page, table
-from pytest_ragmetrics.report.tables import counted
+from pytest_ragmetrics.report.tables import counted, p_text
 from pytest_ragmetrics.report.text import changes_hint, retriever_note
 
 __all__ = ["render_html"]
@@ -125,10 +125,10 @@ def render_html(artifact: Mapping[str, Any], metric: str | None = None, title: s
             f'<td class="num">{num(row.get("now_common") if row.get("baseline") is not None else row.get("now"))}</td>',
             delta_cell(row.get("delta"), n),
             f'<td class="num">{"—" if not ci else f"[{ci[0]:+.4f}, {ci[1]:+.4f}]"}</td>',
-            f'<td class="num">{num(stats.get("p_value"), 3)}</td>',
+            f'<td class="num">{escape(p_text(stats.get("p_value")))}</td>',
             f'<td class="num">{num(stats.get("detectable"))}</td>',
-            f"<td>{'—' if row.get('tolerance') is None else escape(str(row['tolerance']))}</td>",
-            f"<td>{'—' if row.get('min') is None else escape(str(row['min']))}</td>",
+            f"<td>{'—' if row.get('tolerance') is None else escape(format(row['tolerance'], 'g'))}</td>",
+            f"<td>{'—' if row.get('min') is None else escape(format(row['min'], 'g'))}</td>",
         ])
     aggregate = table(["metric", "baseline", "now", "delta", "95% CI", "p", "detectable", "allowed drop", "floor"],
                        agg_rows)
@@ -156,7 +156,7 @@ def render_html(artifact: Mapping[str, Any], metric: str | None = None, title: s
             cell = delta_cell(None if now_v is None or base_v is None else now_v - base_v, int(s.get("n", 0)))
             p_value = ((s.get("stats") or {}).get(m) or {}).get("p_value")
             if p_value is not None and "±0" not in cell and "—" not in cell:
-                cell = cell.replace("</td>", f" <span class=note>p={p_value:.3f}</span></td>")
+                cell = cell.replace("</td>", f" <span class=note>p={escape(p_text(p_value))}</span></td>")
             row.append(cell)
         strata_rows.append(row)
     strata_table = table(["tag", "n"] + [h for m in metrics for h in (m, "Δ")], strata_rows) if strata_rows else ""

@@ -8,7 +8,7 @@ from typing import Sequence
 
 from pytest_ragmetrics.errors import shown
 
-__all__ = ["display_width", "markdown_table", "sample_size_note", "fmt", "escape_cell", "counted"]
+__all__ = ["p_text", "display_width", "markdown_table", "sample_size_note", "fmt", "escape_cell", "counted"]
 
 _LINE_BREAKS = re.compile(r"[\t\r\n\v\f\x1c-\x1e\x85\u2028\u2029]+")
 _ESCAPED_BACKSLASH = re.compile(r"\\(?=[!-/:-@\[-`{-~])")  # a backslash that would escape punctuation
@@ -79,3 +79,10 @@ def sample_size_note(n: int) -> str:
         f"n = {counted(n, 'query', 'queries')}: one query moves a mean by up to 1/n = {1 / n:.4f}; "
         f"a difference smaller than that is a single question, not evidence."
     )
+
+
+def p_text(p_value: float | None) -> str:
+    """A p-value as every report prints it: three decimals, ``<0.001`` below that, ``—`` for none."""
+    if p_value is None:
+        return "—"
+    return "<0.001" if p_value < 0.001 else f"{p_value:.3f}"

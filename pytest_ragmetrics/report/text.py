@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Iterable, NamedTuple, Sequence
 
 from pytest_ragmetrics.errors import brief_repr, listed, shown, shown_lines
 from pytest_ragmetrics.gate.verdict import EPS, Drop, Gate, Regression, Verdict
-from pytest_ragmetrics.report.tables import counted, markdown_table, sample_size_note
+from pytest_ragmetrics.report.tables import counted, markdown_table, p_text, sample_size_note
 
 if TYPE_CHECKING:
     from pytest_ragmetrics.gate.baseline import Baseline
@@ -49,9 +49,7 @@ def _ci(stats: Any) -> str:
 
 
 def _p(stats: Any) -> str:
-    if stats is None:
-        return "—"
-    return "<0.001" if stats.p_value < 0.001 else f"{stats.p_value:.3f}"
+    return p_text(None if stats is None else stats.p_value)
 
 
 def aggregate_table(v: Verdict) -> str:
