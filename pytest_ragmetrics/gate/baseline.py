@@ -116,9 +116,13 @@ def _entry_seal(qid: str, entry: Mapping[str, Any]) -> str:
 
 
 def _seal(meta: Mapping[str, Any], aggregate: Mapping[str, Any], per_query: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
-    """Section digests: naming which part of a file changed is what makes a refusal useful."""
+    """Section digests: naming which part of a file changed is what makes a refusal useful.
+
+    ``_meta.created`` is left out: the gate never reads it, and a refresh that changes no
+    number then changes one line of the file, its time.
+    """
     return {
-        "meta": _digest({k: v for k, v in meta.items() if k != "seal"}),
+        "meta": _digest({k: v for k, v in meta.items() if k not in ("seal", "created")}),
         "aggregate": _digest({k: float(v) for k, v in aggregate.items()}),
         "per_query": _digest(sorted((qid, entry.get("_seal")) for qid, entry in per_query.items())),
         "n_queries": len(per_query),
