@@ -17,7 +17,8 @@ here, naming the file, the record (qid) and the field, before any reader trusts 
 - ``per_query.<qid>``: ``status`` one of ``scored``, ``unscorable``, ``error``; a scored
   query's ``metrics`` hold every measured metric, each a finite number in [0, 1]
   (not a bool), and no other key (``Recall@10`` is not ``recall@10``); optional
-  ``ranking`` and ``tags`` (lists of strings), ``error`` (string or null),
+  ``ranking`` (a list of distinct strings: the plugin drops repeats) and ``tags``
+  (a list of strings), ``error`` (string or null),
   ``n_docs`` (integer), ``baseline`` (metric values), ``parent_level``;
 - ``aggregate``: exactly the measured metrics, each the mean the gate computes
   (errored queries count 0, unscorable ones are left out) to 1e-9, so hand edits show;
@@ -239,6 +240,15 @@ def _check_entry(qid: str, entry: Any, metrics: list[str], name: str) -> dict[st
             raise _fail(name, f"{where}.{key}", f"is {brief_repr(value)}; expected a list of strings")
     if any(not doc.strip() for doc in entry.get("ranking") or []):
         raise _fail(name, f"{where}.ranking", "holds an empty document id")
+    ranking = entry.get("ranking") or []
+    seen: set[str] = set()
+    for repeat in ranking:
+        if repeat not in seen:
+            seen.add(repeat)
+            continue
+        raise _fail(name, f"{where}.ranking", f"holds the document {brief_repr(repeat)} twice; the plugin drops "
+                                              "repeats, so the file was edited (a TREC run exported from it would "
+                                              "be refused)")
     if entry.get("error") is not None and not isinstance(entry["error"], str):
         raise _fail(name, f"{where}.error", f"is {brief_repr(entry['error'])}; expected a string")
     n_docs = entry.get("n_docs")

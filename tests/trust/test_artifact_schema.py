@@ -136,6 +136,8 @@ def _edit_mean(data: dict[str, Any]) -> None:
     (lambda d: d["_meta"].update(baseline={"sha256": 5, "created": None, "updated": False}),
      "_meta.baseline.sha256", "is 5; expected a string or null"),
     (lambda d: d["_meta"].update(baseline="baseline.json"), "_meta.baseline", "expected null or an object"),
+    (lambda d: d["per_query"]["q1"].update(ranking=["d1", "d5", "d1"]), "per_query.q1.ranking",
+     "holds the document 'd1' twice"),
 ])
 def test_every_reader_refuses_a_broken_artifact_naming_file_record_and_field(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], edit: Callable[[dict[str, Any]], None], field: str,
