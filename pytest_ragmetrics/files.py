@@ -18,6 +18,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import unicodedata
 from pathlib import Path
 from collections.abc import Iterator
 from typing import Any
@@ -28,6 +29,8 @@ __all__ = [
     "read_text",
     "loads_json",
     "split_lines",
+    "check_line_endings",
+    "split_columns",
     "json_lines",
     "check_unicode",
     "check_no_bom",
@@ -165,6 +168,44 @@ def split_lines(text: str) -> list[str]:
     return lines
 
 
+_BARE_CR = re.compile(r"\r(?!\n)")
+
+
+def check_line_endings(text: str, name: str) -> None:
+    """Refuse carriage returns used as line breaks (classic Mac OS, some spreadsheet
+    exports). :func:`split_lines` splits on ``"\\n"`` only, so such a file read as one long
+    line and failed with a puzzling message (``Extra data (column 124)``, ``got 600 columns``)."""
+    if "\r" not in text:
+        return
+    bare = _BARE_CR.search(text)
+    if bare is None or bare.end() == len(text):  # a final lone CR is dropped by split_lines
+        return
+    where = f"line {text.count(chr(10), 0, bare.start()) + 1}" if "\n" in text else None
+    raise InputError(name, where, "uses CR line endings (a carriage return without a line feed); "
+                                  "save it with LF line endings")
+
+
+#: Whitespace that ``str.split`` takes for a separator but a TREC file must not hold:
+#: anything other than a space or a tab (NBSP, U+3000, vertical tab, ...).
+_ODD_SPACE = re.compile(r"[^\S \t]")
+
+
+def split_columns(line: str, name: str, where: str) -> list[str]:
+    """The columns of a TREC run or qrels line, separated by spaces and tabs only.
+
+    ``str.split`` also splits on NBSP and other Unicode whitespace, which trec_eval and
+    most tools do not: a line they read as 5 columns read here as 6. Such a character
+    is refused, named by its code point."""
+    odd = _ODD_SPACE.search(line)
+    if odd:
+        char = odd.group(0)
+        label = unicodedata.name(char, "")
+        raise InputError(name, where, f"holds U+{ord(char):04X}{f' ({label})' if label else ''} at column "
+                                      f"{odd.start() + 1}, whitespace other than a space or a tab: separate the "
+                                      "columns with spaces or tabs (an id cannot hold whitespace)")
+    return line.split()
+
+
 def json_lines(path: Path) -> Iterator[tuple[int, Any]]:
     """``(line number, value)`` for each non-blank line of a JSON-lines file, read with
     :func:`loads_json`; a line that is not JSON is an :class:`InputError` naming the file and line.
@@ -173,7 +214,9 @@ def json_lines(path: Path) -> Iterator[tuple[int, Any]]:
     each says a bad line the same way.
     """
     name = str(path)
-    for number, line in enumerate(split_lines(read_text(path)), start=1):
+    text = read_text(path)
+    check_line_endings(text, name)
+    for number, line in enumerate(split_lines(text), start=1):
         if not line.strip():
             continue
         try:
