@@ -248,6 +248,9 @@ JSONL_CASES: dict[str, tuple[str | bytes, list[str]]] = {
                          ["line 2", "invalid JSON"]),
     "latin-1-encoding": ((GOOD_LINE + _line(qid="q2", query="caf\u00e9", candidates=[{"doc_id": "d", "rel": 1}])
                           .replace("\\u00e9", "\u00e9")).encode("latin-1"), ["line 2", "not valid UTF-8"]),
+    # saved with classic Mac line endings: read as one line, it failed with "Extra data (column N)"
+    "cr-line-endings": ((GOOD_LINE + GOOD_LINE.replace('"q1"', '"q2"')).replace("\n", "\r"),
+                        ["golden.jsonl: uses CR line endings", "save it with LF line endings"]),
 }
 
 
