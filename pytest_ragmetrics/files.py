@@ -3,7 +3,8 @@
 Reads decode UTF-8 (a BOM accepted) and name the file in every error; JSON refuses
 a repeated key, which ``json.loads`` would resolve silently. Writes are atomic (a
 temp file in the same folder, then ``os.replace``) and stable (sorted keys, two-space
-indent), so a reader never sees half a file and a committed file diffs well.
+indent), so a reader never sees half a file and a committed file diffs well; a device,
+FIFO or ``/dev/stdout`` is appended to in place, as a rename would replace it.
 :func:`git_commit` reads the repository's HEAD for the provenance runs record.
 """
 
@@ -15,7 +16,9 @@ import os
 import re
 import stat
 import subprocess
+import sys
 import tempfile
+import unicodedata
 from pathlib import Path
 from collections.abc import Iterator
 from typing import Any
@@ -26,6 +29,8 @@ __all__ = [
     "read_text",
     "loads_json",
     "split_lines",
+    "check_line_endings",
+    "split_columns",
     "json_lines",
     "check_unicode",
     "check_no_bom",
@@ -133,6 +138,44 @@ def split_lines(text: str) -> list[str]:
     return lines
 
 
+_BARE_CR = re.compile(r"\r(?!\n)")
+
+
+def check_line_endings(text: str, name: str) -> None:
+    """Refuse carriage returns used as line breaks (classic Mac OS, some spreadsheet
+    exports). :func:`split_lines` splits on ``"\\n"`` only, so such a file read as one long
+    line and failed with a puzzling message (``Extra data (column 124)``, ``got 600 columns``)."""
+    if "\r" not in text:
+        return
+    bare = _BARE_CR.search(text)
+    if bare is None or bare.end() == len(text):  # a final lone CR is dropped by split_lines
+        return
+    where = f"line {text.count(chr(10), 0, bare.start()) + 1}" if "\n" in text else None
+    raise InputError(name, where, "uses CR line endings (a carriage return without a line feed); "
+                                  "save it with LF line endings")
+
+
+#: Whitespace that ``str.split`` takes for a separator but a TREC file must not hold:
+#: anything other than a space or a tab (NBSP, U+3000, vertical tab, ...).
+_ODD_SPACE = re.compile(r"[^\S \t]")
+
+
+def split_columns(line: str, name: str, where: str) -> list[str]:
+    """The columns of a TREC run or qrels line, separated by spaces and tabs only.
+
+    ``str.split`` also splits on NBSP and other Unicode whitespace, which trec_eval and
+    most tools do not: a line they read as 5 columns read here as 6. Such a character
+    is refused, named by its code point."""
+    odd = _ODD_SPACE.search(line)
+    if odd:
+        char = odd.group(0)
+        label = unicodedata.name(char, "")
+        raise InputError(name, where, f"holds U+{ord(char):04X}{f' ({label})' if label else ''} at column "
+                                      f"{odd.start() + 1}, whitespace other than a space or a tab: separate the "
+                                      "columns with spaces or tabs (an id cannot hold whitespace)")
+    return line.split()
+
+
 def json_lines(path: Path) -> Iterator[tuple[int, Any]]:
     """``(line number, value)`` for each non-blank line of a JSON-lines file, read with
     :func:`loads_json`; a line that is not JSON is an :class:`InputError` naming the file and line.
@@ -141,7 +184,9 @@ def json_lines(path: Path) -> Iterator[tuple[int, Any]]:
     each says a bad line the same way.
     """
     name = str(path)
-    for number, line in enumerate(split_lines(read_text(path)), start=1):
+    text = read_text(path)
+    check_line_endings(text, name)
+    for number, line in enumerate(split_lines(text), start=1):
         if not line.strip():
             continue
         try:
@@ -315,8 +360,13 @@ def _atomic_write(path: Path, write: Any, overwrite: bool = True) -> None:
     file's mode, or 0666 less the umask), not the temp file's private 0600. A
     symlink is written through, as reads follow it: the temp file goes beside
     the file it points to and replaces that, so the link stays a link and its
-    target never goes stale.
+    target never goes stale. A device, FIFO or socket, or a path reached through
+    ``/dev`` or ``/proc`` (``/dev/stdout``), is written in place instead
+    (:func:`_write_in_place`): a rename would replace it with a regular file.
     """
+    if _in_place(path):
+        _write_in_place(path, write, overwrite)
+        return
     target = Path(os.path.realpath(path))
     target.parent.mkdir(parents=True, exist_ok=True)
     mode = _mode_for(target)
@@ -337,6 +387,83 @@ def _atomic_write(path: Path, write: Any, overwrite: bool = True) -> None:
             pass
         raise
     _fsync_folder(target.parent)
+
+
+#: Where an entry is not a file a rename may replace: devices, and /proc's links to open files.
+_SYSTEM_FOLDERS = ("/dev/", "/proc/")
+
+
+def _in_place(path: Path) -> bool:
+    """Whether ``path`` must be written where it is, not replaced by a renamed temp file.
+
+    True for an existing target that is neither a regular file nor a folder (a
+    character or block device such as ``/dev/null``, a FIFO, a socket), for a path
+    under ``/proc``, and for a path any link of whose chain sits in ``/dev`` or
+    ``/proc``: ``/dev/stdout`` leads through ``/proc/self/fd/1`` to whatever the shell
+    redirected stdout to, maybe a regular log file, which a rename would replace with
+    the report alone. Each hop is also checked with its folder's links resolved
+    (``/dev/fd`` is a link to ``/proc/self/fd``).
+    """
+    hop = os.path.abspath(path)
+    for _ in range(40):  # the kernel's own limit on links followed
+        folder = os.path.realpath(os.path.dirname(hop))
+        is_link = os.path.islink(hop)
+        for where in (hop, os.path.join(folder, os.path.basename(hop))):
+            if where.startswith("/proc/") or (is_link and where.startswith(_SYSTEM_FOLDERS)):
+                return True
+        if not is_link:
+            break
+        try:
+            hop = os.path.normpath(os.path.join(folder, os.readlink(hop)))
+        except OSError:
+            break
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return not stat.S_ISREG(mode) and not stat.S_ISDIR(mode)
+
+
+def _write_in_place(path: Path, write: Any, overwrite: bool) -> None:
+    """Run ``write(fh)`` on ``path`` opened for appending: a device or FIFO gets the text
+    and stays what it is, and a log file that stdout was redirected to keeps what it
+    holds (``"w"`` would truncate it). When ``path`` is the file this process's stdout or
+    stderr already writes to, the text goes through that descriptor, after what was
+    printed so far: a separate one would have its own offset, and later output would
+    overwrite the report. Errors (``ENOSPC`` from ``/dev/full``) are :class:`OSError` as usual.
+    """
+    if not overwrite and (path.exists() or path.is_symlink()):
+        raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), str(path))
+    with open(path, "a", encoding="utf-8") as fh:
+        shared = _shared_stream(os.fstat(fh.fileno()))
+        if shared is None:
+            write(fh)
+            fh.flush()
+            return
+    with os.fdopen(os.dup(shared), "w", encoding="utf-8", closefd=True) as out:
+        write(out)
+        out.flush()
+
+
+def _shared_stream(opened: os.stat_result) -> int | None:
+    """The descriptor, 1 or 2, that already writes to the regular file ``opened`` is, if one
+    does; Python's buffers for it are flushed first so the order of the text is kept."""
+    if not stat.S_ISREG(opened.st_mode):
+        return None
+    for fd, streams in ((1, (sys.stdout, sys.__stdout__)), (2, (sys.stderr, sys.__stderr__))):
+        try:
+            mine = os.fstat(fd)
+        except OSError:
+            continue
+        if (mine.st_dev, mine.st_ino) == (opened.st_dev, opened.st_ino):
+            for stream in streams:
+                try:
+                    if stream is not None:
+                        stream.flush()
+                except (OSError, ValueError):
+                    pass
+            return fd
+    return None
 
 
 def _mode_for(path: Path) -> int:

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
 from pytest_ragmetrics.errors import InputError, brief_repr
-from pytest_ragmetrics.files import check_no_bom, json_lines, read_text, split_lines
+from pytest_ragmetrics.files import check_line_endings, check_no_bom, json_lines, read_text, split_columns, split_lines
 
 __all__ = ["Query", "GoldenSet", "by_grade", "load_golden", "load_qrels", "MAX_GRADE"]
 
@@ -345,12 +345,29 @@ def _load_jsonl(path: Path, id_separator: str | None = None) -> GoldenSet:
 
 # -------------------------------------------------------------------- qrels + folders
 
-_HEADER_WORDS = {"qid", "query-id", "query_id", "query", "topic"}
+#: A qrels header line names its columns with these words (any case): ``qid doc_id rel``,
+#: BEIR's ``query-id corpus-id score``, TREC's ``qid iter docno rel``. Only a first line
+#: that is wholly such a header is skipped: ``query d1 1`` judges the query ``query``.
+_HEADER_WORDS = {"qid", "query-id", "query_id", "queryid", "query", "topic", "topic-id", "topic_id"}
+_HEADER_ITER_WORDS = {"iter", "iteration", "q0", "round"}
+_HEADER_DOC_WORDS = {"doc", "docid", "doc-id", "doc_id", "docno", "document", "document-id", "document_id",
+                     "corpus-id", "corpus_id", "pid", "passage-id", "passage_id"}
+_HEADER_GRADE_WORDS = {"rel", "relevance", "score", "grade", "label", "judgment", "judgement", "rating"}
+
+
+def _is_qrels_header(parts: list[str]) -> bool:
+    words = [part.lower() for part in parts]
+    if len(words) == 3:
+        words.insert(1, "iter")
+    return len(words) == 4 and words[0] in _HEADER_WORDS and words[1] in _HEADER_ITER_WORDS \
+        and words[2] in _HEADER_DOC_WORDS and words[3] in _HEADER_GRADE_WORDS
 
 
 def load_qrels(path: str | Path) -> dict[str, dict[str, int]]:
     """Read qrels: TREC (``qid iter doc grade``) or 3 columns (``qid doc grade``),
-    whitespace or tab separated, with an optional header line.
+    space or tab separated, with an optional header line (see :data:`_HEADER_WORDS`).
+    Other whitespace (NBSP), a rank-like ``iter`` that is not ASCII, and CR line endings are
+    refused, naming the line.
 
     A repeated (query, document) pair or a non-integer grade is an error naming the line.
     """
@@ -361,11 +378,12 @@ def load_qrels(path: str | Path) -> dict[str, dict[str, int]]:
     columns: int | None = None
     text = read_text(path)
     check_no_bom(text, name)
+    check_line_endings(text, name)
     for number, line in enumerate(split_lines(text), start=1):
-        parts = line.split()
+        parts = split_columns(line, name, f"line {number}")
         if not parts:
             continue
-        if columns is None and number == 1 and parts[0].lower() in _HEADER_WORDS:
+        if columns is None and number == 1 and _is_qrels_header(parts):
             continue
         if len(parts) not in (3, 4):
             raise InputError(name, f"line {number}", f"expected 3 (qid doc grade) or 4 (qid iter doc grade) columns, got {len(parts)}")
@@ -374,6 +392,9 @@ def load_qrels(path: str | Path) -> dict[str, dict[str, int]]:
         elif len(parts) != columns:
             raise InputError(name, f"line {number}", f"expected {columns} columns like the lines before, got {len(parts)}")
         qid, doc, raw = (parts[0], parts[1], parts[2]) if columns == 3 else (parts[0], parts[2], parts[3])
+        if columns == 4 and not parts[1].isascii():  # "１" looks like the usual 0 but is no number to any tool
+            raise InputError(name, f"line {number}", f"iteration column {brief_repr(parts[1])} is not ASCII "
+                                                     "(it is usually 0)")
         try:
             if not raw.isascii() or "_" in raw:  # int() would read "1_0" and fullwidth digits
                 raise ValueError(raw)

@@ -1,7 +1,8 @@
 """TREC run files: read them in trec_eval's order, write them back.
 
-A run line is ``qid Q0 doc rank score tag`` (whitespace separated). The rank
-column is ignored, as trec_eval ignores it: documents are ordered by score
+A run line is ``qid Q0 doc rank score tag`` (separated by spaces or tabs; other
+whitespace, such as NBSP, is refused). The rank must be ASCII digits but is otherwise
+ignored, as trec_eval ignores it: documents are ordered by score
 descending, then by document id descending (trec_eval's tie rule), so numbers
 here match trec_eval's on the same file. A document repeated within a query is
 an error, because it would be counted twice.
@@ -19,7 +20,7 @@ from typing import Iterable, Mapping, Sequence, TextIO
 
 from pytest_ragmetrics.errors import InputError, RagMetricsError
 from pytest_ragmetrics.errors import brief_repr
-from pytest_ragmetrics.files import check_no_bom, read_text, split_lines
+from pytest_ragmetrics.files import check_line_endings, check_no_bom, read_text, split_columns, split_lines
 
 __all__ = ["read_run", "write_run", "write_qrels"]
 
@@ -28,12 +29,21 @@ __all__ = ["read_run", "write_run", "write_qrels"]
 #: fullwidth or other scripts' digits, which no other tool reads as a number.
 _SCORE = re.compile(r"[+-]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|inf|infinity|nan)", re.IGNORECASE | re.ASCII)
 
+#: A rank: ASCII digits. trec_eval ignores the column, but ``１`` (fullwidth) in it means
+#: the file was not written by a tool that writes scores trec_eval can read either.
+_RANK = re.compile(r"[0-9]+")
+
+#: Whitespace a TREC file must not hold (see :func:`~pytest_ragmetrics.files.split_columns`).
+_ODD_SPACE = re.compile(r"[^\S \t\n\r]")
+_ASCII_ODD_SPACE = "\x0b\x0c\x1c\x1d\x1e\x1f"  # the same in ASCII text, searched for at C speed
+
 
 def read_run(path: str | Path) -> dict[str, list[str]]:
     """Read a TREC run file into ``{qid: [doc, ...]}`` ranked as trec_eval ranks them."""
     path = Path(path)
     text = read_text(path)
     check_no_bom(text, str(path))
+    check_line_endings(text, str(path))
     collecting = gc.isenabled()
     gc.disable()  # a million acyclic lists and floats would set off many useless collections
     try:
@@ -53,11 +63,14 @@ def _read_run_fast(text: str) -> dict[str, list[str]] | None:
     are numbers, no document repeats within a query. Returns ``None`` at the first
     doubt (a blank or malformed line, a bad score, NaN, a repeat) so that
     :func:`_read_run_checked` can report it exactly; the result is the same."""
+    ascii_only = text.isascii()
+    if any(char in text for char in _ASCII_ODD_SPACE) if ascii_only else _ODD_SPACE.search(text):
+        return None
     grouped: dict[str, tuple[list[float], list[str]]] = {}
     current = None
     add_score = add_doc = None
     try:
-        for qid, _, doc, _, raw_score, _ in map(str.split, split_lines(text)):
+        for qid, _, doc, rank, raw_score, _ in map(str.split, split_lines(text)):
             if qid != current:
                 entry = grouped.get(qid)
                 if entry is None:
@@ -65,6 +78,8 @@ def _read_run_fast(text: str) -> dict[str, list[str]] | None:
                 add_score, add_doc = entry[0].append, entry[1].append
                 current = qid
             if "_" in raw_score or not raw_score.isascii():  # float() reads them; _SCORE does not
+                return None
+            if not rank.isdigit() or not (ascii_only or rank.isascii()):  # isdigit takes "１" and "²"
                 return None
             add_score(float(raw_score))  # type: ignore[misc]
             add_doc(doc)  # type: ignore[misc]
@@ -87,12 +102,15 @@ def _read_run_checked(text: str, name: str) -> dict[str, list[str]]:
     scored: dict[str, list[tuple[float, str]]] = {}
     seen: dict[tuple[str, str], int] = {}
     for number, line in enumerate(split_lines(text), start=1):
-        parts = line.split()
+        parts = split_columns(line, name, f"line {number}")
         if not parts:
             continue
         if len(parts) != 6:
             raise InputError(name, f"line {number}", f"expected 6 columns (qid Q0 doc rank score tag), got {len(parts)}")
-        qid, _, doc, _, raw_score, _ = parts
+        qid, _, doc, rank, raw_score, _ = parts
+        if not _RANK.fullmatch(rank):
+            raise InputError(name, f"line {number}", f"rank {brief_repr(rank)} is not a whole number in ASCII "
+                                                     "digits (0-9)")
         if not _SCORE.fullmatch(raw_score):
             raise InputError(name, f"line {number}", f"score {brief_repr(raw_score)} is not a number "
                                                      "(plain ASCII decimal or scientific notation)")

@@ -22,8 +22,9 @@ def random_run_text(rng: random.Random) -> str:
         qid = rng.choice(["q1", "q2", "q10", "é"])
         doc = rng.choice(["a", "b", "c", "d10", "文", "z"]) + str(rng.randint(0, 3))
         score = rng.choice(["1", "1.0", "0.5", "-0", "0", "2e1", "inf", "-inf", str(rng.random())])
-        sep = rng.choice([" ", "\t", "  "])
-        lines.append(sep.join([qid, "Q0", doc, str(rng.randint(1, 9)), score, "tag"]))
+        sep = rng.choice([" ", "\t", "  "] * 10 + ["\u00a0", "\u3000"])  # both refused, as separators
+        rank = rng.choice([str(rng.randint(1, 9))] * 20 + ["\uff11", "\u00b2", "x"])  # ASCII digits only
+        lines.append(sep.join([qid, "Q0", doc, rank, score, "tag"]))
     if rng.random() < 0.2 and lines:
         lines.insert(rng.randrange(len(lines)), rng.choice(["", "   ", "q Q0 x 1 1.0", "q Q0 x 1 nan t", "q Q0 y 1 high t"]))
     if rng.random() < 0.2 and lines:  # strictly decreasing block, the no-sort branch

@@ -63,6 +63,9 @@ class AnnotateServer(ThreadingHTTPServer):
     """A threading HTTP server on 127.0.0.1 serving one task; ``port=0`` picks a free port."""
 
     daemon_threads = True
+    #: Seconds a connection may stall (a body shorter than its Content-Length, an idle
+    #: keep-alive) before it is dropped; without a limit such a client held a thread forever.
+    request_timeout: float = 10.0
 
     def __init__(self, task: Task, port: int = 0) -> None:
         super().__init__(("127.0.0.1", port), _Handler)
@@ -89,6 +92,10 @@ class AnnotateServer(ThreadingHTTPServer):
 class _Handler(BaseHTTPRequestHandler):
     server: AnnotateServer
     server_version = "ragmetrics-annotate"
+
+    def setup(self) -> None:
+        self.timeout = self.server.request_timeout  # read by StreamRequestHandler.setup
+        super().setup()
 
     def version_string(self) -> str:
         return self.server_version
@@ -173,7 +180,8 @@ class _Handler(BaseHTTPRequestHandler):
         if not hmac.compare_digest(token.encode("utf-8", "replace"), self.server.token.encode()):
             self._refuse(HTTPStatus.FORBIDDEN, "missing or wrong token: reload the page")
             return
-        if not (self.headers.get("Content-Type") or "").startswith("application/json"):
+        # the media type parsed, parameters (charset) aside: a prefix test let "application/jsonx" in
+        if self.headers.get_content_type() != "application/json":
             self._refuse(HTTPStatus.UNSUPPORTED_MEDIA_TYPE, "send application/json")
             return
         try:

@@ -10,11 +10,15 @@ here, naming the file, the record (qid) and the field, before any reader trusts 
 - ``_meta.format``: :data:`ARTIFACT_FORMAT` (artifacts written before it existed have
   none and are read by the same rules); ``_meta.measurement.metrics``: the measured
   metrics; ``_meta.thresholds``, when present: ``{"source": str, "values": {...}}``
-  with values a thresholds file may hold; other ``_meta`` keys are free;
+  with values a thresholds file may hold; ``_meta.created``, when present: an ISO-8601
+  time as the plugin writes it (``2026-12-01T02:37:05+00:00``); ``_meta.baseline``,
+  when present: null or ``{"sha256": str|null, "created": str|null, "updated": bool}``
+  (``ragmetrics history`` reads it to find baseline refreshes); other ``_meta`` keys are free;
 - ``per_query.<qid>``: ``status`` one of ``scored``, ``unscorable``, ``error``; a scored
   query's ``metrics`` hold every measured metric, each a finite number in [0, 1]
   (not a bool), and no other key (``Recall@10`` is not ``recall@10``); optional
-  ``ranking`` and ``tags`` (lists of strings), ``error`` (string or null),
+  ``ranking`` (a list of distinct strings: the plugin drops repeats) and ``tags``
+  (a list of strings), ``error`` (string or null),
   ``n_docs`` (integer), ``baseline`` (metric values), ``parent_level``;
 - ``aggregate``: exactly the measured metrics, each the mean the gate computes
   (errored queries count 0, unscorable ones are left out) to 1e-9, so hand edits show;
@@ -24,7 +28,9 @@ here, naming the file, the record (qid) and the field, before any reader trusts 
 
 from __future__ import annotations
 
+import datetime as _dt
 import json
+import re
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -115,6 +121,8 @@ def check_artifact(data: Any, name: str) -> None:
                                           f"format {ARTIFACT_FORMAT} and older); upgrade to read it")
     metrics, config = _measured(meta, name)
     _check_thresholds(meta, config, name)
+    _check_created(meta, name)
+    _check_baseline_entry(meta, name)
     if not isinstance(data["comparison"], dict):
         raise _fail(name, "comparison", "is not an object")
     _check_comparison(data["comparison"], name)
@@ -160,6 +168,44 @@ def _check_thresholds(meta: Mapping[str, Any], config: MeasurementConfig, name: 
         raise _value_error(str(exc)) from None
 
 
+#: ``_meta.created`` as the plugin writes it: ``2026-12-01T02:37:05+00:00`` (fractions
+#: of a second, ``Z`` or no zone are read too). ``datetime.fromisoformat`` alone also takes
+#: ``20261105T030000Z``, which a hand edit or another tool made, and a report showed garbled.
+_CREATED = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{3}(\d{3})?)?(Z|[+-]\d{2}:\d{2})?")
+
+
+def _check_created(meta: Mapping[str, Any], name: str) -> None:
+    if "created" not in meta:
+        return
+    created = meta["created"]
+    valid = isinstance(created, str) and _CREATED.fullmatch(created) is not None
+    if valid:
+        try:
+            _dt.datetime.fromisoformat(created.replace("Z", "+00:00"))
+        except ValueError:  # a month 13, a 25th hour
+            valid = False
+    if not valid:
+        raise _fail(name, "_meta.created", f"is {brief_repr(created)}; expected an ISO-8601 time as the plugin "
+                                           "writes it (2026-12-01T02:37:05+00:00)")
+
+
+def _check_baseline_entry(meta: Mapping[str, Any], name: str) -> None:
+    """``_meta.baseline``: a string ``updated`` ("yes", "false") would read as a baseline
+    refresh, and ``ragmetrics history`` would take the drift before it as answered."""
+    if meta.get("baseline") is None:
+        return
+    entry = meta["baseline"]
+    if not isinstance(entry, dict):
+        raise _fail(name, "_meta.baseline", f"is {brief_repr(entry)}; expected null or an object with sha256, "
+                                            "created and updated")
+    for key in ("sha256", "created"):
+        if entry.get(key) is not None and not isinstance(entry[key], str):
+            raise _fail(name, f"_meta.baseline.{key}", f"is {brief_repr(entry[key])}; expected a string or null")
+    if not isinstance(entry.get("updated"), bool):
+        what = "is missing" if "updated" not in entry else f"is {brief_repr(entry['updated'])}"
+        raise _fail(name, "_meta.baseline.updated", f"{what}; expected true (the run wrote the baseline) or false")
+
+
 def _check_comparison(comparison: Mapping[str, Any], name: str) -> None:
     regressed = comparison.get("regressed", [])
     if not isinstance(regressed, list):
@@ -194,6 +240,15 @@ def _check_entry(qid: str, entry: Any, metrics: list[str], name: str) -> dict[st
             raise _fail(name, f"{where}.{key}", f"is {brief_repr(value)}; expected a list of strings")
     if any(not doc.strip() for doc in entry.get("ranking") or []):
         raise _fail(name, f"{where}.ranking", "holds an empty document id")
+    ranking = entry.get("ranking") or []
+    seen: set[str] = set()
+    for repeat in ranking:
+        if repeat not in seen:
+            seen.add(repeat)
+            continue
+        raise _fail(name, f"{where}.ranking", f"holds the document {brief_repr(repeat)} twice; the plugin drops "
+                                              "repeats, so the file was edited (a TREC run exported from it would "
+                                              "be refused)")
     if entry.get("error") is not None and not isinstance(entry["error"], str):
         raise _fail(name, f"{where}.error", f"is {brief_repr(entry['error'])}; expected a string")
     n_docs = entry.get("n_docs")

@@ -5,6 +5,8 @@ from __future__ import annotations
 import http.client
 import json
 import re
+import socket
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -163,6 +165,44 @@ def test_malformed_writes_are_refused_with_the_reason(server: Any) -> None:
     assert status == 400 and "a grade is one of" in json.loads(body)["error"]
     assert judge(server, {**GRADE, "note": "x" * 70_000})[0] == 413
     assert not server.task.store.path.exists()
+
+
+@pytest.mark.parametrize("kind", ["application/jsonx", "application/json-patch+json", "application/json garbage",
+                                  "text/plain; x=application/json"])
+def test_a_media_type_that_only_starts_like_json_is_refused(server: Any, kind: str) -> None:
+    status, _, body = judge(server, GRADE, Content_Type=kind)
+    assert status == 415 and json.loads(body)["error"] == "send application/json"
+    assert not server.task.store.path.exists()
+
+
+@pytest.mark.parametrize("kind", ["application/json", "application/json; charset=utf-8",
+                                  "Application/JSON;charset=UTF-8"])
+def test_json_with_parameters_is_accepted(server: Any, kind: str) -> None:
+    assert judge(server, GRADE, Content_Type=kind)[0] == 200
+
+
+def test_a_body_shorter_than_its_content_length_is_dropped_after_the_timeout(
+        server: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The handler waited for the rest of the body forever, holding a thread per such client."""
+    from pytest_ragmetrics.annotate.server import AnnotateServer
+
+    assert 0 < AnnotateServer.request_timeout <= 30
+    monkeypatch.setattr(server, "request_timeout", 0.5)
+    body = json.dumps(GRADE).encode()
+    head = (f"POST /api/judge HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\nContent-Type: application/json\r\n"
+            f"{TOKEN_HEADER}: {server.token}\r\nContent-Length: {len(body) + 100}\r\n\r\n").encode()
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+        sock.sendall(head + body)  # 100 bytes short, and nothing more comes
+        started = time.monotonic()
+        try:
+            answer = sock.recv(65536)
+        except (TimeoutError, socket.timeout):
+            pytest.fail("the server still held the connection after 10 s")
+        except ConnectionResetError:
+            answer = b""
+        assert answer == b"" and time.monotonic() - started < 5  # closed, without an answer
+    assert not server.task.store.path.exists()
+    assert judge(server, GRADE)[0] == 200  # and the server serves the next request
 
 
 def test_a_file_changed_under_the_server_is_a_conflict_not_an_overwrite(server: Any) -> None:

@@ -395,7 +395,7 @@ def test_missing_created_and_missing_paths(nights: Path, tmp_path: Path, capsys:
     data["_meta"]["created"] = "yesterday"
     night.write_text(dumps_stable(data))
     assert main(["history", str(night)]) == 2
-    assert "_meta.created is 'yesterday', not an ISO time" in capsys.readouterr().err
+    assert "_meta.created is 'yesterday'; expected an ISO-8601 time" in capsys.readouterr().err
     assert main(["history", str(tmp_path / "nope.json")]) == 2
     assert f"{tmp_path / 'nope.json'}: file not found" in capsys.readouterr().err
     empty = tmp_path / "empty"

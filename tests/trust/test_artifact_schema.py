@@ -128,6 +128,16 @@ def _edit_mean(data: dict[str, Any]) -> None:
     (lambda d: d["comparison"].update(regressed={"q1": 1}), "comparison.regressed", "expected a list of objects"),
     (lambda d: d["comparison"].update(regressed=["q1"]), "comparison.regressed[0]", "expected an object"),
     (lambda d: d["_meta"].update(format=ARTIFACT_FORMAT + 1), "_meta.format", "newer pytest-ragmetrics"),
+    (lambda d: d["_meta"].update(created="20261105T030000Z"), "_meta.created",
+     "is '20261105T030000Z'; expected an ISO-8601 time as the plugin writes it (2026-12-01T02:37:05+00:00)"),
+    (lambda d: d["_meta"].update(created="2026-13-01T00:00:00+00:00"), "_meta.created", "expected an ISO-8601 time"),
+    (lambda d: d["_meta"].update(baseline={"sha256": None, "created": None, "updated": "yes"}),
+     "_meta.baseline.updated", "is 'yes'; expected true (the run wrote the baseline) or false"),
+    (lambda d: d["_meta"].update(baseline={"sha256": 5, "created": None, "updated": False}),
+     "_meta.baseline.sha256", "is 5; expected a string or null"),
+    (lambda d: d["_meta"].update(baseline="baseline.json"), "_meta.baseline", "expected null or an object"),
+    (lambda d: d["per_query"]["q1"].update(ranking=["d1", "d5", "d1"]), "per_query.q1.ranking",
+     "holds the document 'd1' twice"),
 ])
 def test_every_reader_refuses_a_broken_artifact_naming_file_record_and_field(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], edit: Callable[[dict[str, Any]], None], field: str,
@@ -166,6 +176,27 @@ def test_history_refuses_garbage_recorded_thresholds_instead_of_passing_the_drif
     fixed["aggregate"]["recall@10"] = (0.96 + 0.5) / 3
     write(nights / "night-3.json", fixed)
     assert ragmetrics("history", nights, "--fail-on-drift").returncode == 1  # the slide, seen whole
+
+
+def test_history_does_not_take_a_string_updated_for_a_baseline_refresh(tmp_path: Path) -> None:
+    """``"updated": "yes"`` read as a refresh, and the drift before it no longer failed the job."""
+    nights = tmp_path / "nights"
+    nights.mkdir()
+    for day, recall in enumerate((1.0, 0.98, 0.96, 0.94, 0.92), start=1):  # mean: -0.0067 a night
+        data = valid_artifact(f"2025-01-0{day}T00:00:00+00:00")
+        data["_meta"]["thresholds"]["values"]["recall@10_tolerance"] = 0.01
+        data["_meta"]["baseline"] = {"sha256": "a" * 64, "created": "2024-12-01T00:00:00+00:00", "updated": False}
+        data["per_query"]["q1"]["metrics"]["recall@10"] = recall
+        data["aggregate"]["recall@10"] = (recall + 0.5) / 3
+        write(nights / f"night-{day}.json", data)
+    assert ragmetrics("history", nights, "--fail-on-drift").returncode == 1
+    last = json.loads((nights / "night-5.json").read_text())
+    last["_meta"]["baseline"]["updated"] = "yes"
+    write(nights / "night-5.json", last)
+    proc = ragmetrics("history", nights, "--fail-on-drift")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert f"{nights / 'night-5.json'}: _meta.baseline.updated is 'yes'; expected true" in proc.stderr
+    assert "Traceback" not in proc.stderr
 
 
 def test_history_refuses_a_malformed_regressed_list_without_a_traceback(tmp_path: Path) -> None:

@@ -8,10 +8,12 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import signal
 import stat
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -91,6 +93,82 @@ def test_a_symlinked_baseline_is_updated_through_the_link(baselined: TrustProjec
     assert sorted(p.name for p in shared.iterdir()) == ["baseline.json"]  # no temp file left behind
     assert sorted(p.name for p in baselined.baseline_path.parent.iterdir()) == ["baseline.json"]
     assert baselined.run().ret == pytest.ExitCode.OK  # and the next run reads the new numbers through it
+
+
+# ------------------------------------------------- special files are written in place
+
+
+def test_a_fifo_report_path_gets_the_artifact_and_stays_a_fifo(baselined: TrustProject) -> None:
+    """A named pipe read by another process: renaming a temp file over it left the reader with nothing."""
+    fifo = baselined.path / "report.pipe"
+    os.mkfifo(fifo)
+    spare = baselined.path / "report.pipe.link"
+    os.link(fifo, spare)  # lets the cleanup release a reader stuck on a FIFO no longer at its path
+    got: list[bytes] = []
+
+    def read() -> None:
+        with open(fifo, "rb") as fh:
+            got.append(fh.read())
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        result = baselined.run(f"--rag-report={fifo}")
+        reader.join(timeout=60)
+        assert result.ret == pytest.ExitCode.OK, result.stdout.str()[-3000:]
+        assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+        assert got and json.loads(got[0])["n"] == len(GOLDEN)
+    finally:
+        if reader.is_alive():
+            os.close(os.open(spare, os.O_WRONLY | os.O_NONBLOCK))
+
+
+def test_a_report_to_dev_stdout_redirected_to_a_file_keeps_the_log(baselined: TrustProject) -> None:
+    """``pytest --rag-report=/dev/stdout > log.txt``: /dev/stdout leads to log.txt, a regular
+    file, which the rename replaced with the JSON alone. The report is added to the log."""
+    log = baselined.path.parent / f"{baselined.path.name}-log.txt"
+    with open(log, "w", encoding="utf-8") as out:
+        done = subprocess.run([sys.executable, "-m", "pytest", "--rag-eval", "-rA", *FAST, "--rag-report=/dev/stdout"],
+                              cwd=baselined.path, env=clean_env(), stdout=out, stderr=subprocess.PIPE, text=True,
+                              timeout=120)
+    text = log.read_text(encoding="utf-8")
+    no_traceback(text + done.stderr)
+    assert done.returncode == 0, text[-3000:]
+    assert "test session starts" in text.splitlines()[0]
+    assert "All gates passed" in text and " passed" in text.splitlines()[-1]
+    found = re.search(r"\{\n  \"_meta\".*?^\}\n", text, flags=re.M | re.S)  # after the progress line
+    assert found, text[-3000:]
+    assert json.loads(found.group(0))["n"] == len(GOLDEN)
+    assert text.index("test session starts") < found.start() < text.index("All gates passed")
+
+
+def test_a_character_device_report_path_stays_a_device(baselined: TrustProject) -> None:
+    device = baselined.path / "null"
+    try:
+        os.mknod(device, stat.S_IFCHR | 0o666, os.makedev(1, 3))  # what /dev/null is
+    except PermissionError:
+        pytest.skip("creating a character device needs root (CAP_MKNOD)")
+    result = baselined.run(f"--rag-report={device}", "--rag-html=null")
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()[-3000:]
+    assert stat.S_ISCHR(os.lstat(device).st_mode)
+    assert os.lstat(device).st_rdev == os.makedev(1, 3)
+    assert sorted(p.name for p in baselined.path.iterdir() if p.name.startswith((".null", "null"))) == ["null"]
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+@pytest.mark.parametrize("regressed", [False, True])
+def test_a_report_to_dev_full_is_an_error_and_dev_full_stays_a_device(baselined: TrustProject,
+                                                                      regressed: bool) -> None:
+    if regressed:
+        baselined.answer(q_002=["chain-lube", "noise-doc"])  # recall@10 1 -> 0.5
+    result = baselined.run("--rag-report=/dev/full")
+    no_traceback(result.stdout.str() + result.stderr.str())
+    assert stat.S_ISCHR(os.lstat("/dev/full").st_mode)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    summary = rag_summary(result)
+    assert ("All gates passed" not in summary) is regressed
+    assert "ERROR: cannot write the run report /dev/full: No space left on device; the run fails, as a report " \
+           "it was asked to write is missing" in summary
 
 
 # ------------------------------------------------- what the written files look like

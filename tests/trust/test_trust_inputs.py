@@ -248,6 +248,9 @@ JSONL_CASES: dict[str, tuple[str | bytes, list[str]]] = {
                          ["line 2", "invalid JSON"]),
     "latin-1-encoding": ((GOOD_LINE + _line(qid="q2", query="caf\u00e9", candidates=[{"doc_id": "d", "rel": 1}])
                           .replace("\\u00e9", "\u00e9")).encode("latin-1"), ["line 2", "not valid UTF-8"]),
+    # saved with classic Mac line endings: read as one line, it failed with "Extra data (column N)"
+    "cr-line-endings": ((GOOD_LINE + GOOD_LINE.replace('"q1"', '"q2"')).replace("\n", "\r"),
+                        ["golden.jsonl: uses CR line endings", "save it with LF line endings"]),
 }
 
 
@@ -487,6 +490,20 @@ CLI_CASES: dict[str, tuple[str, bytes, str, list[str]]] = {
                            ["line 2", "judged twice (first on line 1)"]),
     "qrels-empty": ("qrels", b"", "qrels.tsv", ["no judgments found"]),
     "qrels-utf-16": ("qrels", "q1 tire-repair 1\n".encode("utf-16"), "qrels.tsv", ["line 1", "not valid UTF-8"]),
+    # fullwidth digits: float() and int() read them, trec_eval and every other tool do not
+    "run-fullwidth-rank": ("run", "q1 Q0 tire-repair \uff11 2.5 sys\n".encode(), "run.txt",
+                           ["line 1", "rank '\uff11' is not a whole number in ASCII digits (0-9)"]),
+    "qrels-fullwidth-iter": ("qrels", "q1 \uff10 tire-repair 1\n".encode(), "qrels.tsv",
+                             ["line 1", "iteration column '\uff10' is not ASCII"]),
+    # str.split() separates on NBSP and other Unicode whitespace; TREC columns are spaces and tabs
+    "run-nbsp-separator": ("run", "q1 Q0 tire-repair\u00a01 2.5 sys\n".encode(), "run.txt",
+                           ["line 1", "holds U+00A0 (NO-BREAK SPACE) at column 18", "spaces or tabs"]),
+    "qrels-nbsp-separator": ("qrels", "q1 tire-repair 1\nq2\u3000chain-lube 1\n".encode(), "qrels.tsv",
+                             ["line 2", "holds U+3000 (IDEOGRAPHIC SPACE) at column 3", "spaces or tabs"]),
+    "run-cr-line-endings": ("run", RUN.replace("\n", "\r").encode(), "run.txt",
+                            ["run.txt: uses CR line endings", "save it with LF line endings"]),
+    "qrels-cr-line-endings": ("qrels", b"q1 0 tire-repair 1\nq2 0 chain-lube 1\rq2 0 noise 0\r", "qrels.tsv",
+                              ["qrels.tsv, line 2: uses CR line endings", "save it with LF line endings"]),
 }
 
 
@@ -524,6 +541,37 @@ def test_cli_subprocess_exits_2_without_a_traceback(tmp_path: Path, case: str) -
     assert proc.returncode == 2
     no_traceback(proc.stdout + proc.stderr)
     assert named in proc.stderr and needles[-1] in proc.stderr
+
+
+@pytest.mark.parametrize("first", ["query tire-repair 1", "topic 0 tire-repair 1", "qid noise 0"])
+def test_a_first_qrels_line_that_is_data_is_not_dropped_as_a_header(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], first: str) -> None:
+    """Only a whole header line is skipped; a query named ``query``, ``topic`` or ``qid`` was lost."""
+    qid = first.split()[0]
+    columns = len(first.split())
+    qrels, run = tmp_path / "qrels.tsv", tmp_path / "run.txt"
+    qrels.write_text(f"{first}\n" + ("q1 0 tire-repair 1\n" if columns == 4 else "q1 tire-repair 1\n"),
+                     encoding="utf-8")
+    run.write_text(f"{qid} Q0 tire-repair 1 2.0 sys\nq1 Q0 tire-repair 1 1.0 sys\n", encoding="utf-8")
+    code = main(["evaluate", "--qrels", str(qrels), "--run", str(run), "--format", "json", "--per-query"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    result = json.loads(out)
+    assert set(result["per_query"]) | set(result["unscorable"]) == {qid, "q1"}
+
+
+@pytest.mark.parametrize("header", ["qid doc_id rel", "query-id\tcorpus-id\tscore", "QID ITER DOCNO REL",
+                                    "query_id iteration doc_id relevance"])
+def test_a_recognised_qrels_header_is_still_skipped(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                    header: str) -> None:
+    four = len(header.split()) == 4
+    qrels, run = tmp_path / "qrels.tsv", tmp_path / "run.txt"
+    qrels.write_text(f"{header}\n" + ("q1 0 tire-repair 1\n" if four else "q1 tire-repair 1\n"), encoding="utf-8")
+    run.write_text("q1 Q0 tire-repair 1 1.0 sys\n", encoding="utf-8")
+    code = main(["evaluate", "--qrels", str(qrels), "--run", str(run), "--format", "json", "--per-query"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert list(json.loads(out)["per_query"]) == ["q1"]
 
 
 def test_missing_run_file_through_the_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
