@@ -17,6 +17,7 @@ from pytest_ragmetrics.measures import MeasurementConfig
 from pytest_ragmetrics.report.tables import markdown_table
 from pytest_ragmetrics.report.text import verdict_text
 from pytest_ragmetrics.tools.compare import (
+    check_scorability,
     compare,
     describe_measurement,
     load_run_data,
@@ -79,6 +80,7 @@ def run(args: argparse.Namespace) -> int:
     golden = load_golden(args.golden) if args.golden else None
     if golden is None and qrels is not None:  # gold documents for the report; TREC has no question texts
         golden = GoldenSet(args.qrels, tuple(Query(q, "", j) for q, j in qrels.items()))
+    check_scorability(a, b, golden if args.golden else None)
     problems = mismatch(a, b, golden if args.golden else None)
     if problems and not args.accept_mismatch:
         raise RagMetricsError(
