@@ -133,3 +133,52 @@ def test_with_golden_unscorable_is_judged_from_the_golden_set(runs: tuple[Path, 
     assert code == 2, err
     assert (f"{edited}, per_query.q-002: B says unscorable, but {golden} judges 'chain-clean' relevant at "
             "relevance level 1: B was edited") in err
+
+
+# ------------------------------------------------------------------ recorded thresholds
+
+
+def loosen(data: dict[str, Any], source: str = "defaults") -> dict[str, Any]:
+    data["_meta"]["thresholds"]["source"] = source
+    data["_meta"]["thresholds"]["values"].update({"recall@10_tolerance": 1.0, "recall@10_query_tolerance": 1.0})
+    return data
+
+
+@pytest.mark.parametrize("side", ["A", "B"])
+def test_recorded_defaults_that_are_not_the_defaults_are_refused(runs: tuple[Path, Path], side: str,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    good, bad = runs
+    if side == "A":  # B records none, so A's are read
+        data = load(bad)
+        del data["_meta"]["thresholds"]
+        bad = save(bad.with_name("bare.json"), data)
+    target = good if side == "A" else bad
+    edited = save(target.with_name("loose.json"), loosen(load(target)))
+    pair = (edited, bad) if side == "A" else (good, edited)
+    code, _, err = compare(*pair, "--fail-on-regression", capsys=capsys)
+    assert code == 2, err
+    assert f"{edited}" in err
+    assert "_meta.thresholds says defaults but holds 'recall@10_query_tolerance': 1.0; the built-in default is 0.0" in err
+
+
+@pytest.mark.parametrize("loose", ["A", "B"])
+def test_both_recorded_thresholds_gate_with_the_stricter(runs: tuple[Path, Path], loose: str,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    good, bad = runs
+    target = good if loose == "A" else bad
+    edited = save(target.with_name("loose.json"), loosen(load(target), source="baselines/thresholds.json"))
+    pair = (edited, bad) if loose == "A" else (good, edited)
+    code, out, _ = compare(*pair, "--fail-on-regression", capsys=capsys)
+    assert code == 1, out
+    assert "Thresholds: the stricter of A's and B's recorded thresholds (A: " in out
+    assert "allowed drop 0" in out
+
+
+def test_a_thresholds_file_wins_over_the_recorded_ones(runs: tuple[Path, Path], tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    good, bad = runs
+    path = tmp_path / "thresholds.json"
+    path.write_text(json.dumps({"recall@10_tolerance": 1.0, "recall@10_query_tolerance": 1.0}), encoding="utf-8")
+    code, out, _ = compare(good, bad, "--thresholds", path, "--fail-on-regression", capsys=capsys)
+    assert code == 0, out
+    assert f"Thresholds: {path}\n" in out
