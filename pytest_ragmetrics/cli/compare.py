@@ -169,4 +169,8 @@ def run(args: argparse.Namespace) -> int:
         print(verdict_text(verdict, worst))
         print("\nPer query, B against A:")
         print(markdown_table(["metric", "wins", "ties", "losses"], [[m, *t] for m, t in tally.items()]))
+        if failed and not args.fail_on_regression:
+            print("\nexit 0: pass --fail-on-regression to exit 1 on a failed gate")
+        elif reasons and not failed:
+            print(f"\nexit 0: fail_on_regression is false in the thresholds ({thresholds_source})")
     return code

@@ -182,3 +182,17 @@ def test_a_thresholds_file_wins_over_the_recorded_ones(runs: tuple[Path, Path], 
     code, out, _ = compare(good, bad, "--thresholds", path, "--fail-on-regression", capsys=capsys)
     assert code == 0, out
     assert f"Thresholds: {path}\n" in out
+
+
+# ------------------------------------------------------------------ the exit code
+
+
+def test_a_failed_gate_without_fail_on_regression_says_why_it_exits_0(runs: tuple[Path, Path],
+                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    good, bad = runs
+    code, out, _ = compare(good, bad, capsys=capsys)
+    assert code == 0
+    assert "RETRIEVAL GATE FAILED" in out
+    assert out.rstrip().endswith("exit 0: pass --fail-on-regression to exit 1 on a failed gate")
+    code, out, _ = compare(good, good, capsys=capsys)
+    assert code == 0 and "exit 0:" not in out
