@@ -196,3 +196,13 @@ def test_a_failed_gate_without_fail_on_regression_says_why_it_exits_0(runs: tupl
     assert out.rstrip().endswith("exit 0: pass --fail-on-regression to exit 1 on a failed gate")
     code, out, _ = compare(good, good, capsys=capsys)
     assert code == 0 and "exit 0:" not in out
+
+
+def test_a_failed_gate_under_fail_on_regression_false_says_why_it_exits_0(
+        runs: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    good, bad = runs
+    path = tmp_path / "thresholds.json"
+    path.write_text(json.dumps({"fail_on_regression": False}), encoding="utf-8")
+    code, out, _ = compare(good, bad, "--thresholds", path, "--fail-on-regression", capsys=capsys)
+    assert code == 0
+    assert out.rstrip().endswith(f"exit 0: fail_on_regression is false in the thresholds ({path})")
