@@ -19,12 +19,18 @@ from pytest_ragmetrics.cli import main as cli_main
 from pytest_ragmetrics.tools.agreement import agreement, cohen_kappa, kappa_band
 
 
-def write_jsonl(path: Path, judgments: dict[str, dict[str, int]], texts: dict[str, str] | None = None) -> Path:
-    """Seed-001 JSONL: one line per question with graded candidates."""
+def write_jsonl(path: Path, judgments: dict[str, dict[str, int]], texts: dict[str, str] | None = None,
+                annotator: str | None = "", notes: dict[tuple[str, str], str] | None = None) -> Path:
+    """Seed-001 JSONL: one line per question with graded candidates, after a ``_meta`` line naming the
+    annotator (by default the file's stem; None: no ``_meta`` line)."""
     lines = []
+    if annotator is not None:
+        lines.append(json.dumps({"_meta": {"kind": "ragmetrics-judgments", "annotator": annotator or path.stem,
+                                           "pool_id": "p", "updated": "2025-01-01T00:00:00+00:00"}}))
     for qid, docs in judgments.items():
         text = (texts or {}).get(qid, f"question {qid}")
-        candidates = [{"doc_id": d, "chunk": 1, "rel": g, "note": ""} for d, g in docs.items()]
+        candidates = [{"doc_id": d, "chunk": 1, "rel": g, "note": (notes or {}).get((qid, d), "")}
+                      for d, g in docs.items()]
         lines.append(json.dumps({"qid": qid, "query": text, "mode": "semantic", "candidates": candidates},
                                 ensure_ascii=False))
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
@@ -34,7 +40,8 @@ def write_jsonl(path: Path, judgments: dict[str, dict[str, int]], texts: dict[st
 def noted(path: Path) -> Path:
     """A second annotator's file with the same grades as ``path``, told apart by a note."""
     lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
-    lines[0]["candidates"][0]["note"] = "checked the second paragraph"
+    lines[0]["_meta"]["annotator"] = "second"
+    lines[1]["candidates"][0]["note"] = "checked the second paragraph"
     other = path.with_name(f"{path.stem}.second.jsonl")
     other.write_text("\n".join(json.dumps(x) for x in lines) + "\n", encoding="utf-8")
     return other
@@ -146,7 +153,7 @@ def test_any_golden_format_and_text_mismatch_note(tmp_path: Path) -> None:
     yaml_file = tmp_path / "a.yaml"
     yaml_file.write_text("- id: q1\n  question: Fix a flat?\n  gold_chunks: {tube: 2, tire: 0}\n", encoding="utf-8")
     b = write_jsonl(tmp_path / "b.jsonl", {"q1": {"tube": 2, "tire": 1}}, {"q1": "Fix a puncture?"})
-    result = agreement(yaml_file, b)
+    result = agreement(yaml_file, b, annotators=("carol", "b"))
     assert result.n == 2 and result.text_differs == ["q1"]
     assert any("different text" in note for note in result.notes)
 
@@ -247,13 +254,8 @@ def test_one_annotator_is_refused_not_reported_as_perfect_agreement(
     reformatted = tmp_path / "reformatted.jsonl"
     reformatted.write_text("\n".join(json.dumps(json.loads(line), indent=None, separators=(", ", ": "), sort_keys=True)
                                      for line in a.read_text().splitlines()) + "\n\n")
-    as_yaml = tmp_path / "golden.yaml"
-    as_yaml.write_text(yaml.safe_dump([{"id": q, "question": t, "gold_chunks": j} for q, t, j in (
-        ("q1", "How do I cancel auto-renewal?", {"d1": 2, "d2": 1, "d3": 0, "d9": 1}),
-        ("q2", "Where is my invoice?", {"d1": 0, "d4": 2}), ("q3", "Refund time?", {"d5": 1, "d6": 0}),
-        ("q4", "unused", {"d7": 2}))]))
-    for other, words in ((a, "are the same file"), (copy, "one file copied"), (reformatted, "one file copied"),
-                         (as_yaml, "one file copied")):
+    for other, words in ((a, "are the same file"), (copy, "both by annotator 'a'"),
+                         (reformatted, "both by annotator 'a'")):
         code, out, err = run_main(capsys, str(a), str(other), "--fail-below", "0.9")
         assert code == 2 and words in err and "two annotators' independent judgments" in err, (other, err)
         assert "almost perfect" not in out
@@ -265,3 +267,95 @@ def test_one_annotator_is_refused_not_reported_as_perfect_agreement(
         path.write_text(json.dumps(meta) + "\n" + json.dumps(record) + "\n")
     code, _, err = run_main(capsys, str(first), str(second))
     assert code == 2 and "both by annotator 'alice'" in err
+
+
+# ----------------------------------------------------- who made each file, and copies
+
+
+ALICE = {"q1": {"d1": 2, "d2": 1, "d3": 0}, "q2": {"d1": 0, "d4": 2}, "q3": {"d5": 1, "d6": 0}}
+ALICE_NOTES = {("q1", "d1"): "steps 1-3 answer it", ("q2", "d4"): "the invoice page"}
+
+
+@pytest.fixture()
+def alice(tmp_path: Path) -> Path:
+    return write_jsonl(tmp_path / "alice.jsonl", ALICE, annotator="alice", notes=ALICE_NOTES)
+
+
+def export(*argv: str) -> None:
+    assert cli_main(["export", *argv]) == 0
+
+
+@pytest.mark.parametrize("conversion", ["yaml", "qrels folder", "no _meta line"])
+def test_a_file_that_names_no_annotator_needs_annotators(alice: Path, tmp_path: Path, conversion: str,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """A format conversion of one annotator's file (golden YAML, a qrels folder, the file without its
+    _meta line) names nobody: it gave kappa 1.0 and passed --fail-below."""
+    if conversion == "yaml":
+        other = tmp_path / "alice_exp.yaml"
+        export("--golden", str(alice), "--yaml-out", str(other))
+    elif conversion == "qrels folder":
+        other = tmp_path / "folder"
+        other.mkdir()
+        export("--golden", str(alice), "--qrels-out", str(other / "qrels.tsv"))
+        (other / "queries.jsonl").write_text("".join(json.dumps({"qid": q, "query": f"question {q}"}) + "\n"
+                                                     for q in ALICE), encoding="utf-8")
+    else:
+        other = tmp_path / "stripped.jsonl"
+        other.write_text("".join(alice.read_text(encoding="utf-8").splitlines(keepends=True)[1:]), encoding="utf-8")
+    capsys.readouterr()
+    code, out, err = run_main(capsys, str(alice), str(other), "--fail-below", "0.9")
+    assert code == 2 and out == "", err
+    assert f"{other} names no annotator (_meta.annotator)" in err
+    assert "pass --annotators NAME_A,NAME_B" in err
+    if conversion == "no _meta line":  # named, it is still alice's grades and notes: a copy
+        code, _, err = run_main(capsys, str(alice), str(other), "--annotators", "alice,bob")
+        assert code == 2 and "one file copied, not two annotators" in err
+    else:  # named, identical grades with no notes to compare: reported, with a warning
+        code, out, err = run_main(capsys, str(alice), str(other), "--annotators", "alice,bob", "--fail-below", "0.9")
+        assert code == 0, err
+        assert "identical on every pair: check these are independent judgments" in out
+
+
+def test_annotators_must_match_the_names_files_record(alice: Path, tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    bob = write_jsonl(tmp_path / "bob.jsonl", {"q1": {"d1": 1, "d2": 1}}, annotator="bob")
+    code, _, err = run_main(capsys, str(alice), str(bob), "--annotators", "carol,bob")
+    assert code == 2 and f"{alice}, _meta.annotator: is 'alice', but --annotators names 'carol'" in err
+    for bad in ("alice", "alice,", "alice,bob,carol"):
+        code, _, err = run_main(capsys, str(alice), str(bob), "--annotators", bad)
+        assert code == 2 and "--annotators takes two names" in err, bad
+    code, _, err = run_main(capsys, str(alice), str(bob), "--annotators", "alice,bob")
+    assert code == 0, err
+
+
+def test_a_renamed_copy_with_the_same_notes_is_refused(alice: Path, tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """A copy with only _meta.annotator or _meta.updated changed holds the same grades and notes."""
+    renamed = tmp_path / "bob.jsonl"
+    renamed.write_text(alice.read_text(encoding="utf-8").replace('"alice"', '"bob"').replace("2025-01-01", "2025-03-04"),
+                       encoding="utf-8")
+    code, out, err = run_main(capsys, str(alice), str(renamed), "--fail-below", "0.9")
+    assert code == 2 and "almost perfect" not in out
+    assert "hold the same grade and the same note for every question and document both judged" in err
+    updated = tmp_path / "updated.jsonl"
+    updated.write_text(alice.read_text(encoding="utf-8").replace("2025-01-01", "2025-03-04"), encoding="utf-8")
+    code, _, err = run_main(capsys, str(alice), str(updated), "--fail-below", "0.9")
+    assert code == 2 and "both by annotator 'alice'" in err
+
+
+def test_identical_grades_with_other_notes_are_reported_with_a_warning(alice: Path, tmp_path: Path,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """Two people can agree on every grade: reported (and --fail-below applies), with a warning to check."""
+    bob = write_jsonl(tmp_path / "bob.jsonl", ALICE, annotator="bob",
+                      notes={**ALICE_NOTES, ("q1", "d1"): "step 2 is the answer"})
+    code, out, err = run_main(capsys, str(alice), str(bob), "--fail-below", "0.9")
+    assert code == 0, err
+    assert "| 1.0000" in out and "identical on every pair: check these are independent judgments" in out
+    code, out, _ = run_main(capsys, str(alice), str(bob), "--format", "json")
+    assert any(n.startswith("identical on every pair") for n in json.loads(out)["notes"])
+    code, _, err = run_main(capsys, str(alice), str(bob), "--fail-below", "1.01")
+    assert code == 1 and "below --fail-below" in err
+    carol = write_jsonl(tmp_path / "carol.jsonl", {**ALICE, "q3": {"d5": 0, "d6": 0}}, annotator="carol",
+                        notes=ALICE_NOTES)
+    code, out, _ = run_main(capsys, str(alice), str(carol))
+    assert code == 0 and "identical on every pair" not in out

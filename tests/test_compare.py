@@ -225,7 +225,8 @@ def test_compare_judges_with_the_thresholds_the_run_was_gated_with(tmp_path: Pat
         path.write_text(json.dumps(data))
     proc = ragmetrics("compare", a, b, "--fail-on-regression")
     assert proc.returncode == 1, proc.stdout
-    assert "Thresholds: " + str(b) + " (as gated: baselines/thresholds.json)" in proc.stdout
+    assert (f"Thresholds: the stricter of A's and B's recorded thresholds (A: {a} (as gated: "
+            f"baselines/thresholds.json); B: {b} (as gated: baselines/thresholds.json))") in proc.stdout
     assert "gate ndcg@10: ndcg@10 fell 0.5000 against A" in proc.stdout
     # an explicit file still wins
     lenient = tmp_path / "lenient.json"

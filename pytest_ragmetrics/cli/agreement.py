@@ -29,6 +29,9 @@ def register(verbs: Any) -> None:
                         help="grade >= L counts as relevant for the relevant-or-not kappa (default 1)")
     parser.add_argument("--fail-below", type=float, default=None, metavar="KAPPA",
                         help="exit 1 when kappa is below this (or undefined), for CI")
+    parser.add_argument("--annotators", metavar="NAME_A,NAME_B",
+                        help="who made A and who made B; required when a file records no annotator "
+                             "(_meta.annotator): golden YAML, qrels, a judgments file without _meta")
     parser.add_argument("--format", choices=("table", "json"), default="table",
                         help="a table for people (default) or JSON for scripts")
 
@@ -37,7 +40,12 @@ def run(args: argparse.Namespace) -> int:
     """Run the verb on parsed arguments: 0 done, 1 below --fail-below; errors raise."""
     if args.top < 0:
         raise RagMetricsError(f"--top must be >= 0, got {args.top}")
-    result = agreement(Path(args.a), Path(args.b), args.weights, relevance_level=args.relevance_level)
+    annotators = args.annotators.split(",") if args.annotators is not None else None
+    if annotators is not None and (len(annotators) != 2 or not all(n.strip() for n in annotators)):
+        raise RagMetricsError(f"--annotators takes two names separated by a comma, one for A and one for B "
+                              f"(e.g. alice,bob), got {args.annotators!r}")
+    result = agreement(Path(args.a), Path(args.b), args.weights, relevance_level=args.relevance_level,
+                       annotators=annotators)
     below = args.fail_below is not None and (result.kappa is None or result.kappa < args.fail_below)
     code = decided(args, 1 if below else 0)  # before any output can fail
     from pytest_ragmetrics.tools.candidates import file_meta

@@ -11,12 +11,13 @@ from pytest_ragmetrics.cli.argtypes import measurement_arguments
 from pytest_ragmetrics.errors import InputError, RagMetricsError, listed
 from pytest_ragmetrics.cli import decided
 from pytest_ragmetrics.files import atomic_write_text, dumps_stable, write_problem
-from pytest_ragmetrics.gate.thresholds import Thresholds, load_thresholds, recorded_thresholds
+from pytest_ragmetrics.gate.thresholds import Thresholds, load_thresholds, recorded_thresholds, stricter
 from pytest_ragmetrics.golden import GoldenSet, Query, load_golden, load_qrels
 from pytest_ragmetrics.measures import MeasurementConfig
 from pytest_ragmetrics.report.tables import markdown_table
 from pytest_ragmetrics.report.text import verdict_text
 from pytest_ragmetrics.tools.compare import (
+    check_scorability,
     compare,
     describe_measurement,
     load_run_data,
@@ -40,9 +41,9 @@ def register(verbs: Any) -> None:
     parser.add_argument("--golden", help="golden set, for question texts, tags and gold documents in the report")
     parser.add_argument("-m", "--metric", action="append", dest="metrics", metavar="NAME@K",
                         help="metrics to compare (default: those both sides have)")
-    parser.add_argument("--thresholds", help="thresholds.json with the plugin's keys (default: the thresholds B, "
-                                             "else A, was gated with, as its artifact records them; else no "
-                                             "recall drop)")
+    parser.add_argument("--thresholds", help="thresholds.json with the plugin's keys (default: the thresholds "
+                                             "A and B were gated with, as their artifacts record them, the "
+                                             "stricter of the two per key when both do; else no recall drop)")
     parser.add_argument("--worst", type=int, help="worst regressed queries to list (default: worst_n)")
     parser.add_argument("--fail-on-regression", action="store_true",
                         help="exit 1 when B fails against A with the plugin's rules: a gate fails, a query "
@@ -79,6 +80,7 @@ def run(args: argparse.Namespace) -> int:
     golden = load_golden(args.golden) if args.golden else None
     if golden is None and qrels is not None:  # gold documents for the report; TREC has no question texts
         golden = GoldenSet(args.qrels, tuple(Query(q, "", j) for q, j in qrels.items()))
+    check_scorability(a, b, golden if args.golden else None)
     problems = mismatch(a, b, golden if args.golden else None)
     if problems and not args.accept_mismatch:
         raise RagMetricsError(
@@ -95,8 +97,13 @@ def run(args: argparse.Namespace) -> int:
     if args.thresholds:
         thresholds = load_thresholds(args.thresholds, measurement)
     else:  # judge B as it was gated when it ran: a nightly compare must not be laxer than the gate
-        thresholds = (recorded_thresholds(b.meta, measurement, args.b)
-                      or recorded_thresholds(a.meta, measurement, args.a) or Thresholds.defaults(measurement))
+        recorded_a = recorded_thresholds(a.meta, measurement, args.a)
+        recorded_b = recorded_thresholds(b.meta, measurement, args.b)
+        if recorded_a and recorded_b:  # neither file alone may loosen the gate
+            thresholds = stricter(recorded_a, recorded_b, f"the stricter of A's and B's recorded thresholds "
+                                                          f"(A: {recorded_a.path}; B: {recorded_b.path})")
+        else:
+            thresholds = recorded_b or recorded_a or Thresholds.defaults(measurement)
     thresholds_source = thresholds.path or "defaults (recall@k may not drop; other metrics are reported, not gated)"
     level = b.meta.get("measurement", {}).get("relevance_level", 1) if isinstance(b.meta, Mapping) else 1
     verdict, tally = compare(a, b, thresholds, metrics, golden, level if isinstance(level, int) else 1)
@@ -162,4 +169,8 @@ def run(args: argparse.Namespace) -> int:
         print(verdict_text(verdict, worst))
         print("\nPer query, B against A:")
         print(markdown_table(["metric", "wins", "ties", "losses"], [[m, *t] for m, t in tally.items()]))
+        if failed and not args.fail_on_regression:
+            print("\nexit 0: pass --fail-on-regression to exit 1 on a failed gate")
+        elif reasons and not failed:
+            print(f"\nexit 0: fail_on_regression is false in the thresholds ({thresholds_source})")
     return code

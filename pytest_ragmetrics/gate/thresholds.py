@@ -21,7 +21,7 @@ from pytest_ragmetrics.errors import MeasureError, ThresholdsError, brief_repr
 from pytest_ragmetrics.files import loads_json
 from pytest_ragmetrics.measures import MeasurementConfig, parse_measure
 
-__all__ = ["Thresholds", "load_thresholds", "recorded_thresholds", "thresholds_from_mapping"]
+__all__ = ["Thresholds", "load_thresholds", "recorded_thresholds", "stricter", "thresholds_from_mapping"]
 
 
 _SUFFIXES = ("_query_tolerance", "_tolerance", "_min")
@@ -235,8 +235,57 @@ def recorded_thresholds(meta: Any, config: MeasurementConfig, name: str) -> Thre
     recorded = meta.get("thresholds") if isinstance(meta, dict) else None
     if not isinstance(recorded, dict) or not isinstance(recorded.get("values"), dict):
         return None
+    if (recorded.get("source") or "defaults") == "defaults":
+        _check_recorded_defaults(meta, recorded["values"], config, name)
     measured = set(config.metric_names)
     values = {key: value for key, value in recorded["values"].items()
               if key in _SCALARS or any(key.endswith(s) and _canonical_metric(key[: -len(s)]) in measured
                                         for s in _SUFFIXES)}
     return thresholds_from_mapping(values, config, f"{name} (as gated: {recorded.get('source') or 'defaults'})")
+
+
+def _check_recorded_defaults(meta: dict[str, Any], values: dict[str, Any], config: MeasurementConfig,
+                             name: str) -> None:
+    """Recorded thresholds that say "defaults" must hold the built-in defaults of the run's own
+    measurement config: a reader gates with the values, and a header saying "defaults" over
+    loosened ones would hide that the gate was opened."""
+    try:
+        own = MeasurementConfig.from_dict(meta["measurement"])
+    except (KeyError, TypeError, ValueError, MeasureError):
+        own = config
+    expected = Thresholds.defaults(own).to_dict()
+    for key, value in values.items():
+        if key.startswith("_"):
+            continue
+        default = expected.get(key, _NOT_A_DEFAULT)
+        if default is _NOT_A_DEFAULT or isinstance(value, bool) != isinstance(default, bool) or value != default:
+            built_in = ("the built-in defaults have no such key" if default is _NOT_A_DEFAULT
+                        else f"the built-in default is {json.dumps(default)}")
+            raise ThresholdsError(f"{name}: _meta.thresholds says defaults but holds {key!r}: "
+                                  f"{brief_repr(value)}; {built_in}. The file was edited after its run: "
+                                  "measure it again rather than trusting these values")
+
+
+_NOT_A_DEFAULT = object()
+
+
+def stricter(first: Thresholds, second: Thresholds, path: str) -> Thresholds:
+    """Per key the stricter of two sets of thresholds: the lower tolerance, the higher floor, the lower
+    cap on regressed queries, a failure that fails if either says so. A metric one side gates and the
+    other does not stays gated. Judging two recorded runs, neither file alone may loosen the gate."""
+
+    def lowest(x: dict[str, float], y: dict[str, float]) -> dict[str, float]:
+        return {m: min(v for v in (x.get(m), y.get(m)) if v is not None) for m in {**x, **y}}
+
+    caps = [c for c in (first.max_regressed_queries, second.max_regressed_queries) if c is not None]
+    return Thresholds(
+        tolerance=lowest(first.tolerance, second.tolerance),
+        minimum={m: max(v for v in (first.minimum.get(m), second.minimum.get(m)) if v is not None)
+                 for m in {**first.minimum, **second.minimum}},
+        query_tolerance=lowest(first.query_tolerance, second.query_tolerance),
+        max_regressed_queries=min(caps) if caps else None,
+        worst_n=max(first.worst_n, second.worst_n),
+        fail_on_regression=first.fail_on_regression or second.fail_on_regression,
+        fail_on_significant_drop=first.fail_on_significant_drop or second.fail_on_significant_drop,
+        path=path,
+    )

@@ -215,11 +215,40 @@ def _bootstrap(
     return float(lo), float(hi)
 
 
-def _refuse_one_annotator(a: Path, b: Path, ga: Any, gb: Any) -> None:
-    """Kappa of a file with itself is 1.0 "almost perfect" and would pass any floor: refuse what
-    cannot be two annotators' independent judgments (one file, one annotator, or a copy)."""
+def _annotator_names(a: Path, b: Path, given: Sequence[str] | None) -> tuple[str, str]:
+    """Who made each file: its ``_meta.annotator``, else the name ``annotators`` gives it. Agreement
+    is between two people, so a file that names no one (golden YAML, qrels, a judgments file without
+    ``_meta.annotator``, or a format conversion of another file) must be named by the caller."""
     from pytest_ragmetrics.tools.candidates import file_meta
 
+    recorded = []
+    for path in (a, b):
+        name = (file_meta(path) or {}).get("annotator") if path.is_file() else None
+        recorded.append(name if isinstance(name, str) and name else None)
+    if given is None:
+        unnamed = [str(path) for path, name in zip((a, b), recorded) if name is None]
+        if unnamed:
+            raise InputError(None, None, f"{' and '.join(unnamed)} {'names' if len(unnamed) == 1 else 'name'} no "
+                                         "annotator (_meta.annotator): agreement is between two people's "
+                                         "independent judgments, and a file with no name may be the other "
+                                         "file converted or copied; pass --annotators NAME_A,NAME_B to say "
+                                         "who made each file")
+        return recorded[0], recorded[1]  # type: ignore[return-value]
+    if len(given) != 2 or not all(isinstance(n, str) and n.strip() for n in given):
+        raise RagMetricsError(f"annotators must be two names, one for each file, got {list(given)!r}")
+    names = (given[0].strip(), given[1].strip())
+    for path, name, said in zip((a, b), recorded, names):
+        if name is not None and name != said:
+            raise InputError(str(path), "_meta.annotator", f"is {name!r}, but --annotators names {said!r} for "
+                                                           "this file")
+    return names
+
+
+def _refuse_one_annotator(a: Path, b: Path, ga: Any, gb: Any, annotators: Sequence[str] | None) -> bool:
+    """Kappa of a file with itself is 1.0 "almost perfect" and would pass any floor: refuse what
+    cannot be two annotators' independent judgments (one file, one annotator, an unnamed file, or a
+    copy: the same grades and the same notes). Returns whether the grades of every shared pair are
+    identical, which two real annotators can reach but a reader should check."""
     why = "; agreement needs two annotators' independent judgments of the same questions"
     try:
         same = os.path.samefile(a, b)
@@ -227,35 +256,36 @@ def _refuse_one_annotator(a: Path, b: Path, ga: Any, gb: Any) -> None:
         same = False
     if same:
         raise InputError(None, None, f"{a} and {b} are the same file{why}")
-    names = [(file_meta(p) or {}).get("annotator") if p.is_file() else None for p in (a, b)]
-    if names[0] and names[0] == names[1]:
-        raise InputError(None, None, f"{a} and {b} are both by annotator {names[0]!r} (_meta.annotator){why}")
-    judged_a = {q.qid: dict(q.judgments) for q in ga}
-    judged_b = {q.qid: dict(q.judgments) for q in gb}
-    if judged_a == judged_b and _annotations(a) == _annotations(b):
-        raise InputError(None, None, f"{a} and {b} hold the same grade for every question and document, with the "
-                                     f"same notes and times: one file copied, not two annotators{why}")
+    names = _annotator_names(a, b, annotators)
+    if names[0] == names[1]:
+        raise InputError(None, None, f"{a} and {b} are both by annotator {names[0]!r}{why}")
+    judged_b = {q.qid: q.judgments for q in gb}
+    shared = [(q.qid, doc) for q in ga if q.qid in judged_b for doc in q.judgments if doc in judged_b[q.qid]]
+    by_a = {q.qid: q.judgments for q in ga}
+    identical = bool(shared) and all(by_a[q][d] == judged_b[q][d] for q, d in shared)
+    if identical:
+        notes_a, notes_b = (_notes(path, shared) for path in (a, b))
+        if notes_a and notes_a == notes_b:
+            raise InputError(None, None, f"{a} and {b} hold the same grade and the same note for every question "
+                                         f"and document both judged: one file copied, not two annotators{why}")
+    return identical
 
 
-def _annotations(path: Path) -> Any:
-    """What an annotator writes beside the grades (notes, the time of the last judgment), from a
-    JSON-lines judgments file; empty for other formats, which hold none. Empty values count as none,
-    so a copy saved in another format still reads as a copy."""
-    found: dict[str, Any] = {}
+def _notes(path: Path, pairs: Sequence[tuple[str, str]]) -> dict[tuple[str, str], str]:
+    """The non-empty notes a JSON-lines judgments file holds on ``pairs``; none for other formats."""
+    found: dict[tuple[str, str], str] = {}
     if not path.is_file() or path.suffix.lower() != ".jsonl":
         return found
+    wanted = set(pairs)
     for _, record in json_lines(path):
-        if not isinstance(record, dict):
-            continue
-        if isinstance(record.get("_meta"), dict):
-            found["_updated"] = record["_meta"].get("updated")
+        if not isinstance(record, dict) or isinstance(record.get("_meta"), dict):
             continue
         for cand in record.get("candidates") or []:
-            if isinstance(cand, dict):
-                extra = {k: v for k, v in cand.items() if k not in ("doc_id", "rel", "chunk") and v not in ("", None)}
-                if extra:
-                    found[f"{record.get('qid')}\x00{cand.get('doc_id')}"] = extra
-    return {k: v for k, v in found.items() if v not in ("", None)}
+            if isinstance(cand, dict) and isinstance(cand.get("note"), str) and cand["note"].strip():
+                key = (str(record.get("qid")), str(cand.get("doc_id")))
+                if key in wanted:
+                    found[key] = cand["note"]
+    return found
 
 
 def agreement(
@@ -266,19 +296,22 @@ def agreement(
     relevance_level: int = 1,
     draws: int = 1000,
     seed: int = 0,
+    annotators: Sequence[str] | None = None,
 ) -> Agreement:
     """Compare two judgment sets (paths or :class:`GoldenSet` objects).
 
     ``weights="auto"`` means linear when the overlapping pairs use more than two
     grade values, else unweighted. Raises :class:`InputError` when no pair is
-    judged by both, naming how many each file holds.
+    judged by both, naming how many each file holds. Files (not sets) must be two named
+    annotators' (``_meta.annotator``, else ``annotators``, one name per file) and not a copy.
     """
     from pytest_ragmetrics.golden import GoldenSet, load_golden
 
     ga = a if isinstance(a, GoldenSet) else load_golden(a)
     gb = b if isinstance(b, GoldenSet) else load_golden(b)
+    identical = False
     if not isinstance(a, GoldenSet) and not isinstance(b, GoldenSet):
-        _refuse_one_annotator(Path(a), Path(b), ga, gb)
+        identical = _refuse_one_annotator(Path(a), Path(b), ga, gb, annotators)
     if isinstance(relevance_level, bool) or not isinstance(relevance_level, int) or relevance_level < 1:
         raise RagMetricsError(f"relevance level must be an integer >= 1, got {relevance_level!r}")
 
@@ -338,6 +371,9 @@ def agreement(
         key=lambda d: (-d.difference, d.qid, d.doc_id),
     )
     notes: list[str] = []
+    if identical:
+        notes.append("identical on every pair: check these are independent judgments (two people rarely "
+                     "agree on every grade; a converted or edited copy of one file always does).")
     if kappas[chosen] is None:
         notes.append("kappa is undefined: both annotators gave every overlapping pair the same single grade, "
                      "so chance agreement is already perfect (typical when only relevant documents are listed); "

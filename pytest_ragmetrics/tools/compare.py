@@ -32,7 +32,7 @@ from pytest_ragmetrics.measures import MeasurementConfig
 from pytest_ragmetrics.metrics import document_ranking
 
 __all__ = ["RunData", "load_run_data", "is_run_artifact", "run_data_from_artifact", "compare", "describe_measurement",
-           "shared_only", "subset_of",
+           "shared_only", "subset_of", "check_scorability",
            "metric_names", "missing_from", "mismatch"]
 
 
@@ -168,6 +168,54 @@ def mismatch(a: RunData, b: RunData, golden: GoldenSet | None = None) -> list[st
                 problems.append(f"judgments or text of {len(differ)} queries in {golden.source} differ from what "
                                 f"{label} was measured with: {listed(differ)}")
     return problems
+
+
+def _relevance_level(side: RunData) -> int | None:
+    recorded = side.meta.get("measurement") if isinstance(side.meta, Mapping) else None
+    level = recorded.get("relevance_level") if isinstance(recorded, Mapping) else None
+    return level if isinstance(level, int) and not isinstance(level, bool) else None
+
+
+def check_scorability(a: RunData, b: RunData, golden: GoldenSet | None = None) -> None:
+    """Refuse a query one side scored and the other calls unscorable when nothing it was measured
+    with changed: unscorable means no relevant judgment, which depends only on the judgments and the
+    relevance level. Marking a regressed query of B unscorable would take it out of every mean and
+    of the gate, so such a claim is an edit of the file, not a result. With ``golden`` each side's
+    claim is checked against the golden set itself. Changes that do explain it (other judgments,
+    another relevance level) are :func:`mismatch`'s to report."""
+    if golden is not None:
+        for label, side in (("A", a), ("B", b)):
+            level = _relevance_level(side) or 1
+            for qid in [*side.metrics, *side.unscorable]:
+                if qid not in golden or side.judgments.get(qid) not in (None, golden[qid].judgments_digest()):
+                    continue  # judged on other labels: mismatch() says so
+                claimed = qid in side.unscorable
+                if claimed != (golden[qid].n_relevant(level) == 0):
+                    said, truth = (("unscorable", f"judges {golden[qid].relevant(level)[0]!r} relevant")
+                                   if claimed else ("scored", "judges no document relevant"))
+                    raise InputError(side.source, f"per_query.{qid}",
+                                     f"{label} says {said}, but {golden.source} {truth} at relevance level "
+                                     f"{level}: {label} was edited")
+    levels = (_relevance_level(a), _relevance_level(b))
+    if levels[0] is not None and levels[1] is not None and levels[0] != levels[1]:
+        return
+    for (label, side), (other_label, other) in ((("B", b), ("A", a)), (("A", a), ("B", b))):
+        for qid in side.unscorable:
+            if qid not in other.metrics:
+                continue
+            mine, theirs = side.judgments.get(qid), other.judgments.get(qid)
+            if mine and theirs:
+                if mine != theirs:
+                    continue  # changed judgments: mismatch() says so
+                why = "under the same judgments"
+            else:
+                hashes = (_golden_hash(a.meta), _golden_hash(b.meta))
+                if hashes[0] and hashes[1] and hashes[0] != hashes[1]:
+                    continue  # another golden set: mismatch() says so
+                why = ("with no judgments digest (_judgments) on "
+                       f"{label if not mine else other_label} to show its judgments changed")
+            raise InputError(side.source, f"per_query.{qid}",
+                             f"unscorable in {label} but scored in {other_label} {why}: {label} was edited")
 
 
 def _golden_hash(meta: Mapping[str, Any]) -> str | None:

@@ -161,6 +161,7 @@ def test_history_refuses_garbage_recorded_thresholds_instead_of_passing_the_drif
     nights.mkdir()
     for day, recall in enumerate((1.0, 0.98, 0.96, 0.94, 0.92), start=1):  # mean: -0.0067 a night
         data = valid_artifact(f"2025-01-0{day}T00:00:00+00:00")
+        data["_meta"]["thresholds"]["source"] = "baselines/thresholds.json"  # a team's, not the defaults
         data["_meta"]["thresholds"]["values"]["recall@10_tolerance"] = 0.01
         data["per_query"]["q1"]["metrics"]["recall@10"] = recall
         data["aggregate"]["recall@10"] = (recall + 0.5) / 3

@@ -104,7 +104,8 @@ def test_every_verb_with_a_check_keeps_its_code_on_a_closed_pipe(verb: str, tmp_
             lines = [{"qid": f"q{i}", "query": f"question {i}", "candidates": [{"doc_id": "d", "rel": g}]}
                      for i, g in enumerate(grades)]
             (tmp_path / f"{name}.jsonl").write_text("\n".join(json.dumps(x) for x in lines) + "\n")
-        args = ["agreement", str(tmp_path / "alice.jsonl"), str(tmp_path / "bob.jsonl"), "--fail-below", "0.5"]
+        args = ["agreement", str(tmp_path / "alice.jsonl"), str(tmp_path / "bob.jsonl"), "--fail-below", "0.5",
+                "--annotators", "alice,bob"]
     else:
         corpus = tmp_path / "corpus"
         corpus.mkdir()

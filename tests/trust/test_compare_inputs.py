@@ -1,0 +1,208 @@
+"""What `ragmetrics compare` takes on trust from its two artifacts, and what it must not.
+
+Each test starts from a real failing run: a ``pytest --rag-eval`` session whose retriever lost
+the gold documents of four queries, its artifact (B) beside the good run's (A). An edit of B or
+A that `compare --fail-on-regression` would pass turns a red run green without anyone deciding
+so; each such edit must be refused (exit 2) or still fail (exit 1).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_ragmetrics.cli import main as ragmetrics
+from trust_helpers import TrustProject
+
+#: a failing run: four of six queries lost their gold documents
+LOST = {"q_002": ["noise-doc"], "q_004": ["rim-wear"], "q_005": [], "q_006": ["chain-lube"]}
+REGRESSED = ["q-002", "q-004", "q-005", "q-006"]
+
+_RUNS: dict[str, bytes] = {}
+
+
+@pytest.fixture
+def runs(project: TrustProject, tmp_path: Path) -> tuple[Path, Path]:
+    """good.json (A) and bad.json (B): the artifacts of a passing run and of a failing one, gated
+    with the built-in default thresholds (made by real sessions once, then copied)."""
+    if not _RUNS:
+        project.make_baseline("--rag-report=good.json")
+        project.answer(**LOST)
+        result = project.run("--rag-report=bad.json")
+        assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()[-2000:]
+        for name in ("good.json", "bad.json", "golden.yaml"):
+            _RUNS[name] = (project.path / name).read_bytes()
+    out = tmp_path / "runs"
+    out.mkdir(exist_ok=True)
+    for name, data in _RUNS.items():
+        (out / name).write_bytes(data)
+    return out / "good.json", out / "bad.json"
+
+
+@pytest.fixture
+def golden(runs: tuple[Path, Path]) -> Path:
+    return runs[0].parent / "golden.yaml"
+
+
+def load(path: Path) -> dict[str, Any]:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def save(path: Path, data: dict[str, Any]) -> Path:
+    path.write_text(json.dumps(data, indent=1), encoding="utf-8")
+    return path
+
+
+def mark_unscorable(data: dict[str, Any], qids: list[str], digests: bool = True) -> dict[str, Any]:
+    """``qids`` marked unscorable, with ``aggregate`` and ``n`` recomputed so the schema check holds."""
+    for qid in qids:
+        entry = data["per_query"][qid]
+        entry.update(status="unscorable", metrics=None)
+        if not digests:
+            del entry["_judgments"]
+    scored = [e["metrics"] for e in data["per_query"].values() if e["status"] == "scored"]
+    data["aggregate"] = {m: sum(s[m] for s in scored) / len(scored) for m in data["aggregate"]}
+    data["n"] = len(scored)
+    return data
+
+
+def compare(*args: str | Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    code = ragmetrics(["compare", *map(str, args)])
+    out, err = capsys.readouterr()
+    assert "Traceback" not in out + err
+    return code, out, err
+
+
+# ----------------------------------------------------------------- unscorable claims
+
+
+def test_b_marking_its_regressed_queries_unscorable_is_refused(runs: tuple[Path, Path],
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    good, bad = runs
+    assert compare(good, bad, "--fail-on-regression", capsys=capsys)[0] == 1
+    edited = save(bad.with_name("edited.json"), mark_unscorable(load(bad), REGRESSED))
+    code, _, err = compare(good, edited, "--fail-on-regression", capsys=capsys)
+    assert code == 2, err
+    assert str(edited) in err
+    assert "per_query.q-002: unscorable in B but scored in A under the same judgments: B was edited" in err
+
+
+def test_a_marking_the_queries_b_lost_unscorable_is_refused(runs: tuple[Path, Path],
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    good, bad = runs
+    edited = save(good.with_name("edited.json"), mark_unscorable(load(good), REGRESSED))
+    code, _, err = compare(edited, bad, "--fail-on-regression", capsys=capsys)
+    assert code == 2, err
+    assert f"{edited}, per_query.q-002: unscorable in A but scored in B under the same judgments: A was edited" in err
+
+
+def test_an_unscorable_claim_without_its_judgments_digest_is_refused(runs: tuple[Path, Path],
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    good, bad = runs
+    edited = save(bad.with_name("edited.json"), mark_unscorable(load(bad), REGRESSED, digests=False))
+    code, _, err = compare(good, edited, "--fail-on-regression", capsys=capsys)
+    assert code == 2, err
+    assert "per_query.q-002: unscorable in B but scored in A with no judgments digest (_judgments) on B" in err
+
+
+def test_an_unscorable_query_under_changed_judgments_is_a_judgments_mismatch(
+        runs: tuple[Path, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    """Other labels can make a query unscorable: compare reports the changed judgments, as before."""
+    good, bad = runs
+    data = mark_unscorable(load(bad), ["q-002"])
+    data["per_query"]["q-002"]["_judgments"] = "0" * 16
+    edited = save(bad.with_name("edited.json"), data)
+    code, _, err = compare(good, edited, "--fail-on-regression", capsys=capsys)
+    assert code == 2, err
+    assert "judgments or text changed for 1 queries between A and B: q-002" in err
+    assert "was edited" not in err
+
+
+def test_with_golden_unscorable_is_judged_from_the_golden_set(runs: tuple[Path, Path], golden: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    good, bad = runs
+    edited = save(bad.with_name("edited.json"), mark_unscorable(load(bad), REGRESSED, digests=False))
+    data = load(good)
+    for entry in data["per_query"].values():
+        del entry["_judgments"]
+    reference = save(good.with_name("reference.json"), data)
+    code, _, err = compare(reference, edited, "--golden", golden, "--fail-on-regression", capsys=capsys)
+    assert code == 2, err
+    assert (f"{edited}, per_query.q-002: B says unscorable, but {golden} judges 'chain-clean' relevant at "
+            "relevance level 1: B was edited") in err
+
+
+# ------------------------------------------------------------------ recorded thresholds
+
+
+def loosen(data: dict[str, Any], source: str = "defaults") -> dict[str, Any]:
+    data["_meta"]["thresholds"]["source"] = source
+    data["_meta"]["thresholds"]["values"].update({"recall@10_tolerance": 1.0, "recall@10_query_tolerance": 1.0})
+    return data
+
+
+@pytest.mark.parametrize("side", ["A", "B"])
+def test_recorded_defaults_that_are_not_the_defaults_are_refused(runs: tuple[Path, Path], side: str,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    good, bad = runs
+    if side == "A":  # B records none, so A's are read
+        data = load(bad)
+        del data["_meta"]["thresholds"]
+        bad = save(bad.with_name("bare.json"), data)
+    target = good if side == "A" else bad
+    edited = save(target.with_name("loose.json"), loosen(load(target)))
+    pair = (edited, bad) if side == "A" else (good, edited)
+    code, _, err = compare(*pair, "--fail-on-regression", capsys=capsys)
+    assert code == 2, err
+    assert f"{edited}" in err
+    assert "_meta.thresholds says defaults but holds 'recall@10_query_tolerance': 1.0; the built-in default is 0.0" in err
+
+
+@pytest.mark.parametrize("loose", ["A", "B"])
+def test_both_recorded_thresholds_gate_with_the_stricter(runs: tuple[Path, Path], loose: str,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    good, bad = runs
+    target = good if loose == "A" else bad
+    edited = save(target.with_name("loose.json"), loosen(load(target), source="baselines/thresholds.json"))
+    pair = (edited, bad) if loose == "A" else (good, edited)
+    code, out, _ = compare(*pair, "--fail-on-regression", capsys=capsys)
+    assert code == 1, out
+    assert "Thresholds: the stricter of A's and B's recorded thresholds (A: " in out
+    assert "allowed drop 0" in out
+
+
+def test_a_thresholds_file_wins_over_the_recorded_ones(runs: tuple[Path, Path], tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    good, bad = runs
+    path = tmp_path / "thresholds.json"
+    path.write_text(json.dumps({"recall@10_tolerance": 1.0, "recall@10_query_tolerance": 1.0}), encoding="utf-8")
+    code, out, _ = compare(good, bad, "--thresholds", path, "--fail-on-regression", capsys=capsys)
+    assert code == 0, out
+    assert f"Thresholds: {path}\n" in out
+
+
+# ------------------------------------------------------------------ the exit code
+
+
+def test_a_failed_gate_without_fail_on_regression_says_why_it_exits_0(runs: tuple[Path, Path],
+                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    good, bad = runs
+    code, out, _ = compare(good, bad, capsys=capsys)
+    assert code == 0
+    assert "RETRIEVAL GATE FAILED" in out
+    assert out.rstrip().endswith("exit 0: pass --fail-on-regression to exit 1 on a failed gate")
+    code, out, _ = compare(good, good, capsys=capsys)
+    assert code == 0 and "exit 0:" not in out
+
+
+def test_a_failed_gate_under_fail_on_regression_false_says_why_it_exits_0(
+        runs: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    good, bad = runs
+    path = tmp_path / "thresholds.json"
+    path.write_text(json.dumps({"fail_on_regression": False}), encoding="utf-8")
+    code, out, _ = compare(good, bad, "--thresholds", path, "--fail-on-regression", capsys=capsys)
+    assert code == 0
+    assert out.rstrip().endswith(f"exit 0: fail_on_regression is false in the thresholds ({path})")
