@@ -73,13 +73,16 @@ def split_spans(text: str, chunk_size: int, overlap: int) -> list[tuple[int, int
             if cut > start and _is_cut(text, cut):
                 end = cut
                 break
-        spans.append(_trim(text, start, end))
+        span = _trim(text, start, end)
+        if not spans or span[1] > spans[-1][1]:  # a window inside the last one adds nothing
+            spans.append(span)
         nxt = end - overlap
         for pos in range(nxt, min(nxt + min(slack, overlap - 1), end) + 1):
             if pos > 0 and _is_start(text, pos):
                 nxt = pos
                 break
-        start = max(nxt, start + 1)
+        # past this window's own (trimmed) start: a whitespace run must not hand it the same start again
+        start = max(nxt, span[0] + 1)
 
 
 def _trim(text: str, start: int, end: int) -> tuple[int, int]:

@@ -218,10 +218,19 @@ def _surrogate_problem(value: Any) -> str:
 
 
 def _has_surrogate(value: Any) -> bool:
-    try:
-        json.dumps(value, ensure_ascii=False).encode("utf-8")
-    except UnicodeEncodeError:
-        return True
+    """Whether any string (key or value) inside ``value`` holds a lone surrogate, walked without
+    recursion (whatever the value holds: a reader's ``parse_constant`` may put its own objects in)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if _SURROGATE.search(item):
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
     return False
 
 

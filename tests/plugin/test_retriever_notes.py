@@ -154,7 +154,7 @@ def test_the_markdown_summary_leads_a_failed_run_with_the_retriever_change(proje
     assert "- bug: 'none' -> 'drop'\n- n_docs: 50 -> 43\n" in top
     assert "- note: (absent) -> '\\<script>alert(1)\\</script> \\| *x*'" in top  # escaped, as the rest is
     assert not re.search(r"(?<!\\)<script", text)  # no tag a Markdown renderer would open
-    assert "refresh the baseline once (this command over the full set" in top
+    assert "refresh the baseline once (this command with --rag-update-baseline, over the full set" in top
 
 
 def test_the_html_report_shows_the_retriever_change_under_its_banner(project: RagProject) -> None:

@@ -205,7 +205,7 @@ def test_gate_messages_say_fell_without_a_double_negative_and_count_right(baseli
     assert "gate regressed-queries: 1 query regressed (errors included); at most 0 allowed" in summary
     assert "1 new query not in the baseline (scored, not compared): q-007" in summary
     assert "1 query has no relevant document and was not scored: q-008" in summary
-    assert "1 baseline query is gone from the golden set: q-006" in summary
+    assert "gate baseline: 1 query of the baseline is gone from the golden set (q-006)" in summary
     assert not re.search(r"\b1 queries\b", out)
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -84,7 +86,7 @@ def test_invalid_settings(size: int, overlap: int) -> None:
         chunk_documents([Document("a", "", "text")], size, overlap)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=int(os.environ.get("RAGMETRICS_HYPOTHESIS_EXAMPLES", "40")), deadline=None)
 @given(
     words=st.lists(st.from_regex(r"[a-z]{1,12}", fullmatch=True), min_size=1, max_size=200),
     sep=st.sampled_from([" ", "  ", "\n"]),

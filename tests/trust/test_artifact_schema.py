@@ -185,7 +185,8 @@ def test_history_does_not_take_a_string_updated_for_a_baseline_refresh(tmp_path:
     nights.mkdir()
     for day, recall in enumerate((1.0, 0.98, 0.96, 0.94, 0.92), start=1):  # mean: -0.0067 a night
         data = valid_artifact(f"2025-01-0{day}T00:00:00+00:00")
-        data["_meta"]["thresholds"]["values"]["recall@10_tolerance"] = 0.01
+        data["_meta"]["thresholds"] = {"source": "baselines/thresholds.json",
+                                       "values": {**data["_meta"]["thresholds"]["values"], "recall@10_tolerance": 0.01}}
         data["_meta"]["baseline"] = {"sha256": "a" * 64, "created": "2024-12-01T00:00:00+00:00", "updated": False}
         data["per_query"]["q1"]["metrics"]["recall@10"] = recall
         data["aggregate"]["recall@10"] = (recall + 0.5) / 3
