@@ -178,6 +178,8 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
         thresholds = rag.thresholds.path
     elif rag.options.thresholds:
         thresholds = f"defaults (no {rag.options.thresholds})"
+    elif rag.unused_thresholds is not None:
+        thresholds = f"defaults (rag_thresholds is empty: {rag.unused_thresholds} is not used)"
     else:
         thresholds = "defaults"
     from pytest_ragmetrics.evaluation import id_rule

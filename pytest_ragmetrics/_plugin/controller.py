@@ -140,6 +140,10 @@ class Controller:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
         problems = self._write_reports(session, html=True)
         rag.summary = verdict_text(verdict, rag.worst_n)
+        if rag.unused_thresholds is not None:  # said beside the verdict, not only in the header
+            head, _, rest = rag.summary.partition("\n")
+            rag.summary = (f"{head}\nWARNING: {rag.unused_thresholds} exists but is not used: rag_thresholds is set "
+                           f"empty, so the built-in defaults gate this run (only recall@k)\n{rest}")
         before = rag.baseline.meta.get("retriever") if rag.baseline is not None else None
         hint = retriever_hint(before, rag.retriever_description) if not verdict.passed else None
         if hint:  # a reader scanning from the top must not take a changed retriever for a regression

@@ -66,8 +66,10 @@ def artifact(rag: RagSession) -> dict[str, Any]:
                             "_judgments": q.judgments_digest()}  # lets `ragmetrics compare` spot changed labels
         if r.parent_level is not None:
             per_query[q.qid]["parent_level"] = r.parent_level
-        if rag.baseline is not None and q.qid in rag.baseline.per_query and not rag.options.update_baseline:
-            per_query[q.qid]["baseline"] = rag.baseline.metrics_of(q.qid)
+        entry = rag.baseline_id.get(q.qid, q.qid)  # a renamed query's baseline is its old entry
+        if rag.baseline is not None and entry in rag.baseline.per_query and not rag.options.update_baseline:
+            # the metrics this run measured (a baseline compared despite other metrics holds others)
+            per_query[q.qid]["baseline"] = {m: v for m, v in rag.baseline.metrics_of(entry).items() if m in rag.metrics}
     data = meta(rag)
     data["format"] = ARTIFACT_FORMAT
     data["subset"] = rag.options.subset

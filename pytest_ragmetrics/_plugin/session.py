@@ -58,6 +58,13 @@ class RagSession:
         self.thresholds: Thresholds = load_thresholds(options.thresholds, self.config,
                                                       required=options.thresholds_given)
         self.worst_n = options.worst if options.worst is not None else self.thresholds.worst_n
+        #: a thresholds file at the default path that an empty rag_thresholds keeps out of this run
+        self.unused_thresholds: Path | None = None
+        if options.thresholds is None:
+            from pytest_ragmetrics._plugin.options import DEFAULT_THRESHOLDS
+
+            default = rootdir / DEFAULT_THRESHOLDS
+            self.unused_thresholds = default if default.exists() else None
         self.baseline: Baseline | None = None
         #: why an existing baseline could not be read when --rag-update-baseline replaces it
         self.unreadable_baseline: str | None = None

@@ -152,10 +152,12 @@ def seal_problems(data: Mapping[str, Any]) -> list[str]:
         problems.append("_meta edited")
     if recorded.get("aggregate") != now["aggregate"]:
         problems.append("aggregate edited")
-    if not unsealed and not edited and recorded.get("per_query") != now["per_query"]:
-        n = recorded.get("n_queries")
-        was = f"{n} sealed, " if isinstance(n, int) and not isinstance(n, bool) else ""
-        problems.append(f"per_query entries added or removed ({was}{len(per_query)} now)")
+    n = recorded.get("n_queries")
+    counted = isinstance(n, int) and not isinstance(n, bool)
+    if counted and n != len(per_query):  # said even beside edited entries: a removal must not hide behind them
+        problems.append(f"per_query entries added or removed ({n} sealed, {len(per_query)} now)")
+    elif not unsealed and not edited and recorded.get("per_query") != now["per_query"]:
+        problems.append("per_query entries added or removed" + (f" ({n} sealed, {len(per_query)} now)" if counted else ""))
     return problems
 
 
@@ -183,7 +185,7 @@ def load_baseline(path: str | Path, *, sealed: bool = True) -> Baseline:
     ``--reseal``, which exists to seal an edit made on purpose.
     """
     data, name = _read(path)
-    _check_schema(data, name)
+    _check_schema(data, name, means=False)
     notes = []
     version = data["_meta"].get("format")
     if version is None:
@@ -199,6 +201,7 @@ def load_baseline(path: str | Path, *, sealed: bool = True) -> Baseline:
         if problems:
             _fail(name, "the file does not match its seal, so it was changed by hand or by a merge since it was "
                         "measured:\n  - " + "\n  - ".join(problems) + "\n" + RESEAL_HINT.format(path=name))
+    _check_means(data, name)  # after the seal, which names the entries an edit touched
     return Baseline(data["_meta"], data["aggregate"], data["per_query"], name, notes)
 
 
@@ -283,7 +286,13 @@ def _check_schema(data: dict[str, Any], name: str, means: bool = True) -> None:
                         "told; restore it from version control or re-measure with --rag-update-baseline")
     if not data["per_query"]:
         _fail(name, "per_query is empty: a baseline must measure at least one query")
-    for metric in metrics if means else ():
+    if means:
+        _check_means(data, name)
+
+
+def _check_means(data: dict[str, Any], name: str) -> None:
+    """Each stored mean is the mean of its entries (the schema's other checks passed)."""
+    for metric in data["_meta"]["measurement"]["metrics"]:
         check_mean(name, f"aggregate.{metric}", data["aggregate"][metric],
                    [entry[metric] for entry in data["per_query"].values()],
                    "so the file was edited by hand or by a merge; " + RESEAL_HINT.format(path=name))

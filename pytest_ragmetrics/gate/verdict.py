@@ -499,10 +499,14 @@ def evaluate_gates(
             problems.append(f"{row.metric} = {row.now:.4f} is under its floor {row.minimum:g}")
         if row.tolerance is not None and row.delta is None and has_baseline:
             # A tolerance with nothing to hold it against checks nothing: that is a failure, not a pass.
-            problems.append(f"{row.metric} cannot be compared: {reference} holds no {row.metric} for any query "
-                            f"of this run ({_why_not_compared(row.metric, compared)}), so its allowed drop "
-                            f"checks nothing; re-measure {reference} with {row.metric}, or remove "
-                            f"{row.metric}_tolerance")
+            if compared is not None and row.metric not in compared:
+                problems.append(f"{row.metric} cannot be compared: {reference} holds no {row.metric} (it measured "
+                                f"{', '.join(sorted(compared)) or 'no metric'}), so its allowed drop checks "
+                                f"nothing; re-measure {reference} with {row.metric}, or remove "
+                                f"{row.metric}_tolerance")
+            else:
+                problems.append(f"{row.metric} cannot be compared: no query of this run is in {reference}, so its "
+                                "allowed drop checks nothing")
         if problems:
             gates.append(Gate(row.metric, False, "; ".join(problems)))
         elif row.delta is None and row.minimum is None:
@@ -530,11 +534,6 @@ def evaluate_gates(
                                      "than 1/n"))
     return gates
 
-
-def _why_not_compared(metric: str, compared: Collection[str] | None) -> str:
-    if compared is not None and metric not in compared:
-        return f"it measured {', '.join(sorted(compared)) or 'no metric'}"
-    return "no query of this run is in it"
 
 
 def _denoise(delta: float) -> float:

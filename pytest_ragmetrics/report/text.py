@@ -76,9 +76,11 @@ def aggregate_table(v: Verdict) -> str:
                  and r.delta < 0 and r.stats.p_value < 0.05
                  and not ("significant-drops" in failed and r.significant_drop)]
     if unguarded:
+        off = not any(g.name == "significant-drops" for g in v.gates)
         lines.append("Not gated, but down beyond chance (p < 0.05): "
                      + ", ".join(f"{r.metric} {signed_delta(r.delta)} (p={_p(r.stats)})" for r in unguarded)
-                     + ". Give them a tolerance in thresholds.json to gate them.")
+                     + ". Give them a tolerance in thresholds.json to gate them"
+                     + (" (the significant-drops gate is off: fail_on_significant_drop is false)." if off else "."))
     detectable = [(r.metric, r.stats.detectable) for r in v.aggregate if r.stats and r.stats.detectable]
     if detectable:
         lines.append("Smallest change this set can detect (95% confidence, 80% power, from the spread of "

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from pytest_ragmetrics.errors import BaselineError
 from pytest_ragmetrics.gate.baseline import FORMAT, Baseline, load_baseline, write_baseline
 from ragproject import rag_summary
 from trust_helpers import TrustProject, assert_usage_error, clean_env, no_traceback, snapshot
@@ -47,8 +48,8 @@ def test_a_baseline_sharing_no_metric_fails_even_when_the_mismatch_is_accepted(b
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     summary = rag_summary(result)
     assert "All gates passed" not in summary
-    assert "recall@5 cannot be compared: the baseline holds no recall@5" in summary
-    assert "it measured hit_rate@10, mrr@10, ndcg@10, recall@10" in summary
+    assert "recall@5 cannot be compared: the baseline holds no recall@5 (it measured hit_rate@10, mrr@10, ndcg@10, " \
+           "recall@10)" in summary
 
 
 def test_a_gated_metric_the_baseline_does_not_hold_fails_its_gate(project: TrustProject) -> None:
@@ -84,8 +85,16 @@ def test_lowered_per_query_numbers_are_refused(baselined: TrustProject) -> None:
     _edit_baseline(baselined, lambda d: d["per_query"]["q-002"].update({"recall@10": 0.0}))
     baselined.answer(q_002=["noise-doc"])
     result = baselined.run()
-    assert_usage_error(result, "baselines/baseline.json", "aggregate.recall@10 = 1.0, but the mean of its 6 "
-                       "per-query values is 0.8333333333", "edited by hand", "ragmetrics baseline --reseal")
+    assert_usage_error(result, "baselines/baseline.json", "does not match its seal", "per_query entries edited: q-002",
+                       "ragmetrics baseline --reseal")
+
+
+def test_a_stored_mean_must_be_the_mean_of_its_entries(baselined: TrustProject) -> None:
+    """Checked on every read, the seal aside (a refresh reads an old file unsealed, to show the diff)."""
+    _edit_baseline(baselined, lambda d: d["per_query"]["q-002"].update({"recall@10": 0.0}))
+    with pytest.raises(BaselineError, match=r"aggregate.recall@10 = 1.0, but the mean of its 6 per-query values is "
+                                            r"0.8333333333, so the file was edited by hand or by a merge"):
+        load_baseline(baselined.baseline_path, sealed=False)
 
 
 def test_numbers_edited_consistently_break_the_seal_and_name_the_entry(baselined: TrustProject) -> None:
@@ -327,3 +336,30 @@ def test_a_small_set_says_when_significant_drops_cannot_judge(project: TrustProj
             "0.5000) on 7 changed queries, too few for p < 0.01 (the smallest p they allow is 0.0156)") in summary
     assert "give mrr@10 a tolerance" in summary
     assert "**Warning:** significant-drops could not judge mrr@10" in (tmp_path / "summary.md").read_text()
+
+
+def test_an_artifact_of_a_run_compared_despite_other_metrics_is_readable(baselined: TrustProject) -> None:
+    """Its per-query baseline held metrics the run did not measure, and every reader refused it."""
+    baselined.ini(rag_metrics="recall@10 hit_rate@10")
+    baselined.run("--rag-accept-mismatch", "--rag-report=run.json")
+    done = _ragmetrics("export", "--artifact", "run.json", "--run-out", "run.trec", cwd=baselined.path)
+    assert done.returncode == 0, done.stderr
+
+
+def test_an_empty_rag_thresholds_says_the_committed_file_is_not_used(baselined: TrustProject) -> None:
+    baselined.thresholds({"mrr@10_tolerance": 0.0})
+    result = baselined.run("-o", "rag_thresholds=")
+    summary = rag_summary(result)
+    assert "WARNING: " in summary and "baselines/thresholds.json exists but is not used: rag_thresholds is set " \
+           "empty" in summary
+    assert "rag_thresholds is empty:" in result.stdout.str()  # the header says it too
+
+
+def test_edited_and_removed_entries_are_both_named(baselined: TrustProject) -> None:
+    def edit(d: dict[str, Any]) -> None:
+        d["per_query"]["q-001"]["ndcg@10"] = 0.5
+        d["per_query"].pop("q-006")
+    _edit_baseline(baselined, edit)
+    done = _ragmetrics("baseline", "baselines/baseline.json", cwd=baselined.path)
+    assert "per_query entries edited: q-001" in done.stderr
+    assert "per_query entries added or removed (6 sealed, 5 now)" in done.stderr
