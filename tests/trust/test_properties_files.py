@@ -172,3 +172,61 @@ def test_no_mutation_of_an_artifact_turns_a_failing_compare_green(failing: Trust
         assert code in (1, 2), (what, code)
 
     check()
+
+
+def test_no_mutation_of_a_jsonl_golden_set_turns_a_failing_run_green(project: TrustProject) -> None:
+    """Labels are inputs too: a changed record's judgments digest no longer matches the baseline's,
+    a dropped record is a query gone from the golden set, a renamed one keeps its old entry."""
+    records = [{"qid": r["id"], "query": r["question"], "tags": r["tags"],
+                "candidates": [{"doc_id": d, "rel": g} for d, g in
+                               (r["gold_chunks"].items() if isinstance(r["gold_chunks"], dict)
+                                else ((d, 1) for d in r["gold_chunks"]))]} for r in project.records]
+    golden = project.path / "golden.jsonl"
+    golden.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    project.ini(rag_golden="golden.jsonl")
+    project.make_baseline()
+    project.answer(**LOST)
+    untouched = project.run()
+    assert untouched.ret == pytest.ExitCode.TESTS_FAILED
+
+    @PROPERTY
+    @given(mutation=mutations(records))
+    def check(mutation: tuple[str, str]) -> None:
+        what, text = mutation
+        mutated = json.loads(text)
+        lines = [json.dumps(r, ensure_ascii=True) for r in mutated] if isinstance(mutated, list) else [text]
+        golden.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        _assert_red(project.run(), what)
+
+    check()
+
+
+def test_no_mutation_of_a_judgments_file_breaks_agreement(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Two annotators' files: damage to one of them never makes a failing --fail-below pass, nor a
+    traceback. (A changed grade is an annotator's own decision, so numbers are left alone.)"""
+    def judgments(name: str, grades: list[int]) -> list[dict[str, Any]]:
+        return [{"_meta": {"kind": "ragmetrics-judgments", "annotator": name}}] + [
+            {"qid": f"q{i}", "query": f"question {i}",
+             "candidates": [{"doc_id": f"d{i}-{j}", "rel": g, "note": ""} for j, g in enumerate(grades[i::3])]}
+            for i in range(3)]
+    alice = judgments("alice", [0, 1, 2, 1, 0, 2, 2, 1, 0])
+    bob = judgments("bob", [0, 2, 2, 1, 1, 2, 0, 1, 0])
+    a, b = tmp_path / "alice.jsonl", tmp_path / "bob.jsonl"
+    a.write_text("".join(json.dumps(r) + "\n" for r in alice), encoding="utf-8")
+
+    @PROPERTY
+    @given(mutation=mutations(bob, numbers=False))
+    def check(mutation: tuple[str, str]) -> None:
+        what, text = mutation
+        mutated = json.loads(text)
+        lines = [json.dumps(r, ensure_ascii=True) for r in mutated] if isinstance(mutated, list) else [text]
+        b.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        code = ragmetrics(["agreement", str(a), str(b), "--fail-below", "0.9"])
+        err = capsys.readouterr().err
+        assert code in (1, 2), (what, code, err)  # the untouched pair fails --fail-below 0.9
+        assert "Traceback" not in err
+
+    b.write_text("".join(json.dumps(r) + "\n" for r in bob), encoding="utf-8")
+    assert ragmetrics(["agreement", str(a), str(b), "--fail-below", "0.9"]) == 1
+    capsys.readouterr()
+    check()
