@@ -246,7 +246,8 @@ def test_an_empty_ini_value_means_no_thresholds_file(baselined: RagProject) -> N
     baselined.answer(q_005=["noise-doc"])
     result = baselined.run()
     assert "golden.yaml::gate::regressed-queries" not in outcomes(result)
-    result.stdout.fnmatch_lines(["ragmetrics: thresholds defaults; ids map to documents before '#', repeats dropped (first kept)"])
+    result.stdout.fnmatch_lines(["ragmetrics: thresholds defaults (rag_thresholds is empty: */baselines/thresholds.json is "
+                                 "not used); ids map to documents before '#', repeats dropped (first kept)"])
 
 
 def test_a_repeated_key_is_refused_not_last_one_wins(baselined: RagProject) -> None:
