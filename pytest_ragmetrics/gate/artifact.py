@@ -12,8 +12,9 @@ here, naming the file, the record (qid) and the field, before any reader trusts 
   metrics; ``_meta.thresholds``, when present: ``{"source": str, "values": {...}}``
   with values a thresholds file may hold; ``_meta.created``, when present: an ISO-8601
   time as the plugin writes it (``2026-12-01T02:37:05+00:00``); ``_meta.baseline``,
-  when present: null or ``{"sha256": str|null, "created": str|null, "updated": bool}``
-  (``ragmetrics history`` reads it to find baseline refreshes); other ``_meta`` keys are free;
+  when present: null or ``{"sha256": str|null, "content": str|null (optional),
+  "created": str|null, "updated": bool}`` (``ragmetrics history`` reads it to find baseline
+  refreshes); other ``_meta`` keys are free;
 - ``per_query.<qid>``: ``status`` one of ``scored``, ``unscorable``, ``error``; a scored
   query's ``metrics`` hold every measured metric, each a finite number in [0, 1]
   (not a bool), and no other key (``Recall@10`` is not ``recall@10``); optional
@@ -197,8 +198,8 @@ def _check_baseline_entry(meta: Mapping[str, Any], name: str) -> None:
     entry = meta["baseline"]
     if not isinstance(entry, dict):
         raise _fail(name, "_meta.baseline", f"is {brief_repr(entry)}; expected null or an object with sha256, "
-                                            "created and updated")
-    for key in ("sha256", "created"):
+                                            "content, created and updated")
+    for key in ("sha256", "content", "created"):
         if entry.get(key) is not None and not isinstance(entry[key], str):
             raise _fail(name, f"_meta.baseline.{key}", f"is {brief_repr(entry[key])}; expected a string or null")
     if not isinstance(entry.get("updated"), bool):
