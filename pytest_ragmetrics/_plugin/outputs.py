@@ -68,7 +68,10 @@ def artifact(rag: RagSession) -> dict[str, Any]:
         if r.parent_level is not None:
             per_query[q.qid]["parent_level"] = r.parent_level
         if rag.baseline is not None and q.qid in rag.baseline.per_query and not rag.options.update_baseline:
-            per_query[q.qid]["baseline"] = rag.baseline.metrics_of(q.qid)
+            # the measured metrics only: a baseline measured with more (--rag-accept-mismatch) must not
+            # make an artifact the readers refuse for an unknown metric
+            per_query[q.qid]["baseline"] = {m: v for m, v in rag.baseline.metrics_of(q.qid).items()
+                                            if m in rag.config.metric_names}
     data = meta(rag)
     data["format"] = ARTIFACT_FORMAT
     data["subset"] = rag.options.subset

@@ -25,14 +25,14 @@ from pytest_ragmetrics.gate.baseline import Baseline, load_baseline, measurement
 from pytest_ragmetrics.gate.thresholds import Thresholds
 from pytest_ragmetrics.errors import InputError, listed
 from pytest_ragmetrics.evaluation import evaluate, id_rule
-from pytest_ragmetrics.gate.verdict import EPS, QueryRecord, Verdict, build_verdict
+from pytest_ragmetrics.gate.verdict import EPS, Gate, QueryRecord, Verdict, build_verdict
 from pytest_ragmetrics.files import loads_json
 from pytest_ragmetrics.golden import GoldenSet, Query, load_qrels
 from pytest_ragmetrics.measures import MeasurementConfig
 from pytest_ragmetrics.metrics import document_ranking
 
 __all__ = ["RunData", "load_run_data", "is_run_artifact", "run_data_from_artifact", "compare", "describe_measurement",
-           "shared_only", "subset_of", "check_scorability",
+           "shared_only", "subset_of", "check_scorability", "gated",
            "metric_names", "missing_from", "mismatch"]
 
 
@@ -263,14 +263,23 @@ def describe_measurement(side: RunData) -> str:
     return f"relevance level {level}, {gain} gain; {ids}"
 
 
+def gated(metric: str, thresholds: Thresholds) -> bool:
+    """Whether ``thresholds`` gate ``metric`` (an allowed drop, a floor or a per-query tolerance)."""
+    return metric in thresholds.tolerance or metric in thresholds.minimum or metric in thresholds.query_tolerance
+
+
 def compare(a: RunData, b: RunData, thresholds: Thresholds, metrics: Sequence[str],
             golden: GoldenSet | None = None,
-            relevance_level: int = 1) -> tuple[Verdict, dict[str, tuple[int, int, int]]]:
+            relevance_level: int = 1,
+            lacking: Sequence[str] = ()) -> tuple[Verdict, dict[str, tuple[int, int, int]]]:
     """Verdict of B against A, and per metric the (wins, ties, losses) of B.
 
     A query A scored and B has no result for counts as errored in B (every metric 0),
     so it is listed among the regressions; ``golden`` supplies question texts and gold
-    documents, ``relevance_level`` which gold documents the report lists.
+    documents, ``relevance_level`` which gold documents the report lists. ``lacking``
+    are metrics A measured and B did not: each one ``thresholds`` gate fails its gate,
+    as the plugin fails a gated metric its baseline lacks (a gate that checks nothing
+    must not pass).
     """
     missing = missing_from(a, b)
     qids = list(dict.fromkeys([*a.metrics, *b.metrics, *b.errors, *b.unscorable]))
@@ -296,6 +305,12 @@ def compare(a: RunData, b: RunData, thresholds: Thresholds, metrics: Sequence[st
     baseline = Baseline(a.meta, {}, {q: {k: v for k, v in m.items() if k in metrics} for q, m in a.metrics.items()},
                         a.source)
     verdict = build_verdict(records, run_golden, baseline, thresholds, metrics, relevance_level, reference="A")
+    for metric in lacking:
+        if gated(metric, thresholds):
+            verdict.gates.append(Gate(metric, False, (
+                f"{metric} cannot be compared: B ({b.source}) holds no {metric} (it measured "
+                f"{', '.join(metric_names(None, b)) or 'no metric'}), so A's gate on it checks nothing; "
+                f"measure B with {metric}, or gate with --thresholds that do not name {metric}")))
     tally: dict[str, tuple[int, int, int]] = {}
     for metric in metrics:
         wins = ties = losses = 0
