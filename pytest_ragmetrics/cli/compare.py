@@ -17,6 +17,7 @@ from pytest_ragmetrics.measures import MeasurementConfig
 from pytest_ragmetrics.report.tables import markdown_table
 from pytest_ragmetrics.report.text import verdict_text
 from pytest_ragmetrics.tools.compare import (
+    check_recorded_metrics,
     check_scorability,
     compare,
     describe_measurement,
@@ -39,7 +40,9 @@ def register(verbs: Any) -> None:
     parser.add_argument("b", metavar="B", help="candidate: run artifact, baseline.json or TREC run")
     parser.add_argument("--qrels", help="judgments, needed when A or B is a TREC run; also the gold documents "
                                         "of the report when --golden is not given")
-    parser.add_argument("--golden", help="golden set, for question texts, tags and gold documents in the report")
+    parser.add_argument("--golden", help="golden set, for question texts, tags and gold documents in the report; "
+                                         "also recomputes each side's per-query metrics from its recorded "
+                                         "ranking and refuses a side whose numbers differ")
     parser.add_argument("-m", "--metric", action="append", dest="metrics", metavar="NAME@K",
                         help="metrics to compare (default: those both sides have)")
     parser.add_argument("--thresholds", help="thresholds.json with the plugin's keys (default: the thresholds "
@@ -82,6 +85,8 @@ def run(args: argparse.Namespace) -> int:
     if golden is None and qrels is not None:  # gold documents for the report; TREC has no question texts
         golden = GoldenSet(args.qrels, tuple(Query(q, "", j) for q, j in qrels.items()))
     check_scorability(a, b, golden if args.golden else None)
+    if args.golden:
+        check_recorded_metrics(a, b, golden)  # type: ignore[arg-type]
     problems = mismatch(a, b, golden if args.golden else None)
     if problems and not args.accept_mismatch:
         raise RagMetricsError(
@@ -158,6 +163,7 @@ def run(args: argparse.Namespace) -> int:
         payload["passed"] = not failed
         payload["thresholds"] = thresholds_source
         payload["not_compared"] = {"only_in_A": only_a, "only_in_B": only_b}
+        payload["metrics_recomputed"] = bool(args.golden)
         sys.stdout.write(dumps_stable(payload))
     else:
         print(f"{args.b} against {args.a}")
@@ -172,6 +178,9 @@ def run(args: argparse.Namespace) -> int:
                   + (f" (B: {listed(left_out[1])})" if left_out[1] else ""))
         if not_compared:
             print(f"Not compared: {'; '.join(not_compared)}")
+        if not args.golden:
+            print("Per-query metrics are taken as recorded in A and B; pass --golden to recompute them from "
+                  "each side's ranking")
         if problems:
             print("Measured differently (compared anyway, --accept-mismatch):\n  - " + "\n  - ".join(problems))
         print(f"Queries: {len(a.metrics)} scored in A; {len(missing)} missing from B"

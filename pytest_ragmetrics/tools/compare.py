@@ -32,7 +32,7 @@ from pytest_ragmetrics.measures import MeasurementConfig
 from pytest_ragmetrics.metrics import document_ranking
 
 __all__ = ["RunData", "load_run_data", "is_run_artifact", "run_data_from_artifact", "compare", "describe_measurement",
-           "shared_only", "subset_of", "check_scorability", "gated",
+           "shared_only", "subset_of", "check_scorability", "check_recorded_metrics", "gated",
            "metric_names", "missing_from", "mismatch"]
 
 
@@ -216,6 +216,35 @@ def check_scorability(a: RunData, b: RunData, golden: GoldenSet | None = None) -
                        f"{label if not mine else other_label} to show its judgments changed")
             raise InputError(side.source, f"per_query.{qid}",
                              f"unscorable in {label} but scored in {other_label} {why}: {label} was edited")
+
+
+def check_recorded_metrics(a: RunData, b: RunData, golden: GoldenSet) -> None:
+    """Refuse a query whose recorded metric is not what its recorded ranking scores against
+    ``golden``, with the side's own measurement config (to 1e-9): a regressed query's metrics
+    set to 1.0, its ranking left as it was, is an edit of the file, not a result. Queries
+    judged on other labels than ``golden``'s are :func:`mismatch`'s to report; a side that
+    records no ranking (a baseline) cannot be checked this way."""
+    from pytest_ragmetrics.evaluation import score_query
+
+    for label, side in (("A", a), ("B", b)):
+        recorded = side.meta.get("measurement") if isinstance(side.meta, Mapping) else None
+        if not isinstance(recorded, Mapping):
+            continue
+        config = MeasurementConfig.from_dict(recorded)  # type: ignore[arg-type]
+        for qid, values in side.metrics.items():
+            if qid not in golden or qid not in side.rankings:
+                continue
+            query = golden[qid]
+            if side.judgments.get(qid) not in (None, query.judgments_digest()):
+                continue
+            _, scored = score_query(side.rankings[qid], query.judgments, config)
+            for metric, value in values.items():
+                if metric.startswith("_") or scored is None or metric not in scored:
+                    continue
+                if abs(float(value) - scored[metric]) > 1e-9:
+                    raise InputError(side.source, f"per_query.{qid}",
+                                     f"{label} records {metric} = {value!r}, but the ranking it recorded scores "
+                                     f"{scored[metric]!r} against {golden.source}: {label} was edited")
 
 
 def _golden_hash(meta: Mapping[str, Any]) -> str | None:

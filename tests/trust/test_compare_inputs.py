@@ -286,3 +286,45 @@ def test_a_metric_asked_for_that_b_lacks_is_no_traceback(mrr_gated: tuple[Path, 
     assert "gate mrr@10: mrr@10 cannot be compared" in out
     code, _, err = compare(a, b, "-m", "ndcg@20", capsys=capsys)
     assert code == 2 and f"neither {a} nor {b} measured ndcg@20" in err
+
+
+# ------------------------------------------------------------------ recorded metrics
+
+
+def forge_good_metrics(bad: dict[str, Any], good: dict[str, Any]) -> dict[str, Any]:
+    """B's regressed queries given A's metrics (rankings left as B recorded them), means recomputed."""
+    for qid in REGRESSED:
+        bad["per_query"][qid]["metrics"] = dict(good["per_query"][qid]["metrics"])
+    scored = [e["metrics"] for e in bad["per_query"].values() if e["status"] == "scored"]
+    bad["aggregate"] = {m: sum(s[m] for s in scored) / len(scored) for m in bad["aggregate"]}
+    return bad
+
+
+def test_with_golden_metrics_the_ranking_does_not_give_are_refused(runs: tuple[Path, Path], golden: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    good, bad = runs
+    forged = save(bad.with_name("forged.json"), forge_good_metrics(load(bad), load(good)))
+    code, out, _ = compare(good, forged, "--fail-on-regression", capsys=capsys)
+    assert code == 0, out  # the numbers, as recorded, pass
+    assert "Per-query metrics are taken as recorded in A and B; pass --golden to recompute them" in out
+    code, _, err = compare(good, forged, "--golden", golden, "--fail-on-regression", capsys=capsys)
+    assert code == 2, err
+    assert (f"{forged}, per_query.q-002: B records hit_rate@10 = 1.0, but the ranking it recorded scores 0.0 "
+            f"against {golden}: B was edited") in err
+    assert "B was edited" in err
+    # the runs as written pass the check: a failing B still fails, a good A still passes
+    assert compare(good, bad, "--golden", golden, "--fail-on-regression", capsys=capsys)[0] == 1
+    code, out, _ = compare(good, good, "--golden", golden, "--fail-on-regression", capsys=capsys)
+    assert code == 0 and "taken as recorded" not in out
+
+
+def test_a_golden_entry_that_is_not_an_object_is_refused_by_the_html_report(
+        runs: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    good, bad = runs
+    data = load(bad)
+    data["_meta"]["golden"] = [1]
+    edited = save(bad.with_name("edited.json"), data)
+    code, _, err = compare(good, edited, "--html", tmp_path / "report.html", capsys=capsys)
+    assert code == 2, err
+    assert f"{edited}: _meta.golden is [1]; expected an object" in err
+    assert not (tmp_path / "report.html").exists()
