@@ -68,20 +68,22 @@ def test_kappa_matches_sklearn_on_random_labels(weights: str) -> None:
         p = rng.random()
         b = [x if rng.random() < p else rng.randint(0, top) for x in a]
         ours = cohen_kappa(a, b, weights)
-        labels = list(range(min(a + b), max(a + b) + 1))  # positions = values - min: sklearn's weighting
-        theirs = sklearn_metrics.cohen_kappa_score(a, b, weights=None if weights == "none" else weights, labels=labels)
+        # sklearn weights by each label's position among the labels that occur, as ours does
+        theirs = sklearn_metrics.cohen_kappa_score(a, b, weights=None if weights == "none" else weights)
         if ours is None:
             assert theirs != theirs or len(set(a + b)) == 1, (trial, a, b)  # NaN: undefined
         else:
             assert ours == pytest.approx(theirs, abs=1e-12), (trial, weights, a, b)
 
 
-def test_weights_use_grade_values_when_a_grade_is_missing() -> None:
-    import sklearn.metrics as sklearn_metrics  # dev extra: CI has it; missing must fail
-    a, b = [0, 0, 1, 3, 3, 1, 0], [0, 1, 1, 3, 0, 3, 0]  # no grade 2: 0 vs 3 is three steps, not two
-    ours = cohen_kappa(a, b, "linear")
-    assert ours == pytest.approx(sklearn_metrics.cohen_kappa_score(a, b, weights="linear", labels=[0, 1, 2, 3]))
-    assert ours != pytest.approx(sklearn_metrics.cohen_kappa_score(a, b, weights="linear"))
+def test_weights_use_the_grades_order_not_their_numbers() -> None:
+    """Grades are ordered categories: 0, 1, 3 weigh as 0, 1, 2, and a far-off number weighs one step."""
+    a, b = [0, 0, 1, 3, 3, 1, 0], [0, 1, 1, 3, 0, 3, 0]
+    for weights in ("linear", "quadratic"):
+        assert cohen_kappa(a, b, weights) == pytest.approx(
+            cohen_kappa([{3: 2}.get(x, x) for x in a], [{3: 2}.get(y, y) for y in b], weights))
+        assert cohen_kappa(a, b, weights) == pytest.approx(
+            cohen_kappa([{3: 1000}.get(x, x) for x in a], [{3: 1000}.get(y, y) for y in b], weights))
 
 
 def test_hand_worked_two_by_two() -> None:
@@ -205,6 +207,26 @@ def test_main_table(capsys: pytest.CaptureFixture[str], two_files: tuple[Path, P
     assert "Pairs that disagree most (2 of 4" in out
     assert "| q2  | d1       | 0 | 2 | Where is my invoice? |" in out
     assert "q3" not in out.split("Pairs that disagree most")[1]
+
+
+def test_one_agreed_pair_of_a_huge_grade_does_not_lift_kappa(capsys: pytest.CaptureFixture[str],
+                                                             tmp_path: Path) -> None:
+    """Weights by the grade numbers let one pair graded 1000 by both annotators make every 0-vs-2
+    look like a near-agreement: kappa 0.32 read 0.98 and passed --fail-below 0.9."""
+    grades_a = [0, 1, 2, 0, 1, 2, 0, 1, 2, 1, 0, 2]
+    grades_b = [0, 2, 1, 1, 1, 2, 0, 0, 2, 2, 1, 1]
+    judged_a = {f"q{i}": {"d1": x} for i, x in enumerate(grades_a)}
+    judged_b = {f"q{i}": {"d1": y} for i, y in enumerate(grades_b)}
+    a, b = write_jsonl(tmp_path / "a.jsonl", judged_a), write_jsonl(tmp_path / "b.jsonl", judged_b)
+    code, out, _ = run_main(capsys, str(a), str(b), "--format", "json")
+    honest = json.loads(out)["kappa"]
+    assert code == 0 and honest == pytest.approx(0.3226, abs=1e-4)
+    judged_a["q99"] = judged_b["q99"] = {"d1": 1000}
+    a, b = write_jsonl(tmp_path / "a.jsonl", judged_a), write_jsonl(tmp_path / "b.jsonl", judged_b)
+    code, out, err = run_main(capsys, str(a), str(b), "--fail-below", "0.9", "--format", "json")
+    assert code == 1, out
+    assert "below --fail-below 0.9" in err
+    assert json.loads(out)["kappa"] < 0.5  # one more agreed pair, in a fourth category
 
 
 def test_main_json_weights_and_fail_below(capsys: pytest.CaptureFixture[str], two_files: tuple[Path, Path]) -> None:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_ragmetrics.errors import RagMetricsError, listed
 from pytest_ragmetrics.gate.artifact import ARTIFACT_FORMAT
+from pytest_ragmetrics.gate.baseline import load_baseline
 from pytest_ragmetrics.files import atomic_write_json, atomic_write_text, git_commit, write_problem
 
 if TYPE_CHECKING:
@@ -93,8 +94,10 @@ def baseline_retriever(rag: RagSession) -> Any:
 
 
 def baseline_entry(rag: RagSession) -> dict[str, Any] | None:
-    """Which baseline file this run was judged against (or wrote): its sha256 and
-    ``_meta.created``, so ``ragmetrics history`` can tell when the baseline was refreshed.
+    """Which baseline file this run was judged against (or wrote): the sha256 of its bytes,
+    the digest of its numbers (``content``, :meth:`Baseline.content_digest`) and its
+    ``_meta.created``, so ``ragmetrics history`` can tell when the baseline was refreshed: by
+    its content and time, never by its bytes (a trailing newline or a reseal is no refresh).
 
     ``updated`` is true for a ``--rag-update-baseline`` run, which compares with
     nothing and names the file it wrote; ``None`` when there was no baseline (or
@@ -112,7 +115,11 @@ def baseline_entry(rag: RagSession) -> dict[str, Any] | None:
         sha256: str | None = hashlib.sha256(Path(rag.options.baseline).read_bytes()).hexdigest()
     except OSError:
         sha256 = None
-    return {"sha256": sha256, "created": created, "updated": bool(rag.options.update_baseline)}
+    try:  # the file as written or judged against, not the in-memory copy (renames, upgrades)
+        content: str | None = load_baseline(rag.options.baseline, sealed=False).content_digest()
+    except RagMetricsError:
+        content = None
+    return {"sha256": sha256, "content": content, "created": created, "updated": bool(rag.options.update_baseline)}
 
 
 def write_artifact(rag: RagSession, path: Path) -> None:

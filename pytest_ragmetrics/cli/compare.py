@@ -17,9 +17,11 @@ from pytest_ragmetrics.measures import MeasurementConfig
 from pytest_ragmetrics.report.tables import markdown_table
 from pytest_ragmetrics.report.text import verdict_text
 from pytest_ragmetrics.tools.compare import (
+    check_recorded_metrics,
     check_scorability,
     compare,
     describe_measurement,
+    gated,
     load_run_data,
     metric_names,
     mismatch,
@@ -38,7 +40,9 @@ def register(verbs: Any) -> None:
     parser.add_argument("b", metavar="B", help="candidate: run artifact, baseline.json or TREC run")
     parser.add_argument("--qrels", help="judgments, needed when A or B is a TREC run; also the gold documents "
                                         "of the report when --golden is not given")
-    parser.add_argument("--golden", help="golden set, for question texts, tags and gold documents in the report")
+    parser.add_argument("--golden", help="golden set, for question texts, tags and gold documents in the report; "
+                                         "also recomputes each side's per-query metrics from its recorded "
+                                         "ranking and refuses a side whose numbers differ")
     parser.add_argument("-m", "--metric", action="append", dest="metrics", metavar="NAME@K",
                         help="metrics to compare (default: those both sides have)")
     parser.add_argument("--thresholds", help="thresholds.json with the plugin's keys (default: the thresholds "
@@ -81,6 +85,8 @@ def run(args: argparse.Namespace) -> int:
     if golden is None and qrels is not None:  # gold documents for the report; TREC has no question texts
         golden = GoldenSet(args.qrels, tuple(Query(q, "", j) for q, j in qrels.items()))
     check_scorability(a, b, golden if args.golden else None)
+    if args.golden:
+        check_recorded_metrics(a, b, golden)  # type: ignore[arg-type]
     problems = mismatch(a, b, golden if args.golden else None)
     if problems and not args.accept_mismatch:
         raise RagMetricsError(
@@ -89,24 +95,36 @@ def run(args: argparse.Namespace) -> int:
             + "\nMeasure both the same way (for TREC runs: --gain, --relevance-level, --id-separator), "
             "or pass --accept-mismatch to compare anyway."
         )
-    names_a, names_b = metric_names(config, a), metric_names(config, b)
+    measured_a, measured_b = metric_names(None, a), metric_names(None, b)
+    wanted = config.metric_names if config is not None else None
+    names_a = [m for m in wanted or measured_a if m in measured_a]
+    names_b = [m for m in wanted or measured_b if m in measured_b]
+    unmeasured = [m for m in wanted or () if m not in measured_a and m not in measured_b]
+    if unmeasured:
+        raise RagMetricsError(f"neither {args.a} nor {args.b} measured {', '.join(unmeasured)} (A: {measured_a}, "
+                              f"B: {measured_b})")
     metrics = [m for m in names_a if m in names_b]
     if not metrics:
         raise RagMetricsError(f"{args.a} and {args.b} share no metric (A: {names_a}, B: {names_b})")
+    # never narrowed silently: a metric A measured and B lacks fails the gate A has on it, else is named
+    only_a, only_b = [m for m in names_a if m not in names_b], [m for m in names_b if m not in names_a]
     measurement = MeasurementConfig(tuple(metrics))
+    gating = MeasurementConfig(tuple(metrics + only_a))
     if args.thresholds:
-        thresholds = load_thresholds(args.thresholds, measurement)
+        thresholds = load_thresholds(args.thresholds, gating)
     else:  # judge B as it was gated when it ran: a nightly compare must not be laxer than the gate
-        recorded_a = recorded_thresholds(a.meta, measurement, args.a)
-        recorded_b = recorded_thresholds(b.meta, measurement, args.b)
+        recorded_a = recorded_thresholds(a.meta, gating, args.a)
+        recorded_b = recorded_thresholds(b.meta, gating, args.b)
         if recorded_a and recorded_b:  # neither file alone may loosen the gate
             thresholds = stricter(recorded_a, recorded_b, f"the stricter of A's and B's recorded thresholds "
                                                           f"(A: {recorded_a.path}; B: {recorded_b.path})")
         else:
-            thresholds = recorded_b or recorded_a or Thresholds.defaults(measurement)
+            thresholds = recorded_b or recorded_a or Thresholds.defaults(gating)
     thresholds_source = thresholds.path or "defaults (recall@k may not drop; other metrics are reported, not gated)"
     level = b.meta.get("measurement", {}).get("relevance_level", 1) if isinstance(b.meta, Mapping) else 1
-    verdict, tally = compare(a, b, thresholds, metrics, golden, level if isinstance(level, int) else 1)
+    verdict, tally = compare(a, b, thresholds, metrics, golden, level if isinstance(level, int) else 1, only_a)
+    not_compared = [f"{m} (measured by A, not by B; {'its gate fails' if gated(m, thresholds) else 'not gated'})"
+                    for m in only_a] + [f"{m} (measured by B, not by A)" for m in only_b]
     missing = missing_from(a, b)
     reasons = verdict.failures()  # a query missing from B is an errored query of B
     subsets = {"A": subset_of(a), "B": subset_of(b)}
@@ -144,6 +162,8 @@ def run(args: argparse.Namespace) -> int:
         payload["shared_only"] = {"left_out_of_A": left_out[0], "left_out_of_B": left_out[1]} if args.shared_only else None
         payload["passed"] = not failed
         payload["thresholds"] = thresholds_source
+        payload["not_compared"] = {"only_in_A": only_a, "only_in_B": only_b}
+        payload["metrics_recomputed"] = bool(args.golden)
         sys.stdout.write(dumps_stable(payload))
     else:
         print(f"{args.b} against {args.a}")
@@ -156,6 +176,11 @@ def run(args: argparse.Namespace) -> int:
             print(f"Shared queries only (--shared-only): {len(left_out[0])} queries of A and {len(left_out[1])} of B "
                   "left out, not in both" + (f" (A: {listed(left_out[0])})" if left_out[0] else "")
                   + (f" (B: {listed(left_out[1])})" if left_out[1] else ""))
+        if not_compared:
+            print(f"Not compared: {'; '.join(not_compared)}")
+        if not args.golden:
+            print("Per-query metrics are taken as recorded in A and B; pass --golden to recompute them from "
+                  "each side's ranking")
         if problems:
             print("Measured differently (compared anyway, --accept-mismatch):\n  - " + "\n  - ".join(problems))
         print(f"Queries: {len(a.metrics)} scored in A; {len(missing)} missing from B"

@@ -7,19 +7,22 @@ here, naming the file, the record (qid) and the field, before any reader trusts 
 
 - top level: ``_meta`` (object), ``per_query`` (object), ``comparison`` (object),
   optional ``aggregate`` (object) and ``n`` (integer); other keys only with a ``_``;
+- ``_meta.k``, when present: a positive integer; ``_meta.golden``, when present: an object
+  with optional ``source`` (str), ``sha256`` (str) and ``n_queries`` (integer >= 0);
 - ``_meta.format``: :data:`ARTIFACT_FORMAT` (artifacts written before it existed have
   none and are read by the same rules); ``_meta.measurement.metrics``: the measured
   metrics; ``_meta.thresholds``, when present: ``{"source": str, "values": {...}}``
   with values a thresholds file may hold; ``_meta.created``, when present: an ISO-8601
   time as the plugin writes it (``2026-12-01T02:37:05+00:00``); ``_meta.baseline``,
-  when present: null or ``{"sha256": str|null, "created": str|null, "updated": bool}``
-  (``ragmetrics history`` reads it to find baseline refreshes); other ``_meta`` keys are free;
+  when present: null or ``{"sha256": str|null, "content": str|null (optional),
+  "created": str|null, "updated": bool}`` (``ragmetrics history`` reads it to find baseline
+  refreshes); other ``_meta`` keys are free;
 - ``per_query.<qid>``: ``status`` one of ``scored``, ``unscorable``, ``error``; a scored
   query's ``metrics`` hold every measured metric, each a finite number in [0, 1]
   (not a bool), and no other key (``Recall@10`` is not ``recall@10``); optional
   ``ranking`` (a list of distinct strings: the plugin drops repeats) and ``tags``
   (a list of strings), ``error`` (string or null),
-  ``n_docs`` (integer), ``baseline`` (metric values), ``parent_level``;
+  ``n_docs`` (integer), ``baseline`` (metric values), ``parent_level``, ``_judgments`` (a string);
 - ``aggregate``: exactly the measured metrics, each the mean the gate computes
   (errored queries count 0, unscorable ones are left out) to 1e-9, so hand edits show;
 - ``comparison.regressed``: a list of objects with a ``qid``;
@@ -120,6 +123,7 @@ def check_artifact(data: Any, name: str) -> None:
         raise _fail(name, "_meta.format", f"is {fmt}: written by a newer pytest-ragmetrics (this one reads "
                                           f"format {ARTIFACT_FORMAT} and older); upgrade to read it")
     metrics, config = _measured(meta, name)
+    _check_k_and_golden(meta, name)
     _check_thresholds(meta, config, name)
     _check_created(meta, name)
     _check_baseline_entry(meta, name)
@@ -152,6 +156,27 @@ def _measured(meta: Mapping[str, Any], name: str) -> tuple[list[str], Measuremen
     except (MeasureError, TypeError, ValueError) as exc:
         raise _fail(name, "_meta.measurement", f"is not a measurement config: {exc}") from None
     return list(listed_metrics), config
+
+
+def _check_k_and_golden(meta: Mapping[str, Any], name: str) -> None:
+    """``_meta.k`` and ``_meta.golden``: a null ``k`` skipped the comparison of results asked per
+    query, and a ``golden`` that is not an object broke the HTML report with a traceback."""
+    if "k" in meta:
+        k = meta["k"]
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise _fail(name, "_meta.k", f"is {brief_repr(k)}; expected a positive integer (results asked per query)")
+    if "golden" not in meta:
+        return
+    golden = meta["golden"]
+    if not isinstance(golden, dict):
+        raise _fail(name, "_meta.golden", f"is {brief_repr(golden)}; expected an object with source, sha256 "
+                                          "and n_queries")
+    for key in ("source", "sha256"):
+        if key in golden and not isinstance(golden[key], str):
+            raise _fail(name, f"_meta.golden.{key}", f"is {brief_repr(golden[key])}; expected a string")
+    n = golden.get("n_queries")
+    if "n_queries" in golden and (isinstance(n, bool) or not isinstance(n, int) or n < 0):
+        raise _fail(name, "_meta.golden.n_queries", f"is {brief_repr(n)}; expected a non-negative integer")
 
 
 def _check_thresholds(meta: Mapping[str, Any], config: MeasurementConfig, name: str) -> None:
@@ -197,8 +222,8 @@ def _check_baseline_entry(meta: Mapping[str, Any], name: str) -> None:
     entry = meta["baseline"]
     if not isinstance(entry, dict):
         raise _fail(name, "_meta.baseline", f"is {brief_repr(entry)}; expected null or an object with sha256, "
-                                            "created and updated")
-    for key in ("sha256", "created"):
+                                            "content, created and updated")
+    for key in ("sha256", "content", "created"):
         if entry.get(key) is not None and not isinstance(entry[key], str):
             raise _fail(name, f"_meta.baseline.{key}", f"is {brief_repr(entry[key])}; expected a string or null")
     if not isinstance(entry.get("updated"), bool):
@@ -249,6 +274,9 @@ def _check_entry(qid: str, entry: Any, metrics: list[str], name: str) -> dict[st
         raise _fail(name, f"{where}.ranking", f"holds the document {brief_repr(repeat)} twice; the plugin drops "
                                               "repeats, so the file was edited (a TREC run exported from it would "
                                               "be refused)")
+    if "_judgments" in entry and not isinstance(entry["_judgments"], str):
+        raise _fail(name, f"{where}._judgments", f"is {brief_repr(entry['_judgments'])}; expected a string "
+                                                 "(the digest of the query's text and judgments)")
     if entry.get("error") is not None and not isinstance(entry["error"], str):
         raise _fail(name, f"{where}.error", f"is {brief_repr(entry['error'])}; expected a string")
     n_docs = entry.get("n_docs")

@@ -83,6 +83,17 @@ class Baseline:
         per_query = {old_to_new.get(qid, qid): entry for qid, entry in self.per_query.items()}
         return Baseline(self.meta, self.aggregate, per_query, self.path, list(self.notes))
 
+    def content_digest(self) -> str:
+        """sha256 of what the gate compares with: the aggregate, each entry's metrics and its
+        ``_judgments``; not ``_meta``, the seals or the file's formatting. Two files that judge a
+        run alike share it, so a reformatted or resealed copy is the same baseline, not a refresh."""
+        entries = {qid: {k: (v if k == "_judgments" else float(v)) for k, v in entry.items()
+                         if not k.startswith("_") or k == "_judgments"}
+                   for qid, entry in self.per_query.items()}
+        content = {"aggregate": {k: float(v) for k, v in self.aggregate.items()}, "per_query": entries}
+        text = json.dumps(content, sort_keys=True, ensure_ascii=True, separators=(",", ":"), allow_nan=False)
+        return hashlib.sha256(text.encode("ascii")).hexdigest()
+
     def to_dict(self) -> dict[str, Any]:
         """The file's content, rounded and sealed."""
         meta = {k: v for k, v in self.meta.items() if k != "seal"}

@@ -18,9 +18,12 @@ reads, typically the JSONL golden format with graded ``rel``) over the
 
 Pairs only one annotator judged are counted and reported, never used.
 
-Weights use the grade values themselves (``|a - b|`` or ``(a - b)^2``), not the
-positions of the grades in a sorted list; with contiguous grades (0, 1, 2) this
-is exactly ``sklearn.metrics.cohen_kappa_score(..., weights=...)``.
+Weights use the ordinal position of each grade among the grades that occur
+(``|i - j|`` or ``(i - j)^2`` of their indexes in the sorted list), never the grade
+numbers: grades are ordered categories, not distances, and weighting by the numbers
+let one pair graded 1000 by both annotators dwarf every real disagreement (0 vs 1
+became a near-agreement, and kappa 0.24 read 0.99). This is exactly
+``sklearn.metrics.cohen_kappa_score(..., weights=...)``.
 """
 
 from __future__ import annotations
@@ -74,8 +77,9 @@ def _check_weights(weights: str | None) -> str:
 def cohen_kappa(a: Sequence[int], b: Sequence[int], weights: str | None = "none") -> float | None:
     """Cohen's kappa of two equally long label sequences.
 
-    ``weights``: ``none`` (unweighted), ``linear`` (disagreement ``|a - b|``) or
-    ``quadratic`` (``(a - b)^2``), on the label values. Returns None when kappa is
+    ``weights``: ``none`` (unweighted), ``linear`` (disagreement ``|i - j|``) or
+    ``quadratic`` (``(i - j)^2``), on the labels' positions ``i``, ``j`` among the sorted
+    labels that occur (their order, never their numbers). Returns None when kappa is
     undefined: both annotators gave every pair one and the same label, so chance
     agreement is already perfect (scikit-learn returns NaN there).
     """
@@ -172,11 +176,13 @@ class Agreement:
 
 
 def _weight_matrix(labels: Sequence[int], weights: str) -> list[list[float]]:
+    """Disagreement weights over ``labels`` (sorted), by position: the grades' order, not their numbers."""
+    positions = range(len(labels))
     if weights == "none":
-        return [[0.0 if x == y else 1.0 for y in labels] for x in labels]
+        return [[0.0 if i == j else 1.0 for j in positions] for i in positions]
     if weights == "linear":
-        return [[float(abs(x - y)) for y in labels] for x in labels]
-    return [[float((x - y) ** 2) for y in labels] for x in labels]
+        return [[float(abs(i - j)) for j in positions] for i in positions]
+    return [[float((i - j) ** 2) for j in positions] for i in positions]
 
 
 def _bootstrap(

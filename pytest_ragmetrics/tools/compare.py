@@ -25,14 +25,14 @@ from pytest_ragmetrics.gate.baseline import Baseline, load_baseline, measurement
 from pytest_ragmetrics.gate.thresholds import Thresholds
 from pytest_ragmetrics.errors import InputError, listed
 from pytest_ragmetrics.evaluation import evaluate, id_rule
-from pytest_ragmetrics.gate.verdict import EPS, QueryRecord, Verdict, build_verdict
+from pytest_ragmetrics.gate.verdict import EPS, Gate, QueryRecord, Verdict, build_verdict
 from pytest_ragmetrics.files import loads_json
 from pytest_ragmetrics.golden import GoldenSet, Query, load_qrels
 from pytest_ragmetrics.measures import MeasurementConfig
 from pytest_ragmetrics.metrics import document_ranking
 
 __all__ = ["RunData", "load_run_data", "is_run_artifact", "run_data_from_artifact", "compare", "describe_measurement",
-           "shared_only", "subset_of", "check_scorability",
+           "shared_only", "subset_of", "check_scorability", "check_recorded_metrics", "gated",
            "metric_names", "missing_from", "mismatch"]
 
 
@@ -218,6 +218,35 @@ def check_scorability(a: RunData, b: RunData, golden: GoldenSet | None = None) -
                              f"unscorable in {label} but scored in {other_label} {why}: {label} was edited")
 
 
+def check_recorded_metrics(a: RunData, b: RunData, golden: GoldenSet) -> None:
+    """Refuse a query whose recorded metric is not what its recorded ranking scores against
+    ``golden``, with the side's own measurement config (to 1e-9): a regressed query's metrics
+    set to 1.0, its ranking left as it was, is an edit of the file, not a result. Queries
+    judged on other labels than ``golden``'s are :func:`mismatch`'s to report; a side that
+    records no ranking (a baseline) cannot be checked this way."""
+    from pytest_ragmetrics.evaluation import score_query
+
+    for label, side in (("A", a), ("B", b)):
+        recorded = side.meta.get("measurement") if isinstance(side.meta, Mapping) else None
+        if not isinstance(recorded, Mapping):
+            continue
+        config = MeasurementConfig.from_dict(recorded)  # type: ignore[arg-type]
+        for qid, values in side.metrics.items():
+            if qid not in golden or qid not in side.rankings:
+                continue
+            query = golden[qid]
+            if side.judgments.get(qid) not in (None, query.judgments_digest()):
+                continue
+            _, scored = score_query(side.rankings[qid], query.judgments, config)
+            for metric, value in values.items():
+                if metric.startswith("_") or scored is None or metric not in scored:
+                    continue
+                if abs(float(value) - scored[metric]) > 1e-9:
+                    raise InputError(side.source, f"per_query.{qid}",
+                                     f"{label} records {metric} = {value!r}, but the ranking it recorded scores "
+                                     f"{scored[metric]!r} against {golden.source}: {label} was edited")
+
+
 def _golden_hash(meta: Mapping[str, Any]) -> str | None:
     golden = meta.get("golden") if isinstance(meta, Mapping) else None
     sha = golden.get("sha256") if isinstance(golden, Mapping) else None
@@ -263,14 +292,23 @@ def describe_measurement(side: RunData) -> str:
     return f"relevance level {level}, {gain} gain; {ids}"
 
 
+def gated(metric: str, thresholds: Thresholds) -> bool:
+    """Whether ``thresholds`` gate ``metric`` (an allowed drop, a floor or a per-query tolerance)."""
+    return metric in thresholds.tolerance or metric in thresholds.minimum or metric in thresholds.query_tolerance
+
+
 def compare(a: RunData, b: RunData, thresholds: Thresholds, metrics: Sequence[str],
             golden: GoldenSet | None = None,
-            relevance_level: int = 1) -> tuple[Verdict, dict[str, tuple[int, int, int]]]:
+            relevance_level: int = 1,
+            lacking: Sequence[str] = ()) -> tuple[Verdict, dict[str, tuple[int, int, int]]]:
     """Verdict of B against A, and per metric the (wins, ties, losses) of B.
 
     A query A scored and B has no result for counts as errored in B (every metric 0),
     so it is listed among the regressions; ``golden`` supplies question texts and gold
-    documents, ``relevance_level`` which gold documents the report lists.
+    documents, ``relevance_level`` which gold documents the report lists. ``lacking``
+    are metrics A measured and B did not: each one ``thresholds`` gate fails its gate,
+    as the plugin fails a gated metric its baseline lacks (a gate that checks nothing
+    must not pass).
     """
     missing = missing_from(a, b)
     qids = list(dict.fromkeys([*a.metrics, *b.metrics, *b.errors, *b.unscorable]))
@@ -296,6 +334,12 @@ def compare(a: RunData, b: RunData, thresholds: Thresholds, metrics: Sequence[st
     baseline = Baseline(a.meta, {}, {q: {k: v for k, v in m.items() if k in metrics} for q, m in a.metrics.items()},
                         a.source)
     verdict = build_verdict(records, run_golden, baseline, thresholds, metrics, relevance_level, reference="A")
+    for metric in lacking:
+        if gated(metric, thresholds):
+            verdict.gates.append(Gate(metric, False, (
+                f"{metric} cannot be compared: B ({b.source}) holds no {metric} (it measured "
+                f"{', '.join(metric_names(None, b)) or 'no metric'}), so A's gate on it checks nothing; "
+                f"measure B with {metric}, or gate with --thresholds that do not name {metric}")))
     tally: dict[str, tuple[int, int, int]] = {}
     for metric in metrics:
         wins = ties = losses = 0

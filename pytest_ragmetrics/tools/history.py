@@ -76,8 +76,12 @@ class Artifact:
     tolerance: dict[str, float]
     #: each query's verdict in this run (see :data:`VERDICTS`)
     verdicts: dict[str, str]
-    #: sha256 of the baseline file judged against (or written), from ``_meta.baseline``
+    #: sha256 of the baseline file's bytes judged against (or written), from ``_meta.baseline``
     baseline_sha256: str | None
+    #: digest of that baseline's numbers (``_meta.baseline.content``; older artifacts have none)
+    baseline_content: str | None
+    #: that baseline's ``_meta.created``: a refresh always writes a new one
+    baseline_created: str | None
     #: digest of the per-query baseline values the run recorded (older artifacts have only these)
     baseline_values: str | None
     baseline_updated: bool
@@ -186,6 +190,8 @@ def read_artifact(path: str | Path) -> Artifact:
         path=name, meta=meta, side=side, created=_created(meta["created"]),  # type: ignore[arg-type]
         config=config, tolerance=dict(recorded.tolerance) if recorded else {}, verdicts=verdicts,
         baseline_sha256=baseline.get("sha256") if isinstance(baseline, dict) else None,
+        baseline_content=baseline.get("content") if isinstance(baseline, dict) else None,
+        baseline_created=baseline.get("created") if isinstance(baseline, dict) else None,
         baseline_values=_digest(per_query_baseline) if per_query_baseline else None,
         baseline_updated=updated,
         # a run that wrote the baseline skipped its gates: it passed or failed nothing
@@ -426,14 +432,23 @@ def _differences(lead: Artifact, other: Artifact, names: tuple[str, str]) -> lis
     return out or ["measured alike, except in what the artifacts do not record"]
 
 
-def _refresh(a: Artifact, prev_sha: str | None, prev_values: str | None) -> str | None:
-    """Why ``a`` starts a new baseline period, or ``None``: it wrote the baseline, or it
-    was judged against another baseline file (sha256) or other per-query baseline values
-    than the run before (for artifacts that record no sha256)."""
+def _refresh(a: Artifact, prev_sha: str | None, prev_values: str | None, prev_content: str | None = None,
+             prev_created: str | None = None) -> str | None:
+    """Why ``a`` starts a new baseline period, or ``None``: it wrote the baseline, or it was
+    judged against another baseline than the run before: other numbers (``content``) and a new
+    ``created``, which every refresh writes. The file's bytes are not the baseline: a trailing
+    newline, another line ending or a reseal with a note changes them and refreshes nothing.
+    Artifacts that record no content digest are compared by the file's sha256, else by the
+    per-query baseline values they recorded; a ``created`` both record and that did not change
+    still rules a refresh out."""
     if a.baseline_updated:
         return "this run wrote a new baseline (--rag-update-baseline)"
-    created = a.meta.get("baseline", {}).get("created") if isinstance(a.meta.get("baseline"), dict) else None
+    created = a.baseline_created
     since = f" (created {created})" if created else ""
+    if created and prev_created and created == prev_created:
+        return None
+    if a.baseline_content and prev_content:
+        return f"judged against a new baseline{since}" if a.baseline_content != prev_content else None
     if a.baseline_sha256 and prev_sha:
         return f"judged against a new baseline{since}" if a.baseline_sha256 != prev_sha else None
     if a.baseline_values and prev_values and a.baseline_values != prev_values:
@@ -444,15 +459,17 @@ def _refresh(a: Artifact, prev_sha: str | None, prev_values: str | None) -> str 
 def _group(number: int, runs: list[Artifact], newest: bool, min_flips: int) -> Group:
     metrics = runs[-1].metrics
     points: list[RunPoint] = []
-    prev_sha = prev_values = None
+    prev_sha = prev_values = prev_content = prev_created = None
     segment = 1
     for i, a in enumerate(runs):
         n, aggregate, tags = _means(a)
-        refresh = _refresh(a, prev_sha, prev_values)
+        refresh = _refresh(a, prev_sha, prev_values, prev_content, prev_created)
         if refresh and i:
             segment += 1
         prev_sha = a.baseline_sha256 or prev_sha
         prev_values = a.baseline_values or prev_values
+        prev_content = a.baseline_content or prev_content
+        prev_created = a.baseline_created or prev_created
         before = points[-1] if points else None
         delta: dict[str, float | None] = {}
         beyond = []

@@ -199,9 +199,12 @@ def test_report_is_written_on_a_passing_run_and_with_update(project: RagProject)
 
 
 def test_report_names_the_baseline_it_was_judged_against(project: RagProject) -> None:
-    """``_meta.baseline``: the file's sha256 and created time, so a history of artifacts
-    can tell a baseline refresh from a change in retrieval; only the artifact carries it."""
+    """``_meta.baseline``: the file's sha256, the digest of its numbers and its created time,
+    so a history of artifacts can tell a baseline refresh from a change in retrieval; only the
+    artifact carries it."""
     import hashlib
+
+    from pytest_ragmetrics.gate.baseline import load_baseline
 
     def sha() -> str:
         return hashlib.sha256(project.baseline_path.read_bytes()).hexdigest()
@@ -212,12 +215,15 @@ def test_report_names_the_baseline_it_was_judged_against(project: RagProject) ->
     project.run("--rag-update-baseline", "--rag-report", "wrote.json")
     wrote = json.loads((project.path / "wrote.json").read_text())["_meta"]
     first = project.baseline()
-    assert wrote["baseline"] == {"sha256": sha(), "created": first["_meta"]["created"], "updated": True}
+    content = load_baseline(project.baseline_path).content_digest()
+    assert wrote["baseline"] == {"sha256": sha(), "content": content, "created": first["_meta"]["created"],
+                                 "updated": True}
     assert "baseline" not in first["_meta"]  # the baseline file itself is unchanged
 
     project.run("--rag-report", "judged.json")
     judged = json.loads((project.path / "judged.json").read_text())["_meta"]
-    assert judged["baseline"] == {"sha256": sha(), "created": first["_meta"]["created"], "updated": False}
+    assert judged["baseline"] == {"sha256": sha(), "content": content, "created": first["_meta"]["created"],
+                                  "updated": False}
 
 
 def test_no_report_without_the_flag(baselined: RagProject) -> None:

@@ -138,6 +138,13 @@ def _edit_mean(data: dict[str, Any]) -> None:
     (lambda d: d["_meta"].update(baseline="baseline.json"), "_meta.baseline", "expected null or an object"),
     (lambda d: d["per_query"]["q1"].update(ranking=["d1", "d5", "d1"]), "per_query.q1.ranking",
      "holds the document 'd1' twice"),
+    (lambda d: d["_meta"].update(k=None), "_meta.k", "is None; expected a positive integer"),
+    (lambda d: d["_meta"].update(k=0), "_meta.k", "is 0; expected a positive integer"),
+    (lambda d: d["_meta"].update(golden=[1]), "_meta.golden", "is [1]; expected an object"),
+    (lambda d: d["_meta"].update(golden={"sha256": 5}), "_meta.golden.sha256", "is 5; expected a string"),
+    (lambda d: d["_meta"].update(golden={"n_queries": "6"}), "_meta.golden.n_queries",
+     "is '6'; expected a non-negative integer"),
+    (lambda d: d["per_query"]["q1"].update(_judgments=5), "per_query.q1._judgments", "is 5; expected a string"),
 ])
 def test_every_reader_refuses_a_broken_artifact_naming_file_record_and_field(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], edit: Callable[[dict[str, Any]], None], field: str,

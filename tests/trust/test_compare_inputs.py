@@ -206,3 +206,125 @@ def test_a_failed_gate_under_fail_on_regression_false_says_why_it_exits_0(
     code, out, _ = compare(good, bad, "--thresholds", path, "--fail-on-regression", capsys=capsys)
     assert code == 0
     assert out.rstrip().endswith(f"exit 0: fail_on_regression is false in the thresholds ({path})")
+
+
+# ------------------------------------------------------------ metrics only one side measured
+
+
+_GATED: dict[str, bytes] = {}
+
+
+@pytest.fixture
+def mrr_gated(project: TrustProject, tmp_path: Path) -> tuple[Path, Path]:
+    """A (gated on MRR@10 by its thresholds file) and B (the same good rankings, measured without
+    MRR@10 and gated with the defaults): real sessions, made once, then copied."""
+    if not _GATED:
+        project.thresholds({"mrr@10_tolerance": 0.02})
+        project.make_baseline("--rag-report=a.json")
+        (project.path / "baselines" / "thresholds.json").unlink()
+        project.ini(rag_metrics="recall@10 hit_rate@10")
+        result = project.run("--rag-report=b.json", "--rag-accept-mismatch")
+        assert (project.path / "b.json").exists(), result.stdout.str()[-2000:]
+        for name in ("a.json", "b.json"):
+            _GATED[name] = (project.path / name).read_bytes()
+    for name, data in _GATED.items():
+        (tmp_path / name).write_bytes(data)
+    return tmp_path / "a.json", tmp_path / "b.json"
+
+
+def test_a_metric_a_gates_and_b_did_not_measure_fails_its_gate(mrr_gated: tuple[Path, Path],
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    a, b = mrr_gated
+    assert load(b)["_meta"]["measurement"]["metrics"] == ["recall@10", "hit_rate@10"]
+    code, out, err = compare(a, b, "--fail-on-regression", capsys=capsys)
+    assert code == 1, out + err
+    assert f"gate mrr@10: mrr@10 cannot be compared: B ({b}) holds no mrr@10 (it measured recall@10, hit_rate@10)" in out
+    assert "All gates passed" not in out
+    code, out, _ = compare(a, b, "--fail-on-regression", "--format", "json", capsys=capsys)
+    assert code == 1 and json.loads(out)["not_compared"] == {"only_in_A": ["mrr@10", "ndcg@10"], "only_in_B": []}
+
+
+def _without_mrr(data: dict[str, Any]) -> dict[str, Any]:
+    """``data`` with MRR@10 deleted wherever it is recorded: as if never measured."""
+    data["_meta"]["measurement"]["metrics"].remove("mrr@10")
+    del data["aggregate"]["mrr@10"]
+    values = data["_meta"]["thresholds"]["values"]
+    for key in [k for k in values if k.startswith("mrr@10_")]:
+        del values[key]
+    for entry in data["per_query"].values():
+        for key in ("metrics", "baseline"):
+            if isinstance(entry.get(key), dict):
+                entry[key].pop("mrr@10", None)
+    return data
+
+
+def test_a_gated_metric_deleted_from_b_by_hand_fails_its_gate(mrr_gated: tuple[Path, Path],
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    a, _ = mrr_gated
+    assert compare(a, a, "--fail-on-regression", capsys=capsys)[0] == 0
+    edited = save(a.with_name("edited.json"), _without_mrr(load(a)))
+    code, out, err = compare(a, edited, "--fail-on-regression", capsys=capsys)
+    assert code == 1, out + err
+    assert "gate mrr@10: mrr@10 cannot be compared: B" in out
+
+
+def test_an_ungated_metric_b_lacks_is_named(runs: tuple[Path, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    good, _ = runs
+    edited = save(good.with_name("edited.json"), _without_mrr(load(good)))
+    code, out, _ = compare(good, edited, "--fail-on-regression", capsys=capsys)
+    assert code == 0, out  # the defaults gate recall only
+    assert "Not compared: mrr@10 (measured by A, not by B; not gated)" in out
+    code, out, _ = compare(edited, good, "--fail-on-regression", capsys=capsys)
+    assert "Not compared: mrr@10 (measured by B, not by A)" in out
+
+
+def test_a_metric_asked_for_that_b_lacks_is_no_traceback(mrr_gated: tuple[Path, Path],
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    a, b = mrr_gated
+    code, out, _ = compare(a, b, "-m", "recall@10", "-m", "mrr@10", "--fail-on-regression", capsys=capsys)
+    assert code == 1, out
+    assert "gate mrr@10: mrr@10 cannot be compared" in out
+    code, _, err = compare(a, b, "-m", "ndcg@20", capsys=capsys)
+    assert code == 2 and f"neither {a} nor {b} measured ndcg@20" in err
+
+
+# ------------------------------------------------------------------ recorded metrics
+
+
+def forge_good_metrics(bad: dict[str, Any], good: dict[str, Any]) -> dict[str, Any]:
+    """B's regressed queries given A's metrics (rankings left as B recorded them), means recomputed."""
+    for qid in REGRESSED:
+        bad["per_query"][qid]["metrics"] = dict(good["per_query"][qid]["metrics"])
+    scored = [e["metrics"] for e in bad["per_query"].values() if e["status"] == "scored"]
+    bad["aggregate"] = {m: sum(s[m] for s in scored) / len(scored) for m in bad["aggregate"]}
+    return bad
+
+
+def test_with_golden_metrics_the_ranking_does_not_give_are_refused(runs: tuple[Path, Path], golden: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    good, bad = runs
+    forged = save(bad.with_name("forged.json"), forge_good_metrics(load(bad), load(good)))
+    code, out, _ = compare(good, forged, "--fail-on-regression", capsys=capsys)
+    assert code == 0, out  # the numbers, as recorded, pass
+    assert "Per-query metrics are taken as recorded in A and B; pass --golden to recompute them" in out
+    code, _, err = compare(good, forged, "--golden", golden, "--fail-on-regression", capsys=capsys)
+    assert code == 2, err
+    assert (f"{forged}, per_query.q-002: B records hit_rate@10 = 1.0, but the ranking it recorded scores 0.0 "
+            f"against {golden}: B was edited") in err
+    assert "B was edited" in err
+    # the runs as written pass the check: a failing B still fails, a good A still passes
+    assert compare(good, bad, "--golden", golden, "--fail-on-regression", capsys=capsys)[0] == 1
+    code, out, _ = compare(good, good, "--golden", golden, "--fail-on-regression", capsys=capsys)
+    assert code == 0 and "taken as recorded" not in out
+
+
+def test_a_golden_entry_that_is_not_an_object_is_refused_by_the_html_report(
+        runs: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    good, bad = runs
+    data = load(bad)
+    data["_meta"]["golden"] = [1]
+    edited = save(bad.with_name("edited.json"), data)
+    code, _, err = compare(good, edited, "--html", tmp_path / "report.html", capsys=capsys)
+    assert code == 2, err
+    assert f"{edited}: _meta.golden is [1]; expected an object" in err
+    assert not (tmp_path / "report.html").exists()
