@@ -11,6 +11,7 @@ FIFO or ``/dev/stdout`` is appended to in place, as a rename would replace it.
 from __future__ import annotations
 
 import errno
+import hashlib
 import json
 import os
 import re
@@ -36,6 +37,7 @@ __all__ = [
     "check_no_bom",
     "dumps_line",
     "dumps_stable",
+    "canonical_digest",
     "atomic_write_text",
     "atomic_write_json",
     "write_problem",
@@ -277,6 +279,14 @@ def _duplicate_offset(text: str, kwargs: dict[str, Any]) -> int:
     except (ValueError, RecursionError):
         pass
     return -1
+
+
+def canonical_digest(value: Any) -> str:
+    """sha256 of ``value`` as canonical JSON (sorted keys, no spaces, ASCII): the same content gives
+    the same digest however a file holding it was formatted. Seals and content digests use it (a NaN
+    digests as ``NaN``: refusing it is the schema's job, with the field named)."""
+    text = json.dumps(value, sort_keys=True, ensure_ascii=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode("ascii")).hexdigest()
 
 
 # --------------------------------------------------------------------------- writing

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_ragmetrics.errors import RagMetricsError, listed
-from pytest_ragmetrics.gate.artifact import ARTIFACT_FORMAT
+from pytest_ragmetrics.gate.artifact import ARTIFACT_FORMAT, seal_artifact
 from pytest_ragmetrics.gate.baseline import load_baseline
 from pytest_ragmetrics.files import atomic_write_json, atomic_write_text, git_commit, write_problem
 
@@ -125,7 +125,7 @@ def baseline_entry(rag: RagSession) -> dict[str, Any] | None:
 def write_artifact(rag: RagSession, path: Path) -> None:
     """Write the run artifact atomically; an unwritable path is a :class:`RagMetricsError`."""
     try:
-        atomic_write_json(path, artifact(rag))
+        atomic_write_json(path, seal_artifact(artifact(rag)))
     except OSError as exc:
         raise RagMetricsError(f"cannot write the run report {path}: {write_problem(path, exc)}") from None
 

@@ -26,7 +26,10 @@ here, naming the file, the record (qid) and the field, before any reader trusts 
 - ``aggregate``: exactly the measured metrics, each the mean the gate computes
   (errored queries count 0, unscorable ones are left out) to 1e-9, so hand edits show;
 - ``comparison.regressed``: a list of objects with a ``qid``;
-  ``comparison.retriever_changes``: a list of strings; ``comparison.passed``: a bool.
+  ``comparison.retriever_changes``: a list of strings; ``comparison.passed``: a bool;
+- ``_meta.seal``, written by the plugin: digests of the file's sections (:func:`seal_artifact`).
+  A file whose content no longer matches it was edited after its run, and is refused with the
+  sections that changed; a file without one (an older version's) is read as it is.
 """
 
 from __future__ import annotations
@@ -38,13 +41,13 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from pytest_ragmetrics.errors import InputError, MeasureError, RagMetricsError, ThresholdsError, brief_repr
-from pytest_ragmetrics.files import loads_json, read_text
+from pytest_ragmetrics.files import canonical_digest, loads_json, read_text
 from pytest_ragmetrics.gate.baseline import check_mean, check_metric_value
 from pytest_ragmetrics.gate.thresholds import thresholds_from_mapping
 from pytest_ragmetrics.measures import MeasurementConfig
 
 __all__ = ["ARTIFACT_FORMAT", "STATUSES", "ArtifactError", "is_run_artifact", "load_artifact", "parse_artifact",
-           "check_artifact"]
+           "check_artifact", "seal_artifact"]
 
 #: The version of the schema above, written as ``_meta.format``.
 ARTIFACT_FORMAT = 1
@@ -140,6 +143,29 @@ def check_artifact(data: Any, name: str) -> None:
                                "errored queries: the file was edited by hand or is incomplete")
     if "aggregate" in data:
         _check_aggregate(data["aggregate"], metrics, counted, name)
+    if "seal" in meta:  # last: the checks above name a broken field better than a seal can
+        recorded = meta["seal"] if isinstance(meta["seal"], dict) else {}
+        now = _seal(data)
+        changed = [section for section in sorted(set(now) | set(recorded)) if recorded.get(section) != now.get(section)]
+        if changed:
+            raise _fail(name, "_meta.seal", f"does not match the file: {', '.join(changed)} changed after the run "
+                                            "wrote it; restore the artifact the run wrote, or run again")
+
+
+def _seal(data: Mapping[str, Any]) -> dict[str, str]:
+    """Digests of an artifact's sections, its seal and its time left out (two runs of one state
+    write the same file but for ``created``)."""
+    meta = {k: v for k, v in data["_meta"].items() if k not in ("seal", "created")}
+    return {"_meta": canonical_digest(meta)[:16],
+            **{key: canonical_digest(data[key])[:16] for key in ("per_query", "aggregate", "comparison", "n")
+               if key in data}}
+
+
+def seal_artifact(data: dict[str, Any]) -> dict[str, Any]:
+    """``data`` with ``_meta.seal`` set to the digests of its sections (the plugin seals what it writes),
+    so ``compare``, ``history`` and ``export`` can tell a run's file from one edited after it."""
+    data["_meta"]["seal"] = _seal(data)
+    return data
 
 
 def _measured(meta: Mapping[str, Any], name: str) -> tuple[list[str], MeasurementConfig]:

@@ -18,7 +18,6 @@ Only :func:`write_baseline` and :func:`reseal_baseline` write.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 from dataclasses import dataclass, field
@@ -26,7 +25,7 @@ from pathlib import Path
 from typing import Any, Callable, Collection, Mapping, NoReturn
 
 from pytest_ragmetrics.errors import BaselineError, MeasureError, brief_repr
-from pytest_ragmetrics.files import atomic_write_json, loads_json, write_problem
+from pytest_ragmetrics.files import atomic_write_json, canonical_digest, loads_json, write_problem
 from pytest_ragmetrics.measures import MeasurementConfig
 
 __all__ = [
@@ -90,9 +89,7 @@ class Baseline:
         entries = {qid: {k: (v if k == "_judgments" else float(v)) for k, v in entry.items()
                          if not k.startswith("_") or k == "_judgments"}
                    for qid, entry in self.per_query.items()}
-        content = {"aggregate": {k: float(v) for k, v in self.aggregate.items()}, "per_query": entries}
-        text = json.dumps(content, sort_keys=True, ensure_ascii=True, separators=(",", ":"), allow_nan=False)
-        return hashlib.sha256(text.encode("ascii")).hexdigest()
+        return canonical_digest({"aggregate": {k: float(v) for k, v in self.aggregate.items()}, "per_query": entries})
 
     def to_dict(self) -> dict[str, Any]:
         """The file's content, rounded and sealed."""
@@ -112,8 +109,7 @@ class Baseline:
 
 
 def _digest(value: Any) -> str:
-    text = json.dumps(value, sort_keys=True, ensure_ascii=True, separators=(",", ":"), allow_nan=False)
-    return hashlib.sha256(text.encode("ascii")).hexdigest()[:16]
+    return canonical_digest(value)[:16]
 
 
 def _canonical_entry(entry: Mapping[str, Any]) -> dict[str, Any]:

@@ -39,6 +39,7 @@ import pytest
 from browser import browse, console_errors, dump_dom
 from pytest_ragmetrics.cli import main
 from pytest_ragmetrics.files import dumps_stable
+from pytest_ragmetrics.gate.artifact import seal_artifact
 from pytest_ragmetrics.report.trend_html import render_trend_html
 from pytest_ragmetrics.tools.history import build_history, load_artifacts
 from ragproject import GOOD, RagProject
@@ -59,7 +60,7 @@ def set_created(path: Path, created: str, commit: str | None = None) -> None:
     data["_meta"]["created"] = created
     if commit is not None:
         data["_meta"]["git_commit"] = commit
-    path.write_text(dumps_stable(data), encoding="utf-8")
+    path.write_text(dumps_stable(seal_artifact(data)), encoding="utf-8")  # as if the run had been on that day
 
 
 def rank_2(qid: str) -> list[str]:
@@ -232,6 +233,7 @@ def test_a_refresh_is_found_from_per_query_baseline_values_when_no_sha_is_record
     for path in nights.glob("night-0[1-8].json"):
         data = json.loads(path.read_text())
         del data["_meta"]["baseline"]
+        del data["_meta"]["seal"]  # nor a seal
         path.write_text(dumps_stable(data))
     runs = first_group(history_json(str(nights), capsys=capsys))["runs"]
     # night 6 (the update) records no comparison; night 7 is the first judged by new values
@@ -451,3 +453,37 @@ def test_html_page_renders_in_headless_chromium(nights: Path, tmp_path: Path) ->
     shot = shot_dir / "history.png"
     assert console_errors(browse(page, shot)) == []
     assert shot.stat().st_size > 10_000  # a rendered page, not an empty canvas
+
+
+def test_no_mutation_of_a_nightly_artifact_clears_a_current_drift(nights: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """A property over history's input: nights 1-5 hold a current drift; delete a key, change a number, a
+    key's case, insert NaN, a separator or a lone surrogate anywhere in one of them, and
+    --fail-on-drift still fails (1) or refuses the file (2), never passes, never a traceback."""
+    import sys
+
+    from hypothesis import given
+    from hypothesis import strategies as st
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "trust"))
+    from test_properties_files import PROPERTY, mutations
+
+    first_five = [nights / f"night-{n:02d}.json" for n in range(1, 6)]
+    assert main(["history", *map(str, first_five), "--fail-on-drift"]) == 1
+    capsys.readouterr()
+    originals = {p: p.read_text(encoding="utf-8") for p in first_five}
+
+    @PROPERTY
+    @given(which=st.integers(0, len(first_five) - 1), data=st.data())
+    def check(which: int, data: Any) -> None:
+        target = first_five[which]
+        what, text = data.draw(mutations(json.loads(originals[target])))
+        for path, original in originals.items():
+            path.write_text(text if path == target else original, encoding="utf-8")
+        code = main(["history", *map(str, first_five), "--fail-on-drift"])
+        err = capsys.readouterr().err
+        assert code in (1, 2), (target.name, what, code)
+        assert "Traceback" not in err
+
+    check()
+

@@ -119,4 +119,7 @@ def test_a_hand_edited_baseline_sha256_in_the_last_artifact_is_no_refresh(
     data = json.loads(last.read_text(encoding="utf-8"))
     data["_meta"]["baseline"]["sha256"] = "0" * 64
     last.write_text(dumps_stable(data), encoding="utf-8")
+    assert main(["history", str(nights), "--fail-on-drift"]) == 2  # the seal no longer matches
+    data["_meta"].pop("seal")  # and unsealed, as an older version's file: the same created is no refresh
+    last.write_text(dumps_stable(data), encoding="utf-8")
     assert main(["history", str(nights), "--fail-on-drift"]) == 1

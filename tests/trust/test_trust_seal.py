@@ -363,3 +363,20 @@ def test_edited_and_removed_entries_are_both_named(baselined: TrustProject) -> N
     done = _ragmetrics("baseline", "baselines/baseline.json", cwd=baselined.path)
     assert "per_query entries edited: q-001" in done.stderr
     assert "per_query entries added or removed (6 sealed, 5 now)" in done.stderr
+
+
+def test_an_artifact_edited_consistently_is_refused_by_its_seal(baselined: TrustProject) -> None:
+    """Numbers lowered with the means recomputed pass every schema rule; only the seal can tell."""
+    baselined.run("--rag-report=good.json")
+    baselined.answer(q_002=["noise-doc"])
+    baselined.run("--rag-report=bad.json")
+    data = json.loads((baselined.path / "good.json").read_text(encoding="utf-8"))
+    data["per_query"]["q-002"]["metrics"] = {m: 0.0 for m in data["per_query"]["q-002"]["metrics"]}
+    for metric in data["aggregate"]:
+        rows = [e["metrics"][metric] for e in data["per_query"].values() if e["status"] == "scored"]
+        data["aggregate"][metric] = sum(rows) / len(rows)
+    (baselined.path / "edited.json").write_text(json.dumps(data), encoding="utf-8")
+    done = _ragmetrics("compare", "edited.json", "bad.json", "--fail-on-regression", cwd=baselined.path)
+    assert done.returncode == 2
+    assert "edited.json: _meta.seal does not match the file: aggregate, per_query changed after the run wrote it" \
+        in done.stderr
