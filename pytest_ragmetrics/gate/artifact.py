@@ -29,7 +29,8 @@ here, naming the file, the record (qid) and the field, before any reader trusts 
   ``comparison.retriever_changes``: a list of strings; ``comparison.passed``: a bool;
 - ``_meta.seal``, written by the plugin: digests of the file's sections (:func:`seal_artifact`).
   A file whose content no longer matches it was edited after its run, and is refused with the
-  sections that changed; a file without one (an older version's) is read as it is.
+  sections that changed; a file with a ``_meta.format`` and no seal had it removed, and is refused
+  too; a file with neither (an older version's) is read as it is.
 """
 
 from __future__ import annotations
@@ -143,6 +144,9 @@ def check_artifact(data: Any, name: str) -> None:
                                "errored queries: the file was edited by hand or is incomplete")
     if "aggregate" in data:
         _check_aggregate(data["aggregate"], metrics, counted, name)
+    if "format" in meta and "seal" not in meta:  # this version seals what it writes: a missing seal was removed
+        raise _fail(name, "_meta.seal", "is missing: the plugin seals every artifact it writes (since _meta.format "
+                                        "1), so it was removed by hand; restore the artifact the run wrote")
     if "seal" in meta:  # last: the checks above name a broken field better than a seal can
         recorded = meta["seal"] if isinstance(meta["seal"], dict) else {}
         now = _seal(data)
@@ -153,10 +157,10 @@ def check_artifact(data: Any, name: str) -> None:
 
 
 def _seal(data: Mapping[str, Any]) -> dict[str, str]:
-    """Digests of an artifact's sections, its seal and its time left out (two runs of one state
-    write the same file but for ``created``)."""
+    """Digests of an artifact's sections, its seal left out. ``created`` has a digest of its own
+    (history orders runs by it), so two runs of one state differ in that line alone."""
     meta = {k: v for k, v in data["_meta"].items() if k not in ("seal", "created")}
-    return {"_meta": canonical_digest(meta)[:16],
+    return {"_meta": canonical_digest(meta)[:16], "created": canonical_digest(data["_meta"].get("created"))[:16],
             **{key: canonical_digest(data[key])[:16] for key in ("per_query", "aggregate", "comparison", "n")
                if key in data}}
 

@@ -18,7 +18,7 @@ from typing import Any, Callable
 import pytest
 
 from pytest_ragmetrics.cli import main
-from pytest_ragmetrics.gate.artifact import ARTIFACT_FORMAT, load_artifact
+from pytest_ragmetrics.gate.artifact import ARTIFACT_FORMAT, load_artifact, seal_artifact
 
 from trust_helpers import TrustProject
 
@@ -53,6 +53,10 @@ def valid_artifact(created: str = "2025-01-01T00:00:00+00:00", **overrides: Any)
 
 
 def write(path: Path, data: Any) -> Path:
+    """Write ``data``; an artifact of the current format is sealed as the plugin would, so each case
+    meets the check it is about, not the seal (which is tested on its own)."""
+    if isinstance(data, dict) and isinstance(data.get("_meta"), dict) and "format" in data["_meta"]:
+        data = seal_artifact(copy.deepcopy(data))
     path.write_text(data if isinstance(data, str) else json.dumps(data), encoding="utf-8")
     return path
 

@@ -52,9 +52,10 @@ def load(path: Path) -> dict[str, Any]:
 
 
 def save(path: Path, data: dict[str, Any]) -> Path:
-    """Write an edited artifact without its seal, as an older version's file would be: what is checked
+    """Write an edited artifact without its seal and format, as an older version's file would be: what is checked
     here is the edit itself (a sealed file so edited is refused by its seal before anything else)."""
     data["_meta"].pop("seal", None)
+    data["_meta"].pop("format", None)
     path.write_text(json.dumps(data, indent=1), encoding="utf-8")
     return path
 

@@ -22,6 +22,7 @@ import pytest
 
 from pytest_ragmetrics.cli import main
 from pytest_ragmetrics.files import dumps_stable
+from pytest_ragmetrics.gate.artifact import seal_artifact
 from ragproject import GOOD
 from trust_helpers import TrustProject
 
@@ -31,7 +32,7 @@ _SERIES: dict[str, Path] = {}
 def _set_created(path: Path, night: int) -> None:
     data = json.loads(path.read_text(encoding="utf-8"))
     data["_meta"]["created"] = f"2026-03-{night:02d}T03:00:00+00:00"
-    path.write_text(dumps_stable(data), encoding="utf-8")
+    path.write_text(dumps_stable(seal_artifact(data)), encoding="utf-8")  # as if it had run that night
 
 
 def _night(project: TrustProject, nights: Path, n: int) -> None:
@@ -121,5 +122,6 @@ def test_a_hand_edited_baseline_sha256_in_the_last_artifact_is_no_refresh(
     last.write_text(dumps_stable(data), encoding="utf-8")
     assert main(["history", str(nights), "--fail-on-drift"]) == 2  # the seal no longer matches
     data["_meta"].pop("seal")  # and unsealed, as an older version's file: the same created is no refresh
+    data["_meta"].pop("format")
     last.write_text(dumps_stable(data), encoding="utf-8")
     assert main(["history", str(nights), "--fail-on-drift"]) == 1

@@ -21,9 +21,13 @@ REPO = Path(__file__).resolve().parents[2]
 _CREATED = re.compile(r'^ {4}"created": "[^"]*",?\n', flags=re.M)
 
 
+#: an artifact's seal of its ``created`` (the baseline's own ``created`` is a time, not a digest)
+_CREATED_SEAL = re.compile(r'^ {6}"created": "[0-9a-f]{16}",?\n', flags=re.M)
+
+
 def _without_created(text: str) -> str:
     assert len(_CREATED.findall(text)) == 1, "expected exactly one created timestamp"
-    return _CREATED.sub("", text)
+    return _CREATED_SEAL.sub("", _CREATED.sub("", text))
 
 
 def _html_without_created(text: str, artifact: str) -> str:

@@ -380,3 +380,23 @@ def test_an_artifact_edited_consistently_is_refused_by_its_seal(baselined: Trust
     assert done.returncode == 2
     assert "edited.json: _meta.seal does not match the file: aggregate, per_query changed after the run wrote it" \
         in done.stderr
+
+
+@pytest.mark.parametrize("edit, needle", [
+    (lambda d: d["_meta"].pop("seal"), "_meta.seal is missing: the plugin seals every artifact it writes"),
+    (lambda d: d["_meta"].update(created="2020-01-01T00:00:00+00:00"),
+     "_meta.seal does not match the file: created changed after the run wrote it"),
+], ids=["seal-removed", "time-moved"])
+def test_an_artifacts_seal_cannot_be_removed_nor_its_time_moved(baselined: TrustProject, edit: Any,
+                                                               needle: str) -> None:
+    """Without its seal an edited file read as an older one; a moved time reordered history's runs."""
+    baselined.run("--rag-report=good.json")
+    baselined.answer(q_002=["noise-doc"])
+    baselined.run("--rag-report=bad.json")
+    data = json.loads((baselined.path / "bad.json").read_text(encoding="utf-8"))
+    edit(data)
+    (baselined.path / "bad.json").write_text(json.dumps(data), encoding="utf-8")
+    for verb in (["compare", "good.json", "bad.json", "--fail-on-regression"], ["history", "good.json", "bad.json"]):
+        done = _ragmetrics(*verb, cwd=baselined.path)
+        assert done.returncode == 2, (verb, done.stdout, done.stderr)
+        assert needle in done.stderr
