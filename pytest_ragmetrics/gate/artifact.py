@@ -107,7 +107,7 @@ def check_artifact(data: Any, name: str) -> None:
     if not isinstance(data, dict):
         raise _fail(name, "", f"not a run artifact: the file holds a JSON {type(data).__name__}, not an object{hint}")
     if not is_run_artifact(data):
-        if {"_meta", "aggregate", "per_query"} <= set(data):
+        if {"_meta", "aggregate", "per_query"} <= set(data) and "comparison" not in data:
             raise _fail(name, "", f"not a run artifact: it is a baseline (no comparison){hint}")
         missing = [k for k in ("_meta", "per_query", "comparison") if k not in data]
         what = f"missing {', '.join(repr(k) for k in missing)}" if missing else "'per_query' is not an object"
