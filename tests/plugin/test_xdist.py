@@ -21,6 +21,7 @@ DEGRADED = {
 def _artifact(project: RagProject, name: str) -> dict:
     data = json.loads((project.path / name).read_text(encoding="utf-8"))
     data["_meta"].pop("created")
+    data["_meta"]["seal"].pop("created")  # the time, and its digest, are each run's own
     return data
 
 
