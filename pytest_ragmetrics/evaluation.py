@@ -41,7 +41,7 @@ def score_query(
     (with ``keep_graded``, only when it has no positive grade at all; see :func:`score`).
     """
     docs = document_ranking(ranked_ids, config.id_separator)
-    judged = judge(docs, judgments, config.relevance_level, config.depth, ideal)
+    judged = judge(docs, judgments, config.relevance_level, config.depth, ideal, config.condensed_depth)
     return docs, score(judged, config.measures, config.gain, keep_graded)
 
 

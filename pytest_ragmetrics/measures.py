@@ -45,6 +45,10 @@ MEASURE_NAMES: dict[str, str] = {
     "mrr": "recip_rank (run cut at k)",
     "ndcg": "ndcg_cut_k (gain=linear)",
     "map": "map_cut_k",
+    # share of the top k that carries a judgment (grade 0 included): how far the judgments reach
+    "judged": "Judged@k (ir_measures)",
+    # nDCG@k with unjudged documents removed from the ranking first: unjudged is not "not relevant"
+    "ndcg_judged": "ndcg_cut_k -J (gain=linear)",
 }
 
 _ALIASES: dict[str, str] = {
@@ -63,6 +67,8 @@ _ALIASES: dict[str, str] = {
     "ndcg_cut": "ndcg",
     "map": "map",
     "map_cut": "map",
+    "judged": "judged",
+    "ndcg_judged": "ndcg_judged",
 }
 
 #: Measures that are meaningless without a cutoff (precision divides by k).
@@ -197,6 +203,15 @@ class MeasurementConfig:
         if any(c is None for c in cutoffs):
             return None
         return max(c for c in cutoffs if c is not None)
+
+    @property
+    def condensed_depth(self) -> int | None:
+        """How many judged documents the judged-only measures read, unjudged ones
+        skipped (``None``: all of them, 0: no such measure)."""
+        cutoffs = [m.cutoff for m in self.measures if m.name == "ndcg_judged"]
+        if any(c is None for c in cutoffs):
+            return None
+        return max((c for c in cutoffs if c is not None), default=0)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form recorded in run artifacts and baseline fingerprints."""

@@ -21,6 +21,10 @@ Policies (the same everywhere in the package, and recorded in fingerprints):
 - ``precision@k`` always divides by k, even if fewer than k came back.
 - nDCG's ideal ranking is made from all judged grades, sorted, cut at k.
   Gains: ``exponential`` 2^g - 1 or ``linear`` g; discount 1/log2(rank + 1).
+- A document is judged when the judgments list it, grade 0 included; only
+  ``judged@k`` and ``ndcg_judged@k`` tell a judged 0 from an unjudged document.
+  ``judged@k`` divides by min(k, documents ranked), as ir_measures' ``Judged@k``;
+  ``ndcg_judged@k`` removes the unjudged documents before cutting at k (trec_eval -J).
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from __future__ import annotations
 import math
 from bisect import bisect_right
 from functools import lru_cache
+from itertools import islice
 from typing import Callable, Iterable, Mapping, Sequence
 
 from pytest_ragmetrics.measures import DEFAULT_ID_SEPARATOR, Measure
@@ -42,9 +47,12 @@ class Judged:
     in rank order. ``relevant_ranks``: 1-based ranks of documents with
     grade >= the relevance level. ``ideal``: all positive judged grades, sorted
     descending. ``n_relevant``: R. ``n_ranked``: documents in the ranking.
+    ``judged``: 0-based positions of the ranked documents that carry a judgment
+    (grade 0 included). ``condensed``: the grades of the judged documents in rank
+    order, unjudged ones skipped (the ranking nDCG over judged documents reads).
     """
 
-    __slots__ = ("graded", "relevant_ranks", "ideal", "n_relevant", "n_ranked")
+    __slots__ = ("graded", "relevant_ranks", "ideal", "n_relevant", "n_ranked", "judged", "condensed")
 
     def __init__(
         self,
@@ -53,12 +61,16 @@ class Judged:
         ideal: Sequence[int],
         n_relevant: int,
         n_ranked: int,
+        judged: Sequence[int] = (),
+        condensed: Sequence[int] = (),
     ) -> None:
         self.graded = graded
         self.relevant_ranks = relevant_ranks
         self.ideal = ideal
         self.n_relevant = n_relevant
         self.n_ranked = n_ranked
+        self.judged = judged
+        self.condensed = condensed
 
 
 def ideal_grades(judgments: Mapping[str, int]) -> tuple[int, ...]:
@@ -72,16 +84,24 @@ def judge(
     relevance_level: int = 1,
     depth: int | None = None,
     ideal: Sequence[int] | None = None,
+    condensed_depth: int | None = None,
 ) -> Judged:
-    """Look up each ranked id's grade, down to ``depth`` (None: all of them)."""
+    """Look up each ranked id's grade, down to ``depth`` (None: all of them).
+
+    ``condensed_depth``: how many judged documents to collect for the judged-only
+    nDCG, read past ``depth`` since unjudged ones are skipped (None: all, 0: none).
+    """
     get = judgments.get
     ranked = ranking if depth is None else ranking[:depth]
-    graded = [(i, g) for i, d in enumerate(ranked) if (g := get(d, 0)) > 0]
+    grades = [get(d) for d in ranked]
+    graded = [(i, g) for i, g in enumerate(grades) if g is not None and g > 0]
+    judged = [i for i, g in enumerate(grades) if g is not None]
     relevant_ranks = [i + 1 for i, g in graded if g >= relevance_level]
     if ideal is None:
         ideal = ideal_grades(judgments)
     n_relevant = sum(1 for g in ideal if g >= relevance_level)
-    return Judged(graded, relevant_ranks, ideal, n_relevant, len(ranking))
+    condensed = list(islice((g for d in ranking if (g := get(d)) is not None), condensed_depth))
+    return Judged(graded, relevant_ranks, ideal, n_relevant, len(ranking), judged, condensed)
 
 
 @lru_cache(maxsize=None)
@@ -139,18 +159,37 @@ def _map(j: Judged, k: int | None, gain: str) -> float:
 
 
 def _ndcg(j: Judged, k: int | None, gain: str) -> float:
+    return _ndcg_of(j.graded, j.ideal, k, gain)
+
+
+def _ndcg_judged(j: Judged, k: int | None, gain: str) -> float:
+    """nDCG over the judged documents only: unjudged ones leave the ranking before the
+    cut, so a shallow pool does not read as misses (trec_eval -J, ir_measures judged_only)."""
+    return _ndcg_of([(i, grade) for i, grade in enumerate(j.condensed) if grade > 0], j.ideal, k, gain)
+
+
+def _ndcg_of(graded: Iterable[tuple[int, int]], ideal_all: Sequence[int], k: int | None, gain: str) -> float:
     g = _gain_function(gain)
     limit = _cut(k)
     dcg = 0.0
-    for position, grade in j.graded:
+    for position, grade in graded:
         if position >= limit:
             break
         dcg += g(grade) * _discount(position)
-    ideal = j.ideal if k is None else j.ideal[:k]
+    ideal = ideal_all if k is None else ideal_all[:k]
     idcg = 0.0
     for position, grade in enumerate(ideal):
         idcg += g(grade) * _discount(position)
     return dcg / idcg if idcg > 0.0 else 0.0
+
+
+def _judged(j: Judged, k: int | None, gain: str) -> float:
+    """Share of the top k that carries a judgment, over min(k, documents ranked) as
+    ir_measures' Judged@k: how far the judgments reach, not whether the ranking is good."""
+    shown = j.n_ranked if k is None else min(k, j.n_ranked)
+    if not shown:
+        return 0.0
+    return bisect_right(j.judged, shown - 1) / shown
 
 
 _KERNELS: dict[str, Callable[[Judged, int | None, str], float]] = {
@@ -160,6 +199,8 @@ _KERNELS: dict[str, Callable[[Judged, int | None, str], float]] = {
     "mrr": _mrr,
     "ndcg": _ndcg,
     "map": _map,
+    "judged": _judged,
+    "ndcg_judged": _ndcg_judged,
 }
 
 

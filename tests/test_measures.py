@@ -55,10 +55,20 @@ def test_parse_measure_passes_measures_through() -> None:
     assert parse_measure(m) is m
 
 
-def test_registry_lists_the_six_metrics_with_their_trec_eval_names() -> None:
-    assert set(MEASURE_NAMES) == {"recall", "hit_rate", "precision", "mrr", "ndcg", "map"}
+def test_registry_lists_the_metrics_with_their_trec_eval_names() -> None:
+    assert set(MEASURE_NAMES) == {"recall", "hit_rate", "precision", "mrr", "ndcg", "map", "judged", "ndcg_judged"}
     assert MEASURE_NAMES["precision"] == "P_k"
     assert MEASURE_NAMES["hit_rate"] == "success_k"
+
+
+def test_judged_measures_parse_with_and_without_a_cutoff() -> None:
+    assert parse_measure("judged@10") == Measure("judged", 10)
+    assert parse_measure("ndcg_judged@10") == Measure("ndcg_judged", 10)
+    assert str(parse_measure("ndcg_judged")) == "ndcg_judged"
+    # judged documents are read past the deepest cutoff only as far as ndcg_judged needs
+    assert MeasurementConfig(("ndcg@10", "judged@5")).condensed_depth == 0
+    assert MeasurementConfig(("ndcg_judged@5", "ndcg_judged@20")).condensed_depth == 20
+    assert MeasurementConfig(("ndcg_judged@5", "ndcg_judged")).condensed_depth is None
 
 
 @pytest.mark.parametrize(

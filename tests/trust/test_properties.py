@@ -54,14 +54,15 @@ DOCS = [f"d{i}" for i in range(12)]
 RANKED_IDS = st.sampled_from(DOCS + [f"{d}#{j}" for d in DOCS[:6] for j in range(1, 4)] + ["u1", "u2", "u3"])
 RANKINGS = st.lists(RANKED_IDS, max_size=60)
 JUDGMENTS = st.dictionaries(st.sampled_from(DOCS), st.integers(0, 6), min_size=1, max_size=12)
-CUTOFF_METRICS = ["recall", "hit_rate", "precision", "mrr", "ndcg", "map"]
+CUTOFF_METRICS = ["recall", "hit_rate", "precision", "mrr", "ndcg", "map", "judged", "ndcg_judged"]
 
 
 @st.composite
 def configs(draw: st.DrawFn) -> MeasurementConfig:
-    names = draw(st.lists(st.sampled_from(CUTOFF_METRICS), min_size=1, max_size=6, unique=True))
+    names = draw(st.lists(st.sampled_from(CUTOFF_METRICS), min_size=1, max_size=8, unique=True))
     measures = [f"{n}@{draw(st.integers(1, 50))}" for n in names]
-    measures += [n for n in draw(st.lists(st.sampled_from(["mrr", "ndcg", "map", "recall"]), max_size=2, unique=True))]
+    uncut = ["mrr", "ndcg", "map", "recall", "judged", "ndcg_judged"]
+    measures += [n for n in draw(st.lists(st.sampled_from(uncut), max_size=2, unique=True))]
     return MeasurementConfig(measures=tuple(dict.fromkeys(measures)),
                              relevance_level=draw(st.integers(1, 4)),
                              gain=draw(st.sampled_from(["linear", "exponential"])))
