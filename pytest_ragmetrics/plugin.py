@@ -26,7 +26,8 @@ _INI = {
     "rag_id_separator": ("ranked ids map to documents by the prefix before this ('none' to keep ids)", DEFAULT_ID_SEPARATOR),
     "rag_subset": ("default subset: full or smoke", "full"),
     "rag_smoke": ("smoke subset rule: tag:NAME, sample:N or sample:N:SEED", "tag:smoke"),
-    "rag_corpus": ("corpus the retriever indexes; golden questions found in it are warned about", ""),
+    "rag_corpus": ("corpus the retriever indexes; gold ids it lacks and golden questions found in it are warned "
+                   "about", ""),
     "rag_timeout": ("seconds (> 0) one query's retrieval may take before its item errors (default: no limit)", ""),
     "rag_setup_timeout": ("seconds (> 0) the rag_retriever fixture may take to build the retriever before the run "
                           "stops (default: no limit)", ""),
@@ -50,6 +51,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="smoke: the subset chosen by ini rag_smoke (pull requests); full: everything (nightly)")
     group.addoption("--rag-update-baseline", action="store_true", default=False,
                     help="after a full run, rewrite the baseline atomically and print what changed")
+    group.addoption("--rag-allow-missing-gold", action="store_true", default=False,
+                    help="let --rag-update-baseline write a baseline although relevant gold ids are not in the "
+                         "corpus (--rag-corpus or the retriever's doc_ids()); the baseline lists them in "
+                         "_meta.allowed_missing_gold")
     group.addoption("--rag-accept-mismatch", action="store_true", default=False,
                     help="compare with a baseline measured under another config or judgments anyway")
     group.addoption("--rag-report", dest="rag_report", metavar="PATH", help="write the JSON run artifact here")
@@ -58,7 +63,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--rag-markdown", dest="rag_markdown", metavar="PATH",
                     help="append the verdict as Markdown here (also to $GITHUB_STEP_SUMMARY when set)")
     group.addoption("--rag-corpus", dest="rag_corpus", metavar="PATH",
-                    help="check the golden questions against this corpus for leakage (overrides ini rag_corpus)")
+                    help="check the gold ids against this corpus (a gold id it lacks is reported) and the golden "
+                         "questions for leakage (overrides ini rag_corpus)")
     group.addoption("--rag-worst", dest="rag_worst", type=int, metavar="N", help="worst regressed queries to list")
     group.addoption("--rag-repeat", dest="rag_repeat", type=int, default=1, metavar="N",
                     help="run each query N times; an item fails if its ranking changes")
@@ -195,6 +201,7 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
         + (f"; timeout {rag.options.timeout:g} s per query" if rag.options.timeout else "")
         + (f"; setup timeout {rag.options.setup_timeout:g} s" if rag.options.setup_timeout else ""),
         f"ragmetrics: thresholds {thresholds}; {ids}",
+        f"ragmetrics: {rag.gold_header()}",
     ]
 
 

@@ -8,6 +8,7 @@ terminal summary. Workers never register it, so they never write anything.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 from typing import Any
@@ -119,6 +120,9 @@ class Controller:
                 rag.summary = self.refresh_refused = str(exc)
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED
             else:  # a baseline under a floor makes every later run fail that gate: say so now
+                gold = rag.gold_check.warning() if rag.gold_check is not None else None
+                if gold:  # written with --rag-allow-missing-gold: still said, first
+                    rag.summary = f"{gold}\n{rag.summary}"
                 for row in rag.verdict().aggregate:
                     if row.under_floor:
                         rag.summary += (f"\nWARNING: {row.metric} = {row.now:.4f} is under its floor {row.minimum:g} "
@@ -139,11 +143,19 @@ class Controller:
         if not verdict.passed and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
         problems = self._write_reports(session, html=True)
-        rag.summary = verdict_text(verdict, rag.worst_n)
+        lost = set(rag.gold_check.lost) if rag.gold_check is not None else set()
+        # a query whose gold the corpus lacks is listed, with why, by the gold warning below
+        shown_verdict = dataclasses.replace(verdict, unscorable=[q for q in verdict.unscorable if q not in lost]) \
+            if lost else verdict
+        rag.summary = verdict_text(shown_verdict, rag.worst_n)
         if rag.unused_thresholds is not None:  # said beside the verdict, not only in the header
             head, _, rest = rag.summary.partition("\n")
             rag.summary = (f"{head}\nWARNING: {rag.unused_thresholds} exists but is not used: rag_thresholds is set "
                            f"empty, so the built-in defaults gate this run (only recall@k)\n{rest}")
+        gold = rag.gold_check.warning() if rag.gold_check is not None else None
+        if gold:  # near the top, once: a gold id the corpus lacks scores 0 forever and hides
+            head, _, rest = rag.summary.partition("\n")
+            rag.summary = f"{head}\n{gold}\n{rest}"
         before = rag.baseline.meta.get("retriever") if rag.baseline is not None else None
         hint = retriever_hint(before, rag.retriever_description) if not verdict.passed else None
         if hint:  # a reader scanning from the top must not take a changed retriever for a regression

@@ -169,7 +169,8 @@ class QueryItem(pytest.Function):
             raise
         self._attach(rag, record)
         if record.status == "unscorable":
-            pytest.skip(f"no document is judged relevant at level {rag.config.relevance_level}: not scored")
+            pytest.skip(f"{record.error}: not scored" if record.error else
+                        f"no document is judged relevant at level {rag.config.relevance_level}: not scored")
         exceeded = [d for d in drops if d.exceeded]
         if exceeded and rag.thresholds.fail_on_regression:
             raise QueryRegression(self._regression_text(rag, record, drops))

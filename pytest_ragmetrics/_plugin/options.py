@@ -44,6 +44,7 @@ class RagOptions:
     timeout: float | None = None  # seconds per query's retrieval; None: no limit
     setup_timeout: float | None = None  # seconds the rag_retriever fixture may take; None: no limit
     thresholds_given: bool = False  # named by the user, so it must exist
+    allow_missing_gold: bool = False  # --rag-update-baseline may write gold ids the corpus lacks
 
 
 def _metrics_for(k: int) -> list[str]:
@@ -133,6 +134,7 @@ def build_options(get: Callable[[str, str], Any], resolve: Callable[[str, bool],
         timeout=timeout,
         setup_timeout=setup_timeout,
         thresholds_given=thresholds_given and bool(thresholds),
+        allow_missing_gold=bool(get("rag_allow_missing_gold", "")),
     )
 
 

@@ -24,6 +24,7 @@ from pytest_ragmetrics.gate.thresholds import Thresholds, load_thresholds
 from pytest_ragmetrics.gate.subset import select_smoke
 from pytest_ragmetrics.gate.verdict import (Drop, QueryRecord, Verdict, build_verdict, find_renames, gate_names,
                                             query_drops)
+from pytest_ragmetrics.gold import GoldCheck, check_gold, retriever_doc_ids
 from pytest_ragmetrics.golden import GoldenSet, Query, load_golden
 from pytest_ragmetrics.metrics import document_of, document_ranking, ideal_grades
 from pytest_ragmetrics.parents import score_parents
@@ -102,6 +103,50 @@ class RagSession:
         self.baseline_written: str | None = None
         #: one time for every file this run writes, so the artifact and the HTML agree
         self.created = _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
+        #: relevant gold ids checked against the corpus (rag_corpus now, else the retriever's doc_ids())
+        self.gold_check: GoldCheck | None = None
+        #: why rag_corpus could not be read for the check (the leakage check says it again)
+        self.gold_unchecked: str | None = None
+        self._gold_from_retriever = False
+        if options.corpus is not None:
+            from pytest_ragmetrics.corpus import load_corpus
+
+            try:
+                ids = [d.doc_id for d in load_corpus(options.corpus)]
+            except RagMetricsError as exc:
+                self.gold_unchecked = str(exc)
+            else:
+                self.gold_check = check_gold(self.full_golden, ids, self._shown_path(options.corpus),
+                                             self.config.relevance_level, self.config.id_separator)
+
+    def _shown_path(self, path: Path) -> str:
+        try:
+            return Path(path).resolve().relative_to(self.rootdir.resolve()).as_posix()
+        except ValueError:
+            return str(path)
+
+    def gold_header(self) -> str:
+        """The report header's line on gold ids: how many were checked against what, or why none."""
+        if self.gold_check is not None:
+            return self.gold_check.header()
+        if self.gold_unchecked is not None:
+            return f"gold ids: not checked (the corpus cannot be read: {self.gold_unchecked})"
+        return ("gold ids: none checked yet (no corpus known: pass --rag-corpus; a retriever with doc_ids() "
+                "is checked at the first query)")
+
+    def _check_gold_with(self, retriever: Any) -> None:
+        """Without rag_corpus, check the gold ids against the retriever's ``doc_ids()`` when it has one."""
+        if self.gold_check is not None or self.gold_unchecked is not None:
+            return
+        try:
+            ids = retriever_doc_ids(retriever)
+        except Exception as exc:  # the check is optional; never fail a query on it
+            self.gold_unchecked = f"the retriever's doc_ids() raised {type(exc).__name__}: {exc}"
+            return
+        if ids is not None:
+            self._gold_from_retriever = True
+            self.gold_check = check_gold(self.full_golden, ids, f"the retriever's doc_ids() ({len(ids)} documents)",
+                                         self.config.relevance_level, self.config.id_separator)
 
     # ------------------------------------------------------------- baseline checks
 
@@ -146,6 +191,7 @@ class RagSession:
                 self.retriever_description = describe() if callable(describe) else type(retriever).__name__
             except Exception as exc:  # describing is optional; never fail a query on it
                 self.retriever_description = f"{type(retriever).__name__} (describe() raised {exc!r})"
+            self._check_gold_with(retriever)
         try:
             returned = normalize_results(self.retrieval.retrieve(retriever, query, upcoming), self.options.k, query.qid)
             # What is scored is the document ranking: chunks of one document trading places change nothing.
@@ -169,8 +215,9 @@ class RagSession:
             raise
         docs, metrics = score_query(returned.ids, query.judgments, self.config, self._ideal.get(query.qid))
         explains = _explains_per_document(returned, docs, self.config.id_separator)
-        if metrics is None:
-            return QueryRecord(query.qid, "unscorable", None, docs, explains, len(docs),
+        lost = self.gold_check.reason(query.qid) if self.gold_check is not None else None
+        if metrics is None or lost is not None:  # a query whose gold cannot be retrieved would score 0 forever
+            return QueryRecord(query.qid, "unscorable", None, docs, explains, len(docs), error=lost,
                                truncated_from=returned.truncated_from), []
         record = QueryRecord(query.qid, "scored", metrics, docs, explains, len(docs),
                              truncated_from=returned.truncated_from)
@@ -190,12 +237,16 @@ class RagSession:
         self.records[record.qid] = record
         if "retriever" in data and self.retriever_description is None:
             self.retriever_description = data["retriever"]
+        if "gold_check" in data and self.gold_check is None:
+            self.gold_check = GoldCheck.from_dict(data["gold_check"])
 
     def record_payload(self, record: QueryRecord) -> dict[str, Any]:
         data = record.to_dict()
         if self.retriever_description is not None and not self._sent_description:
             self._sent_description = True
             data["retriever"] = self.retriever_description
+            if self._gold_from_retriever and self.gold_check is not None:  # a worker's check reaches the controller
+                data["gold_check"] = self.gold_check.to_dict()
         return data
 
     def verdict(self) -> Verdict:
@@ -226,6 +277,14 @@ class RagSession:
                 f"not writing {self.options.baseline}: {counted(len(errored), 'query', 'queries')} errored "
                 f"({', '.join(map(shown, errored[:5]))}); fix the retriever first"
             )
+        gold = self.gold_check
+        if gold is not None and gold.missing and not self.options.allow_missing_gold:
+            raise BaselineError(
+                f"not writing {self.options.baseline}: {counted(len(gold.missing), 'relevant gold id is', 'relevant gold ids are')} "
+                f"not in the corpus ({gold.source}): {listed([m.text() for m in gold.missing])}; such a gold id "
+                "can never be retrieved, so it would score 0 in the baseline forever. Fix the golden set, or pass "
+                "--rag-allow-missing-gold to write it anyway (the baseline lists them in _meta.allowed_missing_gold)"
+            )
         scored = {q.qid: self.records[q.qid] for q in self.full_golden if self.records[q.qid].status == "scored"}
         if not scored:
             raise BaselineError(
@@ -237,7 +296,10 @@ class RagSession:
             for qid, r in scored.items()
         }
         aggregate = mean_metrics((r.metrics or {} for r in scored.values()), self.metrics)
-        new = Baseline(meta(self), aggregate, per_query, str(self.options.baseline))
+        described = meta(self)
+        if gold is not None and gold.missing:
+            described["allowed_missing_gold"] = gold.allowed()
+        new = Baseline(described, aggregate, per_query, str(self.options.baseline))
         change = baseline_change_text(self.baseline, new, self.metrics, self.unreadable_baseline)
         write_baseline(self.options.baseline, new)
         self.baseline_written = change

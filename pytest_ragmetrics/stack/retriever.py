@@ -660,6 +660,11 @@ class Retriever:
 
     # -- self-description -------------------------------------------------------------
 
+    def doc_ids(self) -> list[str]:
+        """The ids of the corpus's documents, in corpus order: the plugin checks gold ids against
+        them, as a gold id no document carries can never be retrieved."""
+        return [d.doc_id for d in self.documents]
+
     def describe(self) -> dict[str, Any]:
         """What this retriever measures with, JSON-able, for baseline fingerprints.
 

@@ -63,6 +63,13 @@ def test_loads_a_corpus_folder(tmp_path: Path) -> None:
     assert hits[0].text == "Brakes\nPads squeal when worn."
 
 
+def test_doc_ids_are_the_corpus_documents(car_docs: list[Document], tmp_path: Path) -> None:
+    """The plugin checks gold ids against them; nothing is built or embedded to answer."""
+    r = Retriever(car_docs, data_dir=tmp_path / "idx", mode="bm25")
+    assert r.doc_ids() == [d.doc_id for d in car_docs]
+    assert r.embedder.encoded == 0 and not (tmp_path / "idx").exists()
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("fusion", ["convex-minmax", "convex-zscore"])
 def test_convex_hybrid_matches_the_routes_by_hand(car_retriever: Retriever, fusion: str) -> None:
