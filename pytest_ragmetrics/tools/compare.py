@@ -50,6 +50,8 @@ class RunData:
     parent_levels: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
     #: queries the side ran but could not score (no relevant document)
     unscorable: list[str] = field(default_factory=list)
+    #: why an unscorable query was, when the run said (its relevant gold is not in the corpus)
+    unscorable_why: dict[str, str] = field(default_factory=dict)
     #: per query, the digest of the text and judgments it was measured with, where recorded
     judgments: dict[str, str] = field(default_factory=dict)
 
@@ -92,6 +94,8 @@ def run_data_from_artifact(data: Mapping[str, Any], source: str) -> RunData:
             side.errors[qid] = entry.get("error") or "error"
         elif entry.get("status") == "unscorable":
             side.unscorable.append(qid)
+            if isinstance(entry.get("error"), str):
+                side.unscorable_why[qid] = entry["error"]
         side.rankings[qid] = list(entry.get("ranking") or [])
         side.tags[qid] = list(entry.get("tags") or [])
         if isinstance(entry.get("_judgments"), str):
@@ -189,6 +193,8 @@ def check_scorability(a: RunData, b: RunData, golden: GoldenSet | None = None) -
             for qid in [*side.metrics, *side.unscorable]:
                 if qid not in golden or side.judgments.get(qid) not in (None, golden[qid].judgments_digest()):
                     continue  # judged on other labels: mismatch() says so
+                if qid in side.unscorable_why:
+                    continue  # the run found its relevant gold missing from the corpus: it says so itself
                 claimed = qid in side.unscorable
                 if claimed != (golden[qid].n_relevant(level) == 0):
                     said, truth = (("unscorable", f"judges {golden[qid].relevant(level)[0]!r} relevant")
@@ -201,7 +207,7 @@ def check_scorability(a: RunData, b: RunData, golden: GoldenSet | None = None) -
         return
     for (label, side), (other_label, other) in ((("B", b), ("A", a)), (("A", a), ("B", b))):
         for qid in side.unscorable:
-            if qid not in other.metrics:
+            if qid not in other.metrics or qid in side.unscorable_why:  # a reason recorded: gold not in the corpus
                 continue
             mine, theirs = side.judgments.get(qid), other.judgments.get(qid)
             if mine and theirs:
