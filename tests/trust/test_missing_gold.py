@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -135,3 +136,18 @@ def test_doc_ids_reach_the_controller_under_xdist(typo: TrustProject) -> None:
     assert result.ret == 1, result.stdout.str()
     assert "did you mean 'queen-marking'?" in rag_summary(result)
     assert not typo.baseline_path.exists()
+
+
+def test_compare_takes_a_run_that_found_gold_missing_for_what_it_says(project: TrustProject, tmp_path: Path) -> None:
+    """A run with a corpus makes a query unscorable that a run without one scored: not an edit."""
+    from pytest_ragmetrics.cli import main
+
+    project.make_baseline("--rag-report=without.json")
+    corpus = project.path / "corpus"
+    corpus.mkdir()
+    for doc in ("tire-repair", "chain-lube", "chain-clean", "brake-pads", "brake-cable", "derailleur",
+                "shifter-cable", "cassette", "degreaser"):  # tire-pressure (q-005's only gold) is not there
+        (corpus / f"{doc}.md").write_text(f"# {doc}\n\ntext\n", encoding="utf-8")
+    project.run(f"--rag-corpus={corpus}", "--rag-report=with.json")
+    code = main(["compare", str(project.path / "without.json"), str(project.path / "with.json")])
+    assert code == 0
