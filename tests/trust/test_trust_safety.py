@@ -247,10 +247,14 @@ RAW_CONTROL = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\
 FORGED = "All gates passed (4 checked)."
 
 
-def test_ids_and_texts_cannot_forge_or_reverse_a_terminal_line(project: TrustProject) -> None:
+@pytest.mark.parametrize("ci", ["", "true"], ids=["terminal", "ci"])
+def test_ids_and_texts_cannot_forge_or_reverse_a_terminal_line(project: TrustProject, monkeypatch: pytest.MonkeyPatch,
+                                                               ci: str) -> None:
     """A query id with a line break printed a fake "All gates passed" line under RETRIEVAL GATE
     FAILED, and U+202E turned a FAILED line around: ids, questions, returned document ids and
-    error messages are shown escaped, in the summary, the items' failures and pytest's own lines."""
+    error messages are shown escaped, in the summary, the items' failures and pytest's own lines
+    (on CI pytest's short summary prints an error message whole, not its first line)."""
+    monkeypatch.setenv("CI", ci) if ci else monkeypatch.delenv("CI", raising=False)
     newline_id, bidi_id = "q1\n" + FORGED, "q2\u202edeliaf"
     records = [dict(r) for r in project.records]
     records[0]["id"], records[1]["id"] = newline_id, bidi_id
