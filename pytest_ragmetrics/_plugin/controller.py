@@ -120,7 +120,7 @@ class Controller:
                 rag.summary = self.refresh_refused = str(exc)
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED
             else:  # a baseline under a floor makes every later run fail that gate: say so now
-                gold = rag.gold_check.warning() if rag.gold_check is not None else None
+                gold = rag.gold_check.warning() if rag.gold_check is not None else rag.late_gold_line()
                 if gold:  # written with --rag-allow-missing-gold: still said, first
                     rag.summary = f"{gold}\n{rag.summary}"
                 for row in rag.verdict().aggregate:
@@ -152,7 +152,7 @@ class Controller:
             head, _, rest = rag.summary.partition("\n")
             rag.summary = (f"{head}\nWARNING: {rag.unused_thresholds} exists but is not used: rag_thresholds is set "
                            f"empty, so the built-in defaults gate this run (only recall@k)\n{rest}")
-        gold = rag.gold_check.warning() if rag.gold_check is not None else None
+        gold = rag.gold_check.warning() if rag.gold_check is not None else rag.late_gold_line()
         if gold:  # near the top, once: a gold id the corpus lacks scores 0 forever and hides
             head, _, rest = rag.summary.partition("\n")
             rag.summary = f"{head}\n{gold}\n{rest}"
@@ -166,6 +166,9 @@ class Controller:
                             "was still busy with a call abandoned at --rag-timeout (each item says which): "
                             f"{listed(self.not_started)}. Not run is not scored, so they are not regressions; "
                             "the run is partial and fails")
+        late = rag.late_gold_line() if rag.gold_check is not None else None
+        if late:  # the header said "none checked yet": the end says what was
+            rag.summary += f"\n{late}"
         if rag.mismatch:
             rag.summary += "\n\nCompared despite a different measurement (--rag-accept-mismatch):\n  - " + \
                 "\n  - ".join(rag.mismatch)

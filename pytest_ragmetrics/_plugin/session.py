@@ -134,13 +134,23 @@ class RagSession:
         return ("gold ids: none checked yet (no corpus known: pass --rag-corpus; a retriever with doc_ids() "
                 "is checked at the first query)")
 
+    def late_gold_line(self) -> str | None:
+        """The summary's line on a gold check made after the header was printed (the retriever's
+        ``doc_ids()`` is read at the first query), so the run ends saying what was checked."""
+        if not self._gold_from_retriever:
+            return None
+        if self.gold_check is None:
+            return f"WARNING: gold ids not checked: {self.gold_unchecked}"
+        return None if self.gold_check.missing else f"ragmetrics: {self.gold_check.header()}"
+
     def _check_gold_with(self, retriever: Any) -> None:
         """Without rag_corpus, check the gold ids against the retriever's ``doc_ids()`` when it has one."""
         if self.gold_check is not None or self.gold_unchecked is not None:
             return
         try:
             ids = retriever_doc_ids(retriever)
-        except Exception as exc:  # the check is optional; never fail a query on it
+        except Exception as exc:  # the check is optional; never fail a query on it, but say so in the summary
+            self._gold_from_retriever = True
             self.gold_unchecked = f"the retriever's doc_ids() raised {type(exc).__name__}: {exc}"
             return
         if ids is not None:
@@ -239,6 +249,10 @@ class RagSession:
             self.retriever_description = data["retriever"]
         if "gold_check" in data and self.gold_check is None:
             self.gold_check = GoldCheck.from_dict(data["gold_check"])
+            self._gold_from_retriever = True
+        if "gold_unchecked" in data and self.gold_check is None and self.gold_unchecked is None:
+            self.gold_unchecked = data["gold_unchecked"]
+            self._gold_from_retriever = True
 
     def record_payload(self, record: QueryRecord) -> dict[str, Any]:
         data = record.to_dict()
@@ -247,6 +261,8 @@ class RagSession:
             data["retriever"] = self.retriever_description
             if self._gold_from_retriever and self.gold_check is not None:  # a worker's check reaches the controller
                 data["gold_check"] = self.gold_check.to_dict()
+            elif self._gold_from_retriever and self.gold_unchecked is not None:
+                data["gold_unchecked"] = self.gold_unchecked
         return data
 
     def verdict(self) -> Verdict:

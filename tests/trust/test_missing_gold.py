@@ -138,6 +138,50 @@ def test_doc_ids_reach_the_controller_under_xdist(typo: TrustProject) -> None:
     assert not typo.baseline_path.exists()
 
 
+RAISING_DOC_IDS_CONFTEST = r'''
+
+
+class RaisingDocIdsRetriever(Retriever):
+    def doc_ids(self):
+        raise RuntimeError("index not loaded")
+
+
+@pytest.fixture(scope="session")
+def rag_retriever():
+    return RaisingDocIdsRetriever()
+'''
+
+
+@pytest.mark.parametrize("xdist", [False, True], ids=["serial", "xdist"])
+def test_a_doc_ids_check_made_at_the_first_query_is_reported_at_the_end(project: TrustProject, xdist: bool) -> None:
+    """The header is printed before the first query, so it says "none checked yet"; the end says what was."""
+    if xdist:
+        pytest.importorskip("xdist")
+    project.conftest_text += DOC_IDS_CONFTEST
+    (project.path / "conftest.py").write_text(project.conftest_text, encoding="utf-8")
+    (project.path / "doc_ids.json").write_text(json.dumps(DOCS), encoding="utf-8")
+    project.make_baseline()
+    result = project.run_subprocess("-n", "2", "-p", "xdist") if xdist else project.run()
+    assert result.ret == 0, result.stdout.str()
+    result.stdout.fnmatch_lines(["ragmetrics: gold ids: none checked yet*"])
+    assert "ragmetrics: gold ids: 11 checked against the retriever's doc_ids() (14 documents), 0 missing" \
+        in rag_summary(result)
+
+
+@pytest.mark.parametrize("xdist", [False, True], ids=["serial", "xdist"])
+def test_a_doc_ids_that_raises_is_said_not_skipped(project: TrustProject, xdist: bool) -> None:
+    if xdist:
+        pytest.importorskip("xdist")
+    project.conftest_text += RAISING_DOC_IDS_CONFTEST
+    (project.path / "conftest.py").write_text(project.conftest_text, encoding="utf-8")
+    project.make_baseline()
+    result = project.run_subprocess("-n", "2", "-p", "xdist") if xdist else project.run()
+    assert result.ret == 0, result.stdout.str()  # the check is optional: no query fails on it
+    summary = rag_summary(result)
+    assert summary.count("WARNING: gold ids not checked: the retriever's doc_ids() raised RuntimeError: "
+                         "index not loaded") == 1, summary
+
+
 def test_compare_takes_a_run_that_found_gold_missing_for_what_it_says(project: TrustProject, tmp_path: Path) -> None:
     """A run with a corpus makes a query unscorable that a run without one scored: not an edit."""
     from pytest_ragmetrics.cli import main
