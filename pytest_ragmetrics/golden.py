@@ -259,7 +259,16 @@ def _yaml_loader() -> type:
         mapping["__line__"] = node.start_mark.line + 1
         return mapping
 
+    def construct_timestamp(loader: Any, node: Any) -> Any:
+        """An unquoted date YAML cannot build (``2026-02-30``) stays text, so the record that holds
+        it is named (a ``judged_at`` is then refused as "not a date")."""
+        try:
+            return yaml.constructor.SafeConstructor.construct_yaml_timestamp(loader, node)
+        except ValueError:
+            return loader.construct_scalar(node)
+
     LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, construct_mapping)
+    LineLoader.add_constructor("tag:yaml.org,2002:timestamp", construct_timestamp)
     return LineLoader
 
 
