@@ -190,3 +190,67 @@ def test_bad_label_age_thresholds_are_clear_errors(project: TrustProject, data: 
     assert "thresholds.json" in out and problem in out, out
     no_traceback(result)
     assert path.exists()
+
+
+# ---------------------------------------------------------------------------- everywhere
+
+
+def test_stale_counts_reach_artifact_junit_markdown_html_history_and_compare(
+        baselined: TrustProject, capsys: pytest.CaptureFixture[str]) -> None:
+    import time
+    import xml.etree.ElementTree as ET
+
+    from pytest_ragmetrics.cli import main
+    from pytest_ragmetrics.gate.artifact import load_artifact
+
+    date_all(baselined, days_ago(5))
+    baselined.thresholds({"max_label_age_days": 30})
+    first = baselined.run("--rag-report=night1.json")
+    assert first.ret == 0, first.stdout.str()
+    time.sleep(1.1)  # another night: another created time
+    baselined.edit_query("q-002", judged_at=days_ago(45))
+    del baselined.records[5]["judged_at"]  # q-006: undated
+    baselined.golden(baselined.records)
+    second = baselined.run("--rag-report=night2.json", "--junitxml=junit.xml", "--rag-markdown=summary.md",
+                           "--rag-html=report.html")
+    assert second.ret == 0, second.stdout.str()
+    path = baselined.path
+    ages = load_artifact(path / "night2.json")["comparison"]["stale_labels"]  # the checked schema reads it
+    assert ages["checked"] == 6 and [r["qid"] for r in ages["stale"]] == ["q-002"]
+    assert ages["stale"][0] == {"qid": "q-002", "oldest": days_ago(45).isoformat(), "age_days": 45,
+                                "limit_days": 30, "limit_key": "max_label_age_days"}
+    assert [r["qid"] for r in ages["undated"]] == ["q-006"]
+    props = {case.get("name"): {p.get("name"): p.get("value") for p in case.iter("property")}
+             for case in ET.parse(path / "junit.xml").getroot().iter("testcase")}
+    assert props["q-002"]["stale_label"] == "stale" and props["q-006"]["stale_label"] == "undated"
+    assert "stale_label" not in props["q-001"]
+    markdown = (path / "summary.md").read_text(encoding="utf-8")
+    assert "### Label ages: 1 of 6 records stale, 1 undated" in markdown and "| q-002" in markdown
+    html = (path / "report.html").read_text(encoding="utf-8")
+    assert "<h2>Label ages</h2>" in html and "1 of 6 records stale, 1 undated" in html
+
+    capsys.readouterr()
+    assert main(["history", str(path / "night1.json"), str(path / "night2.json")]) == 0
+    text = capsys.readouterr().out
+    assert "stale labels" in text
+    assert "0/6 (0.0%)" in text and "1/6 (16.7%), 1 undated" in text
+    assert main(["history", str(path / "night1.json"), str(path / "night2.json"), "--format", "json"]) == 0
+    runs = json.loads(capsys.readouterr().out)["groups"][0]["runs"]
+    assert [r["stale_labels"]["share"] for r in runs] == [0.0, pytest.approx(1 / 6)]
+    assert main(["compare", str(path / "night1.json"), str(path / "night2.json")]) == 0
+    out = capsys.readouterr().out
+    assert "Label ages: A: 0 of 6 records stale, 0 undated (max_label_age_days 30); B: 1 of 6 records stale, " \
+           "1 undated (max_label_age_days 30)" in out
+
+
+def test_a_hand_edited_stale_count_is_refused(baselined: TrustProject) -> None:
+    from pytest_ragmetrics.errors import InputError
+    from pytest_ragmetrics.gate.artifact import check_artifact, seal_artifact, load_artifact
+
+    date_all(baselined, days_ago(5))
+    baselined.thresholds({"max_label_age_days": 30})
+    assert baselined.run("--rag-report=run.json").ret == 0
+    data = load_artifact(baselined.path / "run.json")
+    data["comparison"]["stale_labels"]["checked"] = "6"
+    with pytest.raises(InputError, match=r"run\.json: comparison\.stale_labels\.checked is '6'"):
+        check_artifact(seal_artifact(data), str(baselined.path / "run.json"))
