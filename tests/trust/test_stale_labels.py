@@ -48,7 +48,7 @@ def test_record_and_judgment_dates_in_yaml_age_by_the_oldest_label(baselined: Tr
            f"{days_ago(400).isoformat()}, 400 days old; limit 365 days, max_label_age_days)" in summary
     assert f"  stale    q-003 (oldest label {days_ago(400).isoformat()}, 400 days old" in summary
     # a warning: the gate items are as they always were
-    assert ids_with(result, "passed")[-3:] == sorted(GATES_DEFAULT)[-3:] or set(GATES_DEFAULT) <= set(ids_with(result, "passed"))
+    assert set(GATES_DEFAULT) <= set(ids_with(result, "passed"))
     assert not any("stale-labels" in n for n in outcomes(result))
 
 
