@@ -21,8 +21,10 @@ Files are parsed, never executed: YAML goes through ``yaml.SafeLoader``.
 
 from __future__ import annotations
 
+import datetime as _dt
 import hashlib
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
@@ -30,7 +32,7 @@ from typing import Any, Iterator, Mapping, Sequence
 from pytest_ragmetrics.errors import InputError, brief_repr
 from pytest_ragmetrics.files import check_line_endings, check_no_bom, json_lines, read_text, split_columns, split_lines
 
-__all__ = ["Query", "GoldenSet", "by_grade", "load_golden", "load_qrels", "MAX_GRADE"]
+__all__ = ["Query", "GoldenSet", "by_grade", "check_date", "load_golden", "load_qrels", "MAX_GRADE"]
 
 #: Highest grade accepted. Real scales are 0-3 or so; beyond this, the exponential
 #: gain 2^g - 1 overflows a float (2^1024), so a larger number is a typo, not a grade.
@@ -51,6 +53,14 @@ class Query:
     text: str
     judgments: Mapping[str, int]
     tags: tuple[str, ...] = ()
+    #: when the record was judged (``judged_at``): the date of each judgment without one of its own
+    judged_at: _dt.date | None = None
+    #: document -> when that judgment was made, for judgments dated on their own (they win over the record's)
+    judged_dates: Mapping[str, _dt.date] = field(default_factory=dict)
+
+    def judgment_dates(self) -> dict[str, _dt.date | None]:
+        """Each judged document's date: its own, else the record's, else None (undated)."""
+        return {doc: self.judged_dates.get(doc, self.judged_at) for doc in self.judgments}
 
     def n_relevant(self, relevance_level: int = 1) -> int:
         return sum(1 for g in self.judgments.values() if g >= relevance_level)
@@ -148,6 +158,41 @@ def _check_grade(value: Any, path: str, where: str, doc: str) -> int:
     return value
 
 
+_ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+
+def check_date(value: Any, path: str, where: str, what: str = "judged_at",
+               today: _dt.date | None = None) -> _dt.date:
+    """A ``judged_at``: an ISO date (``2026-03-01``; a full ISO time is kept as its date; YAML's
+    unquoted dates arrive as dates). A date after today (UTC, one day allowed for time zones) is a
+    typo: a label from the future would never go stale."""
+    if isinstance(value, _dt.datetime):
+        day = value.date()
+    elif isinstance(value, _dt.date):
+        day = value
+    elif isinstance(value, str):
+        text = value.strip()
+        try:
+            if _ISO_DATE.fullmatch(text):
+                day = _dt.date.fromisoformat(text)
+            elif _ISO_DATE.match(text) and text[10:11] in ("T", " "):
+                day = _dt.datetime.fromisoformat(text.replace("Z", "+00:00")).date()
+            else:
+                raise ValueError(text)
+        except ValueError:
+            raise InputError(path, where, f"{what} {brief_repr(value)} is not a date; write an ISO date "
+                                          "such as 2026-03-01") from None
+    else:
+        raise InputError(path, where, f"{what} must be an ISO date such as 2026-03-01, got "
+                                      f"{type(value).__name__} {brief_repr(value)}")
+    latest = (today or _dt.datetime.now(_dt.timezone.utc).date()) + _dt.timedelta(days=1)
+    if day > latest:
+        raise InputError(path, where, f"{what} {day.isoformat()} is in the future (today is "
+                                      f"{(latest - _dt.timedelta(days=1)).isoformat()} UTC); a label is dated "
+                                      "when it was judged")
+    return day
+
+
 def _check_tags(value: Any, path: str, where: str) -> tuple[str, ...]:
     if value is None:
         return ()
@@ -214,7 +259,16 @@ def _yaml_loader() -> type:
         mapping["__line__"] = node.start_mark.line + 1
         return mapping
 
+    def construct_timestamp(loader: Any, node: Any) -> Any:
+        """An unquoted date YAML cannot build (``2026-02-30``) stays text, so the record that holds
+        it is named (a ``judged_at`` is then refused as "not a date")."""
+        try:
+            return yaml.constructor.SafeConstructor.construct_yaml_timestamp(loader, node)
+        except ValueError:
+            return loader.construct_scalar(node)
+
     LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, construct_mapping)
+    LineLoader.add_constructor("tag:yaml.org,2002:timestamp", construct_timestamp)
     return LineLoader
 
 
@@ -261,15 +315,17 @@ def _load_yaml(path: Path, id_separator: str | None = None) -> GoldenSet:
         where = f"record {number} (line {line}, id {brief_repr(qid)})"
         _refuse_unknown_keys(record, _YAML_KEYS, name, where)
         question = _check_id(record["question"], name, where, "question")
-        judgments = _yaml_gold(record["gold_chunks"], name, where)
+        dates: dict[str, _dt.date] = {}
+        judgments = _yaml_gold(record["gold_chunks"], name, where, dates)
         tags = _check_tags(record.get("tags"), name, where)
-        queries.append((Query(qid, question, judgments, tags), where))
+        judged_at = check_date(record["judged_at"], name, where) if record.get("judged_at") is not None else None
+        queries.append((Query(qid, question, judgments, tags, judged_at, dates), where))
     return _finish(name, queries, id_separator=id_separator)
 
 
 #: The keys of a YAML golden record; anything else is a typo (``tag:``) or a question cut short
 #: by YAML itself (an unquoted ``?`` or ``:`` in a flow mapping starts a new key).
-_YAML_KEYS = ("id", "question", "gold_chunks", "tags")
+_YAML_KEYS = ("id", "question", "gold_chunks", "tags", "judged_at")
 
 
 def _refuse_unknown_keys(record: dict[str, Any], known: Sequence[str], path: str, where: str) -> None:
@@ -285,15 +341,27 @@ def _refuse_unknown_keys(record: dict[str, Any], known: Sequence[str], path: str
         raise InputError(path, where, f"unknown key {brief_repr(key)} (a record has {', '.join(known)}){hint}")
 
 
-def _yaml_gold(gold: Any, path: str, where: str) -> dict[str, int]:
+def _yaml_gold(gold: Any, path: str, where: str, dates: dict[str, _dt.date] | None = None) -> dict[str, int]:
     if isinstance(gold, dict):
         gold.pop("__line__", None)
         if not gold:
             raise InputError(path, where, "gold_chunks is empty; a question needs at least one gold document")
-        return {
-            _check_id(doc, path, where, "a gold document id"): _check_grade(grade, path, where, str(doc))
-            for doc, grade in gold.items()
-        }
+        judgments: dict[str, int] = {}
+        for doc, grade in gold.items():
+            doc = _check_id(doc, path, where, "a gold document id")
+            if isinstance(grade, dict):  # {grade: 2, judged_at: 2026-03-01}: one judgment dated on its own
+                grade.pop("__line__", None)
+                for key in grade:
+                    if key not in ("grade", "judged_at"):
+                        raise InputError(path, where, f"gold document {brief_repr(doc)}: unknown key "
+                                                      f"{brief_repr(key)} (a judgment has grade and judged_at)")
+                if "grade" not in grade:
+                    raise InputError(path, where, f"gold document {brief_repr(doc)}: missing grade")
+                if grade.get("judged_at") is not None and dates is not None:
+                    dates[doc] = check_date(grade["judged_at"], path, where, f"judged_at of {brief_repr(doc)}")
+                grade = grade["grade"]
+            judgments[doc] = _check_grade(grade, path, where, doc)
+        return judgments
     if isinstance(gold, list):
         if not gold:
             raise InputError(path, where, "gold_chunks is empty; a question needs at least one gold document")
@@ -328,6 +396,7 @@ def _load_jsonl(path: Path, id_separator: str | None = None) -> GoldenSet:
         if not isinstance(candidates, list) or not candidates:
             raise InputError(name, where, "candidates must be a non-empty list of {doc_id, rel}")
         judgments: dict[str, int] = {}
+        dates: dict[str, _dt.date] = {}
         for i, cand in enumerate(candidates, start=1):
             if not isinstance(cand, dict) or "doc_id" not in cand:
                 raise InputError(name, where, f"candidate {i} must be an object with doc_id and rel")
@@ -336,10 +405,14 @@ def _load_jsonl(path: Path, id_separator: str | None = None) -> GoldenSet:
                 raise InputError(name, where, f"candidate {i} ({brief_repr(doc)}) has no rel: annotate it (0 = not relevant)")
             grade = _check_grade(cand["rel"], name, where, doc)
             judgments[doc] = max(grade, judgments.get(doc, 0))
+            if cand.get("judged_at") is not None:  # a document judged twice: its latest judgment dates it
+                day = check_date(cand["judged_at"], name, where, f"candidate {i} ({brief_repr(doc)}) judged_at")
+                dates[doc] = max(day, dates.get(doc, day))
         tags = list(_check_tags(record.get("tags"), name, where))
         if record.get("mode") is not None:
             tags.insert(0, _check_id(record["mode"], name, where, "mode"))
-        queries.append((Query(qid, text, judgments, tuple(dict.fromkeys(tags))), where))
+        judged_at = check_date(record["judged_at"], name, where) if record.get("judged_at") is not None else None
+        queries.append((Query(qid, text, judgments, tuple(dict.fromkeys(tags)), judged_at, dates), where))
     return _finish(name, queries, id_separator=id_separator)
 
 

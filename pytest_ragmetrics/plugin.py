@@ -202,6 +202,7 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
         + (f"; setup timeout {rag.options.setup_timeout:g} s" if rag.options.setup_timeout else ""),
         f"ragmetrics: thresholds {thresholds}; {ids}",
         f"ragmetrics: {rag.gold_header()}",
+        *([f"ragmetrics: {rag.labels.header()}"] if rag.labels is not None else []),
     ]
 
 

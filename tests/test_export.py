@@ -136,3 +136,26 @@ def test_an_export_is_read_back_by_evaluate(tmp_path: Path, capsys: pytest.Captu
     capsys.readouterr()
     assert main(["evaluate", "--qrels", str(qrels_out), "--run", str(run_out), "-m", "hit_rate@1"]) == 0
     assert re.search(r"\| hit_rate@1 +\| 1\.0000 \|", capsys.readouterr().out)
+
+
+def test_export_yaml_keeps_judgment_dates_per_judgment(tmp_path) -> None:
+    """Judgments dated apart stay dated apart: per judgment in the YAML a golden set reads back."""
+    import datetime as dt
+    import json as _json
+
+    import yaml
+
+    from pytest_ragmetrics.cli import main
+    from pytest_ragmetrics.golden import load_golden
+
+    old, new = dt.date.today() - dt.timedelta(days=400), dt.date.today() - dt.timedelta(days=2)
+    source = tmp_path / "g.jsonl"
+    source.write_text(_json.dumps({"qid": "q", "query": "text", "judged_at": new.isoformat(), "candidates": [
+        {"doc_id": "a", "rel": 2, "judged_at": old.isoformat()}, {"doc_id": "b", "rel": 0}]}) + "\n",
+        encoding="utf-8")
+    out = tmp_path / "g.yaml"
+    assert main(["export", "--golden", str(source), "--yaml-out", str(out)]) == 0
+    entry = yaml.safe_load(out.read_text(encoding="utf-8"))[0]
+    assert entry["gold_chunks"] == {"a": {"grade": 2, "judged_at": old}, "b": 0}
+    assert entry["judged_at"] == new
+    assert load_golden(out)["q"].judgment_dates() == {"a": old, "b": new}

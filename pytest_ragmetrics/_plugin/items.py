@@ -241,7 +241,15 @@ class QueryItem(pytest.Function):
 
 def junit_properties(rag: RagSession, record: QueryRecord) -> list[tuple[str, object]]:
     """Flat properties for a query's JUnit XML test case: its baseline values and its verdict
-    (``regressed``, ``ok``, ``new``, ``error`` or ``unscorable``); its metrics are already there."""
+    (``regressed``, ``ok``, ``new``, ``error`` or ``unscorable``), and ``stale_label`` (``stale`` or
+    ``undated``) when its labels are past their age limit; its metrics are already there."""
+    ages = rag.labels
+    state = None if ages is None else ("stale" if any(r.qid == record.qid for r in ages.stale) else
+                                       "undated" if any(r.qid == record.qid for r in ages.undated) else None)
+    return _verdict_properties(rag, record) + ([("stale_label", state)] if state else [])
+
+
+def _verdict_properties(rag: RagSession, record: QueryRecord) -> list[tuple[str, object]]:
     if record.status != "scored":
         return [("verdict", record.status)]
     baseline = None if rag.baseline is None or rag.options.update_baseline else rag.baseline

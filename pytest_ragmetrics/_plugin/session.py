@@ -22,6 +22,7 @@ from pytest_ragmetrics.evaluation import mean_metrics, score_query
 from pytest_ragmetrics.gate.baseline import Baseline, fingerprint_mismatch, load_baseline, write_baseline
 from pytest_ragmetrics.gate.thresholds import Thresholds, load_thresholds
 from pytest_ragmetrics.gate.subset import select_smoke
+from pytest_ragmetrics.gate.staleness import LabelAges, check_tags, label_ages
 from pytest_ragmetrics.gate.verdict import (Drop, QueryRecord, Verdict, build_verdict, find_renames, gate_names,
                                             query_drops)
 from pytest_ragmetrics.gold import GoldCheck, check_gold, retriever_doc_ids
@@ -59,6 +60,9 @@ class RagSession:
         self.thresholds: Thresholds = load_thresholds(options.thresholds, self.config,
                                                       required=options.thresholds_given)
         self.worst_n = options.worst if options.worst is not None else self.thresholds.worst_n
+        check_tags(self.thresholds, self.full_golden.tags())
+        #: how old this run's labels are under the age limits (None: thresholds.json sets none)
+        self.labels: LabelAges | None = label_ages(self.golden, self.thresholds)
         #: a thresholds file at the default path that an empty rag_thresholds keeps out of this run
         self.unused_thresholds: Path | None = None
         if options.thresholds is None:
@@ -270,7 +274,7 @@ class RagSession:
             self._verdict = build_verdict(
                 self.records, self.golden, None if self.options.update_baseline else self.baseline,
                 self.thresholds, self.metrics, self.config.relevance_level, self.full_golden,
-                baseline_path=str(self.options.baseline),
+                baseline_path=str(self.options.baseline), labels=self.labels,
             )
         return self._verdict
 

@@ -79,7 +79,9 @@ def compare_judgments(pool: Candidates, a: Judgments, b: Judgments) -> Compariso
             ja, jb = pa.get(key), pb.get(key)
             if ja is not None and jb is not None:
                 if ja.rel == jb.rel:
-                    agreed[key] = Judgment(ja.rel, merge_notes(a.annotator, ja.note, b.annotator, jb.note))
+                    dates = [d for d in (ja.judged_at, jb.judged_at) if d]  # confirmed when the later one judged
+                    agreed[key] = Judgment(ja.rel, merge_notes(a.annotator, ja.note, b.annotator, jb.note),
+                                           max(dates) if dates else None)
                 else:
                     disagreements.append(Disagreement(question.qid, doc, ja, jb))
             elif ja is not None or jb is not None:
@@ -94,8 +96,8 @@ def seed_adjudicated(comparison: Comparison, existing: Judgments) -> Judgments:
     decided = {(d.qid, d.doc_id): existing.get(d.qid, d.doc_id) for d in comparison.disagreements}
     existing.by_question = {}
     for (qid, doc), judgment in {**comparison.one_sided, **comparison.agreed}.items():
-        existing.set(qid, doc, judgment.rel, judgment.note)
+        existing.set(qid, doc, judgment.rel, judgment.note, judgment.judged_at)
     for (qid, doc), judgment in decided.items():
         if judgment is not None:
-            existing.set(qid, doc, judgment.rel, judgment.note)
+            existing.set(qid, doc, judgment.rel, judgment.note, judgment.judged_at)
     return existing

@@ -7,7 +7,10 @@ plugin take it as it is::
     {"_meta": {"kind": "ragmetrics-judgments", "annotator": "alice", "pool_id": "…",
                "candidates": "pool.jsonl", "guidelines_sha256": "…", "updated": "…"}}
     {"qid": "q1", "query": "…", "tags": ["smoke"],
-     "candidates": [{"doc_id": "doc-b", "rel": 2, "note": "steps 1-3"}, …]}
+     "candidates": [{"doc_id": "doc-b", "rel": 2, "note": "steps 1-3", "judged_at": "2026-03-01"}, …]}
+
+Every grade carries the date (UTC) it was given, ``judged_at``, so labels can age
+(``max_label_age_days`` in thresholds.json); a grade given again is dated again.
 
 Only questions with at least one judgment are written, and only their judged
 documents, in the display order of the candidates file. ``pool_id`` ties the file to
@@ -32,6 +35,7 @@ from typing import Any
 
 from pytest_ragmetrics.errors import InputError, RagMetricsError, brief_repr
 from pytest_ragmetrics.files import atomic_write_text, dumps_line, json_lines
+from pytest_ragmetrics.golden import check_date
 from pytest_ragmetrics.tools.candidates import Candidates
 
 __all__ = [
@@ -66,6 +70,9 @@ class FileChangedError(RagMetricsError):
 class Judgment:
     rel: int
     note: str = ""
+    #: the ISO date (UTC) the grade was given; None for a file written before grades were dated.
+    #: Not part of equality: the same grade and note given on two days is the same judgment
+    judged_at: str | None = field(default=None, compare=False)
 
 
 @dataclass
@@ -84,8 +91,9 @@ class Judgments:
     def get(self, qid: str, doc_id: str) -> Judgment | None:
         return self.by_question.get(qid, {}).get(doc_id)
 
-    def set(self, qid: str, doc_id: str, rel: int, note: str = "") -> None:
-        judgment = Judgment(check_grade(rel), check_note(note))
+    def set(self, qid: str, doc_id: str, rel: int, note: str = "", judged_at: str | None = None) -> None:
+        """Record a grade, dated today (UTC) unless ``judged_at`` says when it was given."""
+        judgment = Judgment(check_grade(rel), check_note(note), judged_at or today())
         self.by_question.setdefault(qid, {})[doc_id] = judgment
 
     def clear(self, qid: str, doc_id: str) -> None:
@@ -140,6 +148,11 @@ def now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
+def today() -> str:
+    """Today's date in UTC, as a grade's ``judged_at``."""
+    return datetime.now(timezone.utc).date().isoformat()
+
+
 # ------------------------------------------------------------------------------ writing
 
 
@@ -154,7 +167,8 @@ def render_judgments(judgments: Judgments, pool: Candidates) -> str:
         docs = judgments.by_question.get(question.qid)
         if not docs:
             continue
-        judged = [{"doc_id": doc, "rel": docs[doc].rel, "note": docs[doc].note}
+        judged = [{"doc_id": doc, "rel": docs[doc].rel, "note": docs[doc].note,
+                   **({"judged_at": docs[doc].judged_at} if docs[doc].judged_at else {})}
                   for doc in question.order if doc in docs]
         lines.append(dumps_line({"qid": question.qid, "query": question.query, "tags": list(question.tags),
                                  "candidates": judged}))
@@ -237,7 +251,11 @@ def _question(record: dict[str, Any], name: str, where: str, pool: Candidates) -
         if doc in docs:
             raise InputError(name, where, f"document {doc!r} is judged twice")
         try:
-            docs[doc] = Judgment(check_grade(cand.get("rel")), check_note(cand.get("note", "") or ""))
+            docs[doc] = Judgment(check_grade(cand.get("rel")), check_note(cand.get("note", "") or ""),
+                                 check_date(cand["judged_at"], name, where, f"judged_at of {doc!r}").isoformat()
+                                 if cand.get("judged_at") is not None else None)
+        except InputError:
+            raise
         except RagMetricsError as exc:
             raise InputError(name, where, f"document {doc!r}: {exc}") from None
     return str(qid), docs
@@ -298,7 +316,7 @@ class JudgmentStore:
             except BaseException:
                 self.judgments.clear(qid, doc_id)  # memory stays what the file says
                 if before is not None:
-                    self.judgments.set(qid, doc_id, before.rel, before.note)
+                    self.judgments.set(qid, doc_id, before.rel, before.note, before.judged_at)
                 raise
 
     def save(self) -> None:

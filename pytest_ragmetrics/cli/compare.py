@@ -21,6 +21,7 @@ from pytest_ragmetrics.tools.compare import (
     check_scorability,
     compare,
     describe_measurement,
+    stale_text,
     gated,
     load_run_data,
     metric_names,
@@ -164,6 +165,7 @@ def run(args: argparse.Namespace) -> int:
         payload["thresholds"] = thresholds_source
         payload["not_compared"] = {"only_in_A": only_a, "only_in_B": only_b}
         payload["metrics_recomputed"] = bool(args.golden)
+        payload["stale_labels"] = {"A": a.stale_labels, "B": b.stale_labels}
         sys.stdout.write(dumps_stable(payload))
     else:
         print(f"{args.b} against {args.a}")
@@ -172,6 +174,8 @@ def run(args: argparse.Namespace) -> int:
         else:
             print(f"A: {measured['A']}\nB: {measured['B']}")
         print(f"Thresholds: {thresholds_source}")
+        if a.stale_labels or b.stale_labels:
+            print(f"Label ages: A: {stale_text(a)}; B: {stale_text(b)}")
         if args.shared_only:
             print(f"Shared queries only (--shared-only): {len(left_out[0])} queries of A and {len(left_out[1])} of B "
                   "left out, not in both" + (f" (A: {listed(left_out[0])})" if left_out[0] else "")

@@ -27,6 +27,9 @@ here, naming the file, the record (qid) and the field, before any reader trusts 
   (errored queries count 0, unscorable ones are left out) to 1e-9, so hand edits show;
 - ``comparison.regressed``: a list of objects with a ``qid``;
   ``comparison.retriever_changes``: a list of strings; ``comparison.passed``: a bool;
+  ``comparison.stale_labels``, when present (thresholds set a label age limit): ``checked`` (integer
+  >= 0) and ``stale``/``undated`` (lists of ``{qid, oldest, age_days, limit_days, limit_key}``), no
+  more stale and undated records than checked (artifacts written before labels aged have none);
 - ``_meta.seal``, written by the plugin: digests of the file's sections (:func:`seal_artifact`).
   A file whose content no longer matches it was edited after its run, and is refused with the
   sections that changed; a file with a ``_meta.format`` and no seal had it removed, and is refused
@@ -274,6 +277,33 @@ def _check_comparison(comparison: Mapping[str, Any], name: str) -> None:
         raise _fail(name, "comparison.retriever_changes", f"is {brief_repr(changes)}; expected a list of strings")
     if "passed" in comparison and not isinstance(comparison["passed"], bool):
         raise _fail(name, "comparison.passed", f"is {brief_repr(comparison['passed'])}; expected true or false")
+    if "stale_labels" in comparison:
+        _check_stale_labels(comparison["stale_labels"], name)
+
+
+def _check_stale_labels(ages: Any, name: str) -> None:
+    """``comparison.stale_labels``: history charts the share of stale labels from these counts."""
+    where = "comparison.stale_labels"
+    if not isinstance(ages, dict):
+        raise _fail(name, where, f"is {brief_repr(ages)}; expected an object with checked, stale and undated")
+    checked = ages.get("checked")
+    if isinstance(checked, bool) or not isinstance(checked, int) or checked < 0:
+        raise _fail(name, f"{where}.checked", f"is {brief_repr(checked)}; expected a non-negative integer")
+    listed_n = 0
+    for key in ("stale", "undated"):
+        rows = ages.get(key)
+        if not isinstance(rows, list):
+            raise _fail(name, f"{where}.{key}", f"is {brief_repr(rows)}; expected a list of records")
+        for i, row in enumerate(rows):
+            if not isinstance(row, dict) or not isinstance(row.get("qid"), str) \
+                    or not isinstance(row.get("limit_key"), str) \
+                    or isinstance(row.get("limit_days"), bool) or not isinstance(row.get("limit_days"), int):
+                raise _fail(name, f"{where}.{key}[{i}]", f"is {brief_repr(row)}; expected an object with qid, "
+                                                         "oldest, age_days, limit_days and limit_key")
+        listed_n += len(rows)
+    if listed_n > checked:
+        raise _fail(name, where, f"lists {listed_n} stale or undated records of {checked} checked: the file was "
+                                 "edited by hand")
 
 
 def _check_entry(qid: str, entry: Any, metrics: list[str], name: str) -> dict[str, float] | None:

@@ -2,7 +2,9 @@
 
 Flat keys over documented defaults: ``<metric>_tolerance`` (allowed drop of the
 mean), ``<metric>_query_tolerance`` (allowed drop of one query), ``<metric>_min``
-(a floor), ``max_regressed_queries``, ``worst_n`` and ``fail_on_regression``.
+(a floor), ``max_regressed_queries``, ``worst_n`` and ``fail_on_regression``; and how old a
+label may be: ``max_label_age_days`` (all records), ``tag:<tag>/max_label_age_days`` (records
+with that tag) and ``fail_on_stale_labels``.
 Every problem names the file and the key: a gate that silently loosened would
 be worse than none.
 """
@@ -25,7 +27,10 @@ __all__ = ["Thresholds", "load_thresholds", "recorded_thresholds", "stricter", "
 
 
 _SUFFIXES = ("_query_tolerance", "_tolerance", "_min")
-_SCALARS = {"max_regressed_queries", "worst_n", "fail_on_regression", "fail_on_significant_drop"}
+_SCALARS = {"max_regressed_queries", "worst_n", "fail_on_regression", "fail_on_significant_drop",
+            "max_label_age_days", "fail_on_stale_labels"}
+#: ``tag:<tag>/max_label_age_days``: the age limit of the labels of records carrying ``<tag>``
+_TAG_PREFIX, _AGE_KEY = "tag:", "max_label_age_days"
 
 #: Why a value above 1 gates nothing, by key suffix: metrics lie in [0, 1].
 _ABOVE_ONE = {
@@ -74,6 +79,17 @@ class Thresholds:
     #: an ungated metric that fell beyond chance (p < 0.01) and by more than 1/n fails its own gate
     fail_on_significant_drop: bool = True
     path: str | None = None
+    #: days a label stays fresh, for every record (None: labels do not age)
+    max_label_age_days: int | None = None
+    #: tag -> days a label stays fresh for the records carrying that tag
+    tag_max_label_age_days: dict[str, int] = field(default_factory=dict)
+    #: stale (or undated) labels under a limit fail the stale-labels gate instead of warning
+    fail_on_stale_labels: bool = False
+
+    @property
+    def ages_labels(self) -> bool:
+        """Whether any age limit is set, globally or for a tag."""
+        return self.max_label_age_days is not None or bool(self.tag_max_label_age_days)
 
     @classmethod
     def defaults(cls, config: MeasurementConfig) -> "Thresholds":
@@ -93,6 +109,13 @@ class Thresholds:
         out["worst_n"] = self.worst_n
         out["fail_on_regression"] = self.fail_on_regression
         out["fail_on_significant_drop"] = self.fail_on_significant_drop
+        # the label-age keys only when set: thresholds that age no label read as they always did
+        if self.max_label_age_days is not None:
+            out[_AGE_KEY] = self.max_label_age_days
+        for tag, days in self.tag_max_label_age_days.items():
+            out[f"{_TAG_PREFIX}{tag}/{_AGE_KEY}"] = days
+        if self.fail_on_stale_labels:
+            out["fail_on_stale_labels"] = True
         return out
 
 
@@ -149,6 +172,9 @@ def thresholds_from_mapping(data: Any, config: MeasurementConfig, name: str,
         if key in _SCALARS:
             _set_scalar(result, name, key, value)
             continue
+        if key.startswith(_TAG_PREFIX) or key.lower().startswith(("tag:", "tags:", "tag/", "tag_")):
+            _set_tag_age(result, name, key, value)
+            continue
         for suffix in _SUFFIXES:
             if key.endswith(suffix):
                 written = key[: -len(suffix)]
@@ -183,12 +209,35 @@ def thresholds_from_mapping(data: Any, config: MeasurementConfig, name: str,
                 target[metric] = float(value)
                 break
         else:
+            close = difflib.get_close_matches(key, sorted(_SCALARS), n=1)
             raise ThresholdsError(
                 f"{name}: unknown key {key!r}; expected <metric>_tolerance, <metric>_min, "
                 "<metric>_query_tolerance, max_regressed_queries, worst_n, fail_on_regression, "
-                "fail_on_significant_drop or _comment"
+                "fail_on_significant_drop, max_label_age_days, tag:<tag>/max_label_age_days, "
+                "fail_on_stale_labels or _comment" + (f"; did you mean {close[0]!r}?" if close else "")
             )
+    if result.fail_on_stale_labels and not result.ages_labels:
+        raise ThresholdsError(f"{name}: 'fail_on_stale_labels' is true but no label has an age limit, so it would "
+                              f"check nothing; add {_AGE_KEY!r} (or {_TAG_PREFIX}<tag>/{_AGE_KEY}), or remove it")
     return result
+
+
+def _age_days(name: str, key: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ThresholdsError(f"{name}: {key!r} must be a positive whole number of days, got {brief_repr(value)}"
+                              + (" (write the number without quotes)" if isinstance(value, str) else ""))
+    return value
+
+
+def _set_tag_age(result: Thresholds, name: str, key: str, value: Any) -> None:
+    """``tag:<tag>/max_label_age_days``; any other spelling is an error with the one expected."""
+    head, slash, setting = key.rpartition("/")
+    tag = head[len(_TAG_PREFIX):] if head.startswith(_TAG_PREFIX) else ""
+    if not key.startswith(_TAG_PREFIX) or not slash or setting != _AGE_KEY or not tag.strip():
+        guess = tag or (head.split(":", 1)[-1] if ":" in head else head[4:]) or "<tag>"
+        raise ThresholdsError(f"{name}: unknown key {key!r}; a per-tag key is written "
+                              f"'{_TAG_PREFIX}<tag>/{_AGE_KEY}' (did you mean '{_TAG_PREFIX}{guess}/{_AGE_KEY}'?)")
+    result.tag_max_label_age_days[tag] = _age_days(name, key, value)
 
 
 def _refuse_non_finite(name: str, data: Any) -> None:
@@ -216,7 +265,10 @@ def _canonical_metric(text: str) -> str:
 
 
 def _set_scalar(result: Thresholds, name: str, key: str, value: Any) -> None:
-    if key in ("fail_on_regression", "fail_on_significant_drop"):
+    if key == _AGE_KEY:
+        result.max_label_age_days = _age_days(name, key, value)
+        return
+    if key in ("fail_on_regression", "fail_on_significant_drop", "fail_on_stale_labels"):
         if not isinstance(value, bool):
             raise ThresholdsError(f"{name}: {key!r} must be true or false, got {brief_repr(value)}")
         setattr(result, key, value)
@@ -239,7 +291,7 @@ def recorded_thresholds(meta: Any, config: MeasurementConfig, name: str) -> Thre
         _check_recorded_defaults(meta, recorded["values"], config, name)
     measured = set(config.metric_names)
     values = {key: value for key, value in recorded["values"].items()
-              if key in _SCALARS or any(key.endswith(s) and _canonical_metric(key[: -len(s)]) in measured
+              if key in _SCALARS or key.startswith(_TAG_PREFIX) or any(key.endswith(s) and _canonical_metric(key[: -len(s)]) in measured
                                         for s in _SUFFIXES)}
     return thresholds_from_mapping(values, config, f"{name} (as gated: {recorded.get('source') or 'defaults'})")
 
@@ -288,4 +340,10 @@ def stricter(first: Thresholds, second: Thresholds, path: str) -> Thresholds:
         fail_on_regression=first.fail_on_regression or second.fail_on_regression,
         fail_on_significant_drop=first.fail_on_significant_drop or second.fail_on_significant_drop,
         path=path,
+        max_label_age_days=min(ages) if (ages := [a for a in (first.max_label_age_days,
+                                                               second.max_label_age_days) if a is not None]) else None,
+        tag_max_label_age_days={t: min(v for v in (first.tag_max_label_age_days.get(t),
+                                                   second.tag_max_label_age_days.get(t)) if v is not None)
+                                for t in {**first.tag_max_label_age_days, **second.tag_max_label_age_days}},
+        fail_on_stale_labels=first.fail_on_stale_labels or second.fail_on_stale_labels,
     )

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Collection, Iterable, Mapping, Sequence
 
 from pytest_ragmetrics.errors import listed
 from pytest_ragmetrics.gate.baseline import Baseline
+from pytest_ragmetrics.gate.staleness import GATE as STALE_GATE, LabelAges
 from pytest_ragmetrics.gate.thresholds import Thresholds
 from pytest_ragmetrics.evaluation import mean_metrics
 from pytest_ragmetrics.golden import GoldenSet
@@ -226,6 +227,8 @@ class Verdict:
     renamed: dict[str, str] = field(default_factory=dict)
     #: what a passing gate could not check, said next to its verdict
     warnings: list[str] = field(default_factory=list)
+    #: how old the run's labels are under the age limits of thresholds.json (None: no limit set)
+    labels: LabelAges | None = None
 
     @property
     def failed_gates(self) -> list[Gate]:
@@ -288,6 +291,7 @@ class Verdict:
             "unscorable": self.unscorable,
             "short": self.short,
             "parent_level": self.parent_level.to_dict() if self.parent_level else None,
+            **({"stale_labels": self.labels.to_dict()} if self.labels is not None else {}),
             "failures": self.failures(),
             "passed": self.passed,
         }
@@ -315,13 +319,15 @@ def build_verdict(
     full_golden: GoldenSet | None = None,
     reference: str = "the baseline",
     baseline_path: str | None = None,
+    labels: LabelAges | None = None,
 ) -> Verdict:
     """Judge a run: ``records`` for the queries that ran, ``golden`` the queries
     that were meant to run, ``full_golden`` the whole set (for "removed").
 
     ``reference`` names what the run is compared with in messages ("the baseline",
     or "A" when two runs are compared); ``baseline_path`` is where a missing
-    baseline was looked for.
+    baseline was looked for. ``labels``: the ages of the run's labels
+    (:func:`~pytest_ragmetrics.gate.staleness.label_ages`), gated when ``fail_on_stale_labels``.
     """
     order = [q.qid for q in golden if q.qid in records]
     counted = [qid for qid in order if records[qid].status in ("scored", "error")]
@@ -396,6 +402,14 @@ def build_verdict(
     compared = {m for q in base_q.values() for m in q if not m.startswith("_")} if baseline else None
     gates = evaluate_gates(aggregate, regressions, thresholds, baseline is not None, not_run, reference,
                            baseline_path, compared, removed)
+    warnings = _untestable(aggregate, thresholds, reference)
+    if labels is not None:
+        if labels.fail:
+            problem = labels.problem()
+            gates.append(Gate(STALE_GATE, problem is None, problem or
+                              f"no label is older than its limit ({labels.limits_text()}), none undated"))
+        elif labels.warning():
+            warnings.append(labels.warning())  # type: ignore[arg-type]
     return Verdict(
         n=len(counted), metrics=list(metrics), aggregate=aggregate, strata=strata,
         regressions=regressions, gates=gates, n_common=len(common), new=new, removed=removed,
@@ -403,7 +417,7 @@ def build_verdict(
         fail_on_regression=thresholds.fail_on_regression, strata_stats=strata_stats,
         parent_level=summarize_parents([(q, lv) for q in counted if (lv := records[q].parent_level) is not None]),
         moved=moved, moved_metrics=[m for m in failing if any(d.metric == m for r in moved for d in r.drops)],
-        not_run=not_run, renamed=renamed, warnings=_untestable(aggregate, thresholds, reference),
+        not_run=not_run, renamed=renamed, warnings=warnings, labels=labels,
     )
 
 
@@ -453,6 +467,8 @@ def gate_names(metrics: Sequence[str], thresholds: Thresholds) -> list[str]:
     if thresholds.fail_on_significant_drop and any(
             m not in thresholds.tolerance and m not in thresholds.minimum for m in metrics):
         names.append("significant-drops")
+    if thresholds.fail_on_stale_labels:
+        names.append(STALE_GATE)
     return names
 
 

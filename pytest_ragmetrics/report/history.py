@@ -78,6 +78,7 @@ def gate_label(run: Mapping[str, Any]) -> str:
 def _runs_table(group: Mapping[str, Any]) -> str:
     metrics = group["metrics"]
     n = group["runs"][-1]["n"]
+    aged = any(r.get("stale_labels") for r in group["runs"])  # the column only when a night aged its labels
     rows = []
     for r in group["runs"]:
         row: list[object] = [f"#{r['index']}", short_time(r["created"]), (r.get("git_commit") or "—")[:7]]
@@ -92,10 +93,21 @@ def _runs_table(group: Mapping[str, Any]) -> str:
         row.append(gate_label(r))
         row.append(f"{v['ok']}/{v['regressed']}/{v['error']}")
         row.append(" ".join(s for s, on in (("R", r.get("refresh")), ("C", r.get("retriever_changes"))) if on))
+        if aged:
+            row.append(stale_cell(r.get("stale_labels")))
         rows.append(row)
     headers = ["run", "created", "commit"] + [h for m in metrics for h in (m, "Δ")] + \
-              ["gate", "ok/regr/err", "marks"]
+              ["gate", "ok/regr/err", "marks"] + ["stale labels"] * aged
     return markdown_table(headers, rows)
+
+
+def stale_cell(ages: Mapping[str, Any] | None) -> str:
+    """A night's share of stale labels: ``2/40 (5.0%), 1 undated``; ``—`` when it set no age limit."""
+    if not ages:
+        return "—"
+    share = ages.get("share")
+    text = f"{ages['stale']}/{ages['checked']}" + (f" ({share:.1%})" if share is not None else "")
+    return text + (f", {ages['undated']} undated" if ages.get("undated") else "")
 
 
 def _tags_table(group: Mapping[str, Any]) -> str:

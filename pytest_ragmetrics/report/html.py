@@ -191,6 +191,7 @@ def render_html(artifact: Mapping[str, Any], metric: str | None = None, title: s
                             parent_rows))
 
     changed = _retriever_section(comparison)
+    labels = _labels_section(comparison.get("stale_labels"))
 
     golden = meta.get("golden", {})
     head = (f"golden set <code>{escape(str(golden.get('source', '?')))}</code> "
@@ -206,13 +207,28 @@ def render_html(artifact: Mapping[str, Any], metric: str | None = None, title: s
         f"<h2>Per-query change in {escape(metric)}</h2>{_delta_chart(deltas, metric)}"
         f"<p class=note>{counted(len(deltas), 'query', 'queries')}, sorted by change; hover a bar for its query.</p>"
         f"<h2>Per tag</h2><p class=note>{escape(metric)}: grey bar baseline, blue bar now.</p>"
-        f"{_strata_chart(strata, metric)}{strata_table}{parents}"
+        f"{_strata_chart(strata, metric)}{strata_table}{parents}{labels}"
         f"<h2>Worst regressed queries</h2>{worst}",
         _CSS,
     )
 
 
 _CSS = ".changed{background:#fff8c5;border:1px solid #d4a72c;border-radius:6px;padding:2px 14px;margin:0 0 16px}"
+
+
+def _labels_section(ages: Any) -> str:
+    """Stale and undated records under the label age limits ("" when none is set or none is listed)."""
+    if not isinstance(ages, Mapping) or not (ages.get("stale") or ages.get("undated")):
+        return ""
+    rows = [[f"<td>{escape(str(r.get('qid')))}</td>", f"<td>{'stale' if r.get('oldest') else 'undated'}</td>",
+             f"<td>{escape(str(r.get('oldest') or '—'))}</td>",
+             f'<td class="num">{escape(str(r.get("age_days") if r.get("age_days") is not None else "—"))}</td>',
+             f'<td class="num">{escape(str(r.get("limit_days")))}</td>', f"<td>{escape(str(r.get('limit_key')))}</td>"]
+            for r in [*ages.get("stale", []), *ages.get("undated", [])]]
+    limits = ", ".join(f"{k} {v}" for k, v in (ages.get("limits") or {}).items())
+    return (f"<h2>Label ages</h2><p class=note>{len(ages.get('stale', []))} of {ages.get('checked')} records stale, "
+            f"{len(ages.get('undated', []))} undated ({escape(limits)}; today {escape(str(ages.get('today')))} UTC)"
+            "</p>" + table(["query", "state", "oldest label", "age (days)", "limit (days)", "from"], rows))
 
 
 def _retriever_section(comparison: Mapping[str, Any]) -> str:

@@ -48,6 +48,14 @@ def verdict_markdown(v: Verdict, worst_n: int, title: str = "Retrieval gate",
     if parents:
         intro, _, table = parents.partition("\n")
         parts.append(intro + "\n\n" + table)
+    if v.labels is not None and (v.labels.stale or v.labels.undated):
+        ages = v.labels
+        parts.append(f"### Label ages: {len(ages.stale)} of {ages.checked} records stale, {len(ages.undated)} undated\n\n"
+                     + escape_cell(f"Limits: {ages.limits_text()}; today {ages.today} UTC") + "\n\n"
+                     + markdown_table(["query", "state", "oldest label", "age (days)", "limit (days)", "from"],
+                                      [[r.qid, "stale" if r.oldest else "undated", r.oldest or "—",
+                                        "—" if r.age is None else r.age, r.limit, r.limit_key]
+                                       for r in [*ages.stale, *ages.undated]]))
     if v.has_baseline:
         rows = _query_rows(v.regressions[:worst_n], lambda d: d.exceeded)
         if rows:

@@ -247,6 +247,8 @@ def verdict_text(v: Verdict, worst_n: int) -> str:
                      + "; refresh the baseline to record the new ids")
     if notes:
         parts.append("\n".join(notes))
+    if v.labels is not None and v.labels.lines():
+        parts.append(shown_lines("\n".join(v.labels.lines())))
     if v.has_baseline:
         if v.regressions or not v.moved:
             parts.append(regressions_text(v.regressions, worst_n))

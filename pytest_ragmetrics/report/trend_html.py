@@ -20,6 +20,7 @@ from pytest_ragmetrics.report.history import (
     drift_line,
     gate_label,
     measured_line,
+    stale_cell,
     timeline_marks,
 )
 from pytest_ragmetrics.report.html_parts import delta_cell, num, page, table
@@ -121,6 +122,7 @@ def _runs_table(group: Mapping[str, Any]) -> str:
     metrics = group["metrics"]
     n = group["runs"][-1]["n"]
     commits = any(r.get("git_commit") for r in group["runs"])  # a project outside git records none
+    aged = any(r.get("stale_labels") for r in group["runs"])  # a column only when a night aged its labels
     rows = []
     for r in group["runs"]:
         row = [f'<td class="num" title="{escape(str(r["path"]))}">#{r["index"]}</td>',
@@ -138,9 +140,11 @@ def _runs_table(group: Mapping[str, Any]) -> str:
         marks = [(letter, text) for letter, text in zip("RC", (r.get("refresh"), r.get("retriever_changes"))) if text]
         row.append("<td>" + " ".join(f"<b title='{escape(line)}'>{letter}</b>"
                                      for (letter, _), line in zip(marks, timeline_marks(r))) + "</td>")
+        if aged:
+            row.append(f"<td class=num>{escape(stale_cell(r.get('stale_labels')))}</td>")
         rows.append(row)
     headers = ["run", "created"] + ["commit"] * commits + [h for m in metrics for h in (m, "Δ")] + \
-              ["gate", "ok/regr/err", "marks"]
+              ["gate", "ok/regr/err", "marks"] + ["stale labels"] * aged
     return table(headers, rows)
 
 

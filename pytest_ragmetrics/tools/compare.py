@@ -54,6 +54,8 @@ class RunData:
     unscorable_why: dict[str, str] = field(default_factory=dict)
     #: per query, the digest of the text and judgments it was measured with, where recorded
     judgments: dict[str, str] = field(default_factory=dict)
+    #: the run's label ages (``comparison.stale_labels`` of its artifact), when it set an age limit
+    stale_labels: dict[str, Any] | None = None
 
     def has_any(self) -> bool:
         """Whether this side holds a result for any query."""
@@ -62,6 +64,15 @@ class RunData:
     def has(self, qid: str) -> bool:
         """Whether this side has any result for ``qid`` (scored, errored or unscorable)."""
         return qid in self.metrics or qid in self.errors or qid in self.unscorable
+
+
+def stale_text(side: RunData) -> str:
+    """A side's label ages in a few words, for the report's header."""
+    ages = side.stale_labels
+    if not ages:
+        return "no age limit"
+    return (f"{len(ages['stale'])} of {ages['checked']} records stale, {len(ages['undated'])} undated"
+            + (f" ({', '.join(f'{k} {v}' for k, v in ages.get('limits', {}).items())})" if ages.get("limits") else ""))
 
 
 def metric_names(config: MeasurementConfig | None, side: RunData) -> list[str]:
@@ -85,6 +96,8 @@ def run_data_from_artifact(data: Mapping[str, Any], source: str) -> RunData:
     per query its metrics, or its error, or that it was unscorable, with its ranking, tags and
     judgments digest."""
     side = RunData(source, {}, meta=data.get("_meta", {}))
+    ages = data["comparison"].get("stale_labels")
+    side.stale_labels = ages if isinstance(ages, dict) else None
     for qid, entry in data["per_query"].items():
         if entry.get("status") == "scored":
             side.metrics[qid] = entry["metrics"]

@@ -36,16 +36,26 @@ def golden_yaml(queries: Any) -> str:
     adjudicated file, join the golden set without rewriting its comments. Grades
     are kept as judged, 0 included (a judged "not relevant" is part of the set);
     a question whose documents are all grade 1 gets the short list form.
+    Dates are kept (``judged_at``): on the record when all its judgments share one, else on
+    each judgment that has its own (``{grade: 2, judged_at: 2026-03-01}``).
     """
     import yaml
 
     entries = []
     for q in queries:
         grades = dict(q.judgments)
-        gold: Any = list(grades) if grades and all(g == 1 for g in grades.values()) else grades
+        dates = getattr(q, "judgment_dates", lambda: {})()
+        shared = set(dates.values())
+        record_date = next(iter(shared)) if len(shared) == 1 else getattr(q, "judged_at", None)
+        own = {d: day for d, day in dates.items() if day is not None and day != record_date}
+        gold: Any = list(grades) if grades and all(g == 1 for g in grades.values()) and not own else grades
+        if own:
+            gold = {d: {"grade": g, "judged_at": own[d]} if d in own else g for d, g in grades.items()}
         entry: dict[str, Any] = {"id": q.qid, "question": q.text, "gold_chunks": gold}
         if q.tags:
             entry["tags"] = list(q.tags)
+        if record_date is not None:
+            entry["judged_at"] = record_date
         entries.append(entry)
     return yaml.safe_dump(entries, sort_keys=False, allow_unicode=True, width=100)
 

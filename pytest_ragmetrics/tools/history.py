@@ -86,6 +86,8 @@ class Artifact:
     baseline_values: str | None
     baseline_updated: bool
     passed: bool | None
+    #: how many records were checked for label age, stale and undated (None: no age limit in that run)
+    stale_labels: dict[str, Any] | None = None
 
     @property
     def commit(self) -> str | None:
@@ -196,7 +198,16 @@ def read_artifact(path: str | Path) -> Artifact:
         baseline_updated=updated,
         # a run that wrote the baseline skipped its gates: it passed or failed nothing
         passed=passed if isinstance(passed, bool) and not updated else None,
+        stale_labels=_stale_counts(data["comparison"].get("stale_labels")),
     )
+
+
+def _stale_counts(ages: Any) -> dict[str, Any] | None:
+    """A run's label ages as counts, and the share of stale labels among the records checked."""
+    if not isinstance(ages, dict):
+        return None
+    checked, stale, undated = ages["checked"], len(ages["stale"]), len(ages["undated"])
+    return {"checked": checked, "stale": stale, "undated": undated, "share": stale / checked if checked else None}
 
 
 def load_artifacts(paths: Iterable[str | Path], skip_bad: bool = False) -> tuple[list[Artifact], list[tuple[str, str]]]:
@@ -249,6 +260,8 @@ class RunPoint:
     refresh: str | None  # why this run starts a new baseline period, or None
     retriever_changes: list[str]
     segment: int  # which baseline period (1 = the first)
+    #: {"checked", "stale", "undated", "share"} when the run aged its labels, else None
+    stale_labels: dict[str, Any] | None = None
 
 
 @dataclass
@@ -486,6 +499,7 @@ def _group(number: int, runs: list[Artifact], newest: bool, min_flips: int) -> G
             n=n, aggregate=aggregate, delta=delta, beyond=beyond, tolerance=a.tolerance, tags=tags,
             verdicts={v: sum(1 for x in a.verdicts.values() if x == v) for v in VERDICTS}, passed=a.passed,
             baseline=a.meta.get("baseline"), refresh=refresh, retriever_changes=changes, segment=segment,
+            stale_labels=a.stale_labels,
         ))
     drift = []
     last_segment = points[-1].segment

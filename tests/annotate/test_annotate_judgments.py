@@ -49,12 +49,16 @@ def test_the_file_is_golden_jsonl_with_a_meta_line(pool_path: Path) -> None:
     assert {k: meta["_meta"][k] for k in ("annotator", "pool_id", "candidates", "guidelines_sha256")} == {
         "annotator": "alice", "pool_id": "pool-1", "candidates": "pool.jsonl", "guidelines_sha256": "g1"}
     assert meta["_meta"]["updated"].endswith("+00:00")
-    # questions in file order, judged documents only, in display order (q1 shows b before a)
+    # questions in file order, judged documents only, in display order (q1 shows b before a); every grade dated
+    import datetime as dt
+
+    day = dt.datetime.now(dt.timezone.utc).date().isoformat()
     assert records == [
         {"qid": "q1", "query": QUESTIONS[0]["query"], "tags": ["smoke", "standard"],
-         "candidates": [{"doc_id": "b", "rel": 0, "note": ""}, {"doc_id": "a", "rel": 2, "note": "steps"}]},
+         "candidates": [{"doc_id": "b", "rel": 0, "note": "", "judged_at": day},
+                        {"doc_id": "a", "rel": 2, "note": "steps", "judged_at": day}]},
         {"qid": "q3", "query": QUESTIONS[2]["query"], "tags": ["hard"],
-         "candidates": [{"doc_id": "g", "rel": 1, "note": "dry only"}]},
+         "candidates": [{"doc_id": "g", "rel": 1, "note": "dry only", "judged_at": day}]},
     ]
     golden = load_golden(store.path)  # what the plugin and `agreement` read
     assert [q.qid for q in golden] == ["q1", "q3"]

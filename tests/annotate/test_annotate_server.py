@@ -228,3 +228,28 @@ def test_the_page_assets_ship_as_package_data() -> None:
     static = Path(annotate.__file__).parent / "static"
     files = sorted(p.relative_to(static.parent.parent).as_posix() for p in static.iterdir())
     assert files and all(any(fnmatch.fnmatch(f, g) for g in globs) for f in files), (files, globs)
+
+
+def test_every_grade_is_dated_and_export_keeps_the_dates(server: Any, tmp_path: Any) -> None:
+    """A grade saved through the page carries judged_at (today, UTC); `ragmetrics export --yaml-out`
+    keeps it, so the golden set it joins can age its labels."""
+    import datetime as dt
+
+    import yaml
+
+    from pytest_ragmetrics.cli import main
+    from pytest_ragmetrics.golden import load_golden
+
+    today = dt.datetime.now(dt.timezone.utc).date()
+    assert judge(server, GRADE)[0] == 200
+    assert judge(server, {"qid": "q1", "doc_id": "b", "rel": 0})[0] == 200
+    path = server.task.store.path
+    lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    assert [c["judged_at"] for c in lines[1]["candidates"]] == [today.isoformat()] * 2
+    golden = load_golden(path)  # the annotator's file is a golden set, its dates read per judgment
+    assert golden["q1"].judgment_dates() == {"a": today, "b": today}
+    out = tmp_path / "exported.yaml"
+    assert main(["export", "--golden", str(path), "--yaml-out", str(out)]) == 0
+    exported = yaml.safe_load(out.read_text(encoding="utf-8"))
+    assert exported[0]["judged_at"] == today  # one date for the whole record: kept on the record
+    assert load_golden(out)["q1"].judgment_dates() == {"a": today, "b": today}
