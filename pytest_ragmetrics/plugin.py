@@ -207,7 +207,12 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
         + (f"; setup timeout {rag.options.setup_timeout:g} s" if rag.options.setup_timeout else ""),
         f"ragmetrics: thresholds {thresholds}; {ids}",
         f"ragmetrics: {rag.gold_header()}",
+        f"ragmetrics: judgments {rag.full_golden.judgments} ({rag.full_golden.judgments_from}): "
+        + ("documents the golden set does not list are unjudged; judged@k, unjudged_new@k and upper bounds "
+           "are shown, and a drop they explain is inconclusive" if rag.pooled else
+           "documents the golden set does not list count as not relevant"),
     ]
+
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> Any:

@@ -15,7 +15,10 @@ baseline and the run artifact record):
   (``unjudged_new@k`` is their count, not a [0, 1] metric, so it is no gated metric);
 - an upper bound of every metric: the query re-scored with each unjudged document in
   its top k judged at the set's top grade (today's number counts them 0); and the
-  same with only the new ones, which decides whether a drop is ``inconclusive``.
+  same with only the new ones, which decides whether a drop is ``inconclusive``. Judging a
+  document relevant changes the baseline's numbers too (recall's denominator, nDCG's ideal), so
+  the baseline's ``_top`` is re-scored with the same judgments and the two are compared; a
+  baseline without ``_top`` is compared as it stands.
 """
 
 from __future__ import annotations
@@ -53,6 +56,7 @@ class Unjudged:
     new: list[str] | None  # of those, the ones not in the baseline's _top (None: the baseline has no _top)
     upper: dict[str, float] | None  # every metric with every unjudged document at the top grade
     upper_new: dict[str, float] | None  # the same with only the new ones (all of them without a baseline _top)
+    baseline_upper_new: dict[str, float] | None = None  # the baseline's _top re-scored with those judgments
 
 
 def _bound(top: Sequence[str], judgments: Mapping[str, int], docs: Sequence[str], grade: int,
@@ -76,10 +80,14 @@ def measure_unjudged(top: Sequence[str], judgments: Mapping[str, int], metrics: 
     """
     docs = [d for d in top if d not in judgments]
     new = None if baseline_top is None else [d for d in docs if d not in set(baseline_top)]
+    base = None
+    if new:
+        _, base = score_query(list(baseline_top or ()), {**judgments, **{d: grade for d in new}}, config)
     return Unjudged(
         judged=judged_share(top, judgments),
         docs=docs,
         new=new,
         upper=_bound(top, judgments, docs, grade, config, metrics),
         upper_new=_bound(top, judgments, docs if new is None else new, grade, config, metrics),
+        baseline_upper_new=base,
     )

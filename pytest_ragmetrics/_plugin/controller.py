@@ -166,6 +166,8 @@ class Controller:
                             "was still busy with a call abandoned at --rag-timeout (each item says which): "
                             f"{listed(self.not_started)}. Not run is not scored, so they are not regressions; "
                             "the run is partial and fails")
+        if rag.pooled:
+            rag.summary += "\n\n" + rag.pooled_summary()
         if rag.mismatch:
             rag.summary += "\n\nCompared despite a different measurement (--rag-accept-mismatch):\n  - " + \
                 "\n  - ".join(rag.mismatch)

@@ -46,6 +46,7 @@ class RagOptions:
     thresholds_given: bool = False  # named by the user, so it must exist
     allow_missing_gold: bool = False  # --rag-update-baseline may write gold ids the corpus lacks
     judgments: str | None = None  # closed | pooled, overriding the golden set's own; None: the set's
+    judgments_from: str = ""  # "--rag-judgments" or "ini rag_judgments", for the report header
 
 
 def _metrics_for(k: int) -> list[str]:
@@ -142,6 +143,7 @@ def build_options(get: Callable[[str, str], Any], resolve: Callable[[str, bool],
         thresholds_given=thresholds_given and bool(thresholds),
         allow_missing_gold=bool(get("rag_allow_missing_gold", "")),
         judgments=judgments or None,
+        judgments_from="--rag-judgments" if j_cli else "ini rag_judgments",
     )
 
 
