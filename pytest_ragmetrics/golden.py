@@ -188,7 +188,7 @@ JUDGMENTS = ("closed", "pooled")
 def check_judgments(value: Any, path: str, where: str | None) -> str:
     """A ``judgments:`` declaration: ``closed`` or ``pooled``, anything else an error naming the record."""
     if value not in JUDGMENTS:
-        raise InputError(path, where, f"judgments must be 'closed' or 'pooled', got {brief_repr(value)} (closed: "
+        raise InputError(path, where, f"must be 'closed' or 'pooled', got {brief_repr(value)} (closed: "
                                       "documents the set does not list are not relevant; pooled: they are unjudged)")
     return value  # type: ignore[no-any-return]
 
@@ -269,7 +269,7 @@ def _load_yaml(path: Path, id_separator: str | None = None) -> GoldenSet:
     if isinstance(data, dict) and isinstance(data.get("queries"), list):
         data.pop("__line__", None)
         if "judgments" in data:
-            judgments = (check_judgments(data["judgments"], name, "judgments"), f"{path.name} judgments:")
+            judgments = (check_judgments(data["judgments"], name, "top-level key 'judgments'"), f"{path.name} judgments:")
         data = data["queries"]
     if not isinstance(data, list):
         raise InputError(name, None, f"expected a YAML list of questions, got a {type(data).__name__}")
