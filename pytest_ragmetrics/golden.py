@@ -32,7 +32,8 @@ from typing import Any, Iterator, Mapping, Sequence
 from pytest_ragmetrics.errors import InputError, brief_repr
 from pytest_ragmetrics.files import check_line_endings, check_no_bom, json_lines, read_text, split_columns, split_lines
 
-__all__ = ["Query", "GoldenSet", "by_grade", "check_date", "load_golden", "load_qrels", "MAX_GRADE"]
+__all__ = ["Query", "GoldenSet", "by_grade", "check_date", "load_golden", "load_qrels", "MAX_GRADE", "JUDGMENTS",
+           "check_judgments"]
 
 #: Highest grade accepted. Real scales are 0-3 or so; beyond this, the exponential
 #: gain 2^g - 1 overflows a float (2^1024), so a larger number is a typo, not a grade.
@@ -86,6 +87,10 @@ class GoldenSet:
     source: str
     queries: tuple[Query, ...]
     skipped: tuple[str, ...] = field(default=())
+    #: "closed" (unlisted documents are not relevant) or "pooled" (unlisted documents are unjudged)
+    judgments: str = "closed"
+    #: where ``judgments`` came from, for the report header ("golden.jsonl _meta", "default for YAML", ...)
+    judgments_from: str = "default"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_by_id", {q.qid: q for q in self.queries})
@@ -115,7 +120,8 @@ class GoldenSet:
 
     def subset(self, qids: list[str] | set[str]) -> "GoldenSet":
         keep = set(qids)
-        return GoldenSet(self.source, tuple(q for q in self.queries if q.qid in keep), self.skipped)
+        return GoldenSet(self.source, tuple(q for q in self.queries if q.qid in keep), self.skipped,
+                         self.judgments, self.judgments_from)
 
     def fingerprint(self) -> str:
         """sha256 over every query's id, text and judgments (tags excluded: they do not
@@ -207,7 +213,7 @@ def _check_tags(value: Any, path: str, where: str) -> tuple[str, ...]:
 
 
 def _finish(path: str, queries: list[tuple[Query, str]], skipped: tuple[str, ...] = (),
-            id_separator: str | None = None) -> GoldenSet:
+            id_separator: str | None = None, judgments: tuple[str, str] = ("closed", "default")) -> GoldenSet:
     if not queries:
         raise InputError(path, None, "the golden set holds no questions")
     seen: dict[str, str] = {}
@@ -217,7 +223,20 @@ def _finish(path: str, queries: list[tuple[Query, str]], skipped: tuple[str, ...
         seen[query.qid] = where
         if id_separator:
             _check_separator(query, id_separator, path, where)
-    return GoldenSet(path, tuple(q for q, _ in queries), skipped)
+    return GoldenSet(path, tuple(q for q, _ in queries), skipped, *judgments)
+
+
+#: How a golden set was judged: ``closed`` (what it does not list is not relevant, trec_eval's
+#: meaning) or ``pooled`` (what it does not list was never judged).
+JUDGMENTS = ("closed", "pooled")
+
+
+def check_judgments(value: Any, path: str, where: str | None) -> str:
+    """A ``judgments:`` declaration: ``closed`` or ``pooled``, anything else an error naming the record."""
+    if value not in JUDGMENTS:
+        raise InputError(path, where, f"must be 'closed' or 'pooled', got {brief_repr(value)} (closed: "
+                                      "documents the set does not list are not relevant; pooled: they are unjudged)")
+    return value  # type: ignore[no-any-return]
 
 
 def _check_separator(query: Query, separator: str, path: str, where: str) -> None:
@@ -301,7 +320,11 @@ def _load_yaml(path: Path, id_separator: str | None = None) -> GoldenSet:
         raise InputError(name, None, f"invalid YAML: {exc}") from None
     if data is None:
         raise InputError(name, None, "the file is empty; expected a YAML list of questions")
+    judgments = ("closed", "default for YAML gold_chunks")
     if isinstance(data, dict) and isinstance(data.get("queries"), list):
+        data.pop("__line__", None)
+        if "judgments" in data:
+            judgments = (check_judgments(data["judgments"], name, "top-level key 'judgments'"), f"{path.name} judgments:")
         data = data["queries"]
     if not isinstance(data, list):
         raise InputError(name, None, f"expected a YAML list of questions, got a {type(data).__name__}")
@@ -316,11 +339,11 @@ def _load_yaml(path: Path, id_separator: str | None = None) -> GoldenSet:
         _refuse_unknown_keys(record, _YAML_KEYS, name, where)
         question = _check_id(record["question"], name, where, "question")
         dates: dict[str, _dt.date] = {}
-        judgments = _yaml_gold(record["gold_chunks"], name, where, dates)
+        gold = _yaml_gold(record["gold_chunks"], name, where, dates)
         tags = _check_tags(record.get("tags"), name, where)
         judged_at = check_date(record["judged_at"], name, where) if record.get("judged_at") is not None else None
-        queries.append((Query(qid, question, judgments, tags, judged_at, dates), where))
-    return _finish(name, queries, id_separator=id_separator)
+        queries.append((Query(qid, question, gold, tags, judged_at, dates), where))
+    return _finish(name, queries, id_separator=id_separator, judgments=judgments)
 
 
 #: The keys of a YAML golden record; anything else is a typo (``tag:``) or a question cut short
@@ -383,11 +406,16 @@ def _yaml_gold(gold: Any, path: str, where: str, dates: dict[str, _dt.date] | No
 def _load_jsonl(path: Path, id_separator: str | None = None) -> GoldenSet:
     name = str(path)
     queries: list[tuple[Query, str]] = []
+    mode = ("pooled", "default for JSONL candidates")
     for number, record in json_lines(path):
         where = f"line {number}"
         if not isinstance(record, dict):
             raise InputError(name, where, "expected a JSON object with qid, query, candidates")
         if "_meta" in record and not queries:  # how a pool or an annotator's file was made: not a question
+            meta = record["_meta"]
+            if isinstance(meta, dict) and "judgments" in meta:
+                mode = (check_judgments(meta["judgments"], name, f"{where} (_meta.judgments)"),
+                        f"{path.name} _meta.judgments")
             continue
         qid = _required_id(record, ("qid", "query", "candidates"), name, where)
         where = f"line {number} (qid {brief_repr(qid)})"
@@ -413,7 +441,7 @@ def _load_jsonl(path: Path, id_separator: str | None = None) -> GoldenSet:
             tags.insert(0, _check_id(record["mode"], name, where, "mode"))
         judged_at = check_date(record["judged_at"], name, where) if record.get("judged_at") is not None else None
         queries.append((Query(qid, text, judgments, tuple(dict.fromkeys(tags)), judged_at, dates), where))
-    return _finish(name, queries, id_separator=id_separator)
+    return _finish(name, queries, id_separator=id_separator, judgments=mode)
 
 
 # -------------------------------------------------------------------- qrels + folders
@@ -534,7 +562,7 @@ def _load_folder(folder: Path, qrels_path: Path | None = None, id_separator: str
         if qid in qrels
     ]
     skipped = tuple(qid for qid in texts if qid not in qrels)
-    return _finish(str(folder), queries, skipped, id_separator)
+    return _finish(str(folder), queries, skipped, id_separator, ("closed", "default for qrels"))
 
 
 def load_golden(path: str | Path, id_separator: str | None = None) -> GoldenSet:

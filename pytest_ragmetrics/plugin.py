@@ -24,6 +24,8 @@ _INI = {
     "rag_relevance_level": ("grade >= this counts as relevant (default 1)", "1"),
     "rag_gain": ("nDCG gain: exponential (default) or linear", "exponential"),
     "rag_id_separator": ("ranked ids map to documents by the prefix before this ('none' to keep ids)", DEFAULT_ID_SEPARATOR),
+    "rag_judgments": ("how the golden set was judged, overriding its own declaration: closed (unlisted documents "
+                      "are not relevant) or pooled (unlisted documents are unjudged)", ""),
     "rag_subset": ("default subset: full or smoke", "full"),
     "rag_smoke": ("smoke subset rule: tag:NAME, sample:N or sample:N:SEED", "tag:smoke"),
     "rag_corpus": ("corpus the retriever indexes; gold ids it lacks and golden questions found in it are warned "
@@ -47,6 +49,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--rag-relevance-level", dest="rag_relevance_level", metavar="L")
     group.addoption("--rag-gain", dest="rag_gain", choices=("exponential", "linear"))
     group.addoption("--rag-id-separator", dest="rag_id_separator", metavar="SEP")
+    group.addoption("--rag-judgments", dest="rag_judgments", choices=("closed", "pooled"),
+                    help="how the golden set was judged: closed (unlisted documents are not relevant) or pooled "
+                         "(unlisted documents are unjudged); overrides the golden set and ini rag_judgments")
     group.addoption("--rag-subset", dest="rag_subset", choices=("smoke", "full"),
                     help="smoke: the subset chosen by ini rag_smoke (pull requests); full: everything (nightly)")
     group.addoption("--rag-update-baseline", action="store_true", default=False,
@@ -203,7 +208,12 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
         f"ragmetrics: thresholds {thresholds}; {ids}",
         f"ragmetrics: {rag.gold_header()}",
         *([f"ragmetrics: {rag.labels.header()}"] if rag.labels is not None else []),
+        f"ragmetrics: judgments {rag.full_golden.judgments} ({rag.full_golden.judgments_from}): "
+        + ("documents the golden set does not list are unjudged; judged@k, unjudged_new@k and upper bounds "
+           "are shown, and a drop they explain is inconclusive" if rag.pooled else
+           "documents the golden set does not list count as not relevant"),
     ]
+
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> Any:

@@ -154,3 +154,20 @@ def test_judged_and_ndcg_judged_equal_ir_measures(seed: int) -> None:
             assert abs(got[name] - value) <= TOL, (seed, qid, name, got[name], value)
             compared += 1
     assert compared > 0
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_the_judged_at_k_a_pooled_run_reports_equals_ir_measures(seed: int) -> None:
+    """The per-query judged@k of a pooled set's report (over the top k the run returned, after the id
+    rule and dedup) is ir_measures' Judged@k of that ranking."""
+    from pytest_ragmetrics.unjudged import judged_share
+
+    rng = random.Random(1000 + seed)
+    qrels, ranked = pooled_case(rng)
+    for k in KS:
+        run = {qid: {d: float(1000 - i) for i, d in enumerate(document_ranking(ids, "#")[:k])}
+               for qid, ids in ranked.items() if ids}
+        want = {m.query_id: m.value for m in ir_measures.iter_calc([Judged @ k], qrels, run)}
+        for qid, value in want.items():
+            top = document_ranking(ranked[qid], "#")[:k]
+            assert abs(judged_share(top, qrels[qid]) - value) <= TOL, (seed, qid, k)

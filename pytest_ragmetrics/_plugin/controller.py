@@ -169,6 +169,8 @@ class Controller:
         late = rag.late_gold_line() if rag.gold_check is not None else None
         if late:  # the header said "none checked yet": the end says what was
             rag.summary += f"\n{late}"
+        if rag.pooled:
+            rag.summary += "\n\n" + rag.pooled_summary()
         if rag.mismatch:
             rag.summary += "\n\nCompared despite a different measurement (--rag-accept-mismatch):\n  - " + \
                 "\n  - ".join(rag.mismatch)

@@ -173,7 +173,28 @@ class QueryItem(pytest.Function):
                         f"no document is judged relevant at level {rag.config.relevance_level}: not scored")
         exceeded = [d for d in drops if d.exceeded]
         if exceeded and rag.thresholds.fail_on_regression:
+            if rag.pooled and self._inconclusive(rag, record):
+                raise QueryRegression(self._inconclusive_text(rag, record, exceeded))
             raise QueryRegression(self._regression_text(rag, record, drops))
+
+    def _inconclusive(self, rag: RagSession, record: QueryRecord) -> bool:
+        from pytest_ragmetrics.gate.verdict import is_inconclusive
+
+        entry = rag.baseline_id.get(record.qid, record.qid)
+        return rag.baseline is not None and is_inconclusive(record, rag.baseline.metrics_of(entry), rag.thresholds)
+
+    def _inconclusive_text(self, rag: RagSession, record: QueryRecord, exceeded: list[Drop]) -> str:
+        """An inconclusive query's failure: what fell, how far the unjudged documents could lift it, which."""
+        from pytest_ragmetrics.gate.verdict import to_judge
+
+        docs = to_judge(record)
+        upper, base = record.upper_new or {}, record.baseline_upper_new or {}
+        head = "; ".join(f"{d.metric} fell {d.before:.4f} -> {d.after:.4f} (allowed drop {d.tolerance:g}), but "
+                         f"{base.get(d.metric, d.before):.4f} -> {upper.get(d.metric, d.after):.4f} if the unjudged "
+                         "documents are relevant" for d in exceeded)
+        return (f"inconclusive: {head}\n  judge these {len(docs)} {'document' if len(docs) == 1 else 'documents'} "
+                f"for {shown(record.qid)}: {', '.join(map(shown, docs))} (unjudged in its top {rag.options.k}"
+                f"{'' if record.unjudged_new is None else ', not in the baseline top'}); see gate unjudged")
 
     def _first_search(self) -> Any:
         """The first search of this process shows a build on the terminal too, as the fixture's
@@ -241,7 +262,8 @@ class QueryItem(pytest.Function):
 
 def junit_properties(rag: RagSession, record: QueryRecord) -> list[tuple[str, object]]:
     """Flat properties for a query's JUnit XML test case: its baseline values and its verdict
-    (``regressed``, ``ok``, ``new``, ``error`` or ``unscorable``), and ``stale_label`` (``stale`` or
+    (``regressed``, ``inconclusive``, ``ok``, ``new``, ``error`` or ``unscorable``), for a pooled golden
+    set ``judged@k`` and ``unjudged_new@k``, and ``stale_label`` (``stale`` or
     ``undated``) when its labels are past their age limit; its metrics are already there."""
     ages = rag.labels
     state = None if ages is None else ("stale" if any(r.qid == record.qid for r in ages.stale) else
@@ -252,13 +274,22 @@ def junit_properties(rag: RagSession, record: QueryRecord) -> list[tuple[str, ob
 def _verdict_properties(rag: RagSession, record: QueryRecord) -> list[tuple[str, object]]:
     if record.status != "scored":
         return [("verdict", record.status)]
+    k = rag.options.k
+    pooled: list[tuple[str, object]] = [] if record.judged is None else [(f"judged@{k}", round(record.judged, 6))]
+    if record.unjudged_new is not None:
+        pooled.append((f"unjudged_new@{k}", len(record.unjudged_new)))
     baseline = None if rag.baseline is None or rag.options.update_baseline else rag.baseline
     if baseline is None or record.qid not in baseline.per_query:
-        return [("verdict", "new")]
+        return [*pooled, ("verdict", "new")]
     before = baseline.metrics_of(record.qid)
     exceeded = any(d.exceeded for d in query_drops(record.metrics, before, rag.thresholds))
-    return [*((f"baseline.{m}", round(v, 6)) for m, v in before.items()),
-            ("verdict", "regressed" if exceeded else "ok")]
+    if exceeded and rag.pooled:
+        from pytest_ragmetrics.gate.verdict import is_inconclusive
+
+        verdict = "inconclusive" if is_inconclusive(record, before, rag.thresholds) else "regressed"
+    else:
+        verdict = "regressed" if exceeded else "ok"
+    return [*((f"baseline.{m}", round(v, 6)) for m, v in before.items()), *pooled, ("verdict", verdict)]
 
 
 def gate_report_text(rag: RagSession, gate: Gate) -> str:

@@ -45,6 +45,8 @@ class RagOptions:
     setup_timeout: float | None = None  # seconds the rag_retriever fixture may take; None: no limit
     thresholds_given: bool = False  # named by the user, so it must exist
     allow_missing_gold: bool = False  # --rag-update-baseline may write gold ids the corpus lacks
+    judgments: str | None = None  # closed | pooled, overriding the golden set's own; None: the set's
+    judgments_from: str = ""  # "--rag-judgments" or "ini rag_judgments", for the report header
 
 
 def _metrics_for(k: int) -> list[str]:
@@ -110,6 +112,11 @@ def build_options(get: Callable[[str, str], Any], resolve: Callable[[str, bool],
     timeout = _parse_timeout(raw_timeout)
     raw_setup, _ = pick("rag_setup_timeout", "rag_setup_timeout")
     setup_timeout = _parse_timeout(raw_setup, "--rag-setup-timeout / rag_setup_timeout")
+    judgments, j_cli = pick("rag_judgments", "rag_judgments")
+    if judgments not in (None, "") and judgments not in ("closed", "pooled"):
+        raise RagMetricsError(f"{'--rag-judgments' if j_cli else 'ini rag_judgments'} must be closed or pooled, got "
+                              f"{judgments!r} (closed: documents the golden set does not list are not relevant; "
+                              "pooled: they are unjudged)")
     corpus_path = resolve(corpus, c_cli) if corpus else None
     if corpus_path is not None and not corpus_path.exists():
         # a typo must not switch the leakage check off with one line at the end of the summary
@@ -135,6 +142,8 @@ def build_options(get: Callable[[str, str], Any], resolve: Callable[[str, bool],
         setup_timeout=setup_timeout,
         thresholds_given=thresholds_given and bool(thresholds),
         allow_missing_gold=bool(get("rag_allow_missing_gold", "")),
+        judgments=judgments or None,
+        judgments_from="--rag-judgments" if j_cli else "ini rag_judgments",
     )
 
 

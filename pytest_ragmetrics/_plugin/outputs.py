@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_ragmetrics.errors import RagMetricsError, listed
 from pytest_ragmetrics.gate.artifact import ARTIFACT_FORMAT, seal_artifact
-from pytest_ragmetrics.gate.baseline import load_baseline
+from pytest_ragmetrics.gate.baseline import load_baseline, measurement_dict
 from pytest_ragmetrics.files import atomic_write_json, atomic_write_text, git_commit, write_problem
 
 if TYPE_CHECKING:
@@ -30,7 +30,7 @@ def meta(rag: RagSession) -> dict[str, Any]:
     return {
         "golden": {"source": source, "sha256": rag.full_golden.fingerprint(),
                    "n_queries": len(rag.full_golden)},
-        "measurement": rag.config.to_dict(),
+        "measurement": measurement_dict(rag.config, rag.full_golden.judgments),
         "k": rag.options.k,
         "retriever": rag.retriever_description,
         "package_version": __version__,
@@ -67,6 +67,9 @@ def artifact(rag: RagSession) -> dict[str, Any]:
                             "_judgments": q.judgments_digest()}  # lets `ragmetrics compare` spot changed labels
         if r.parent_level is not None:
             per_query[q.qid]["parent_level"] = r.parent_level
+        per_query[q.qid]["_top"] = list(r.ranking)  # the top k, as the baseline records it
+        if rag.pooled and r.judged is not None:
+            per_query[q.qid]["unjudged"] = unjudged_entry(rag, r, verdict)
         entry = rag.baseline_id.get(q.qid, q.qid)  # a renamed query's baseline is its old entry
         if rag.baseline is not None and entry in rag.baseline.per_query and not rag.options.update_baseline:
             # the metrics this run measured (a baseline compared despite other metrics holds others)
@@ -76,6 +79,7 @@ def artifact(rag: RagSession) -> dict[str, Any]:
     data["subset"] = rag.options.subset
     data["baseline"] = baseline_entry(rag)
     data["baseline_retriever"] = baseline_retriever(rag)
+    data["judgments"] = {"mode": rag.full_golden.judgments, "from": rag.full_golden.judgments_from}
     comparison = verdict.to_dict()
     # the usual cause of a red run the morning after: kept where reviewers read, not only in the log
     comparison["retriever_changes"] = retriever_changes(data["baseline_retriever"], rag.retriever_description)
@@ -86,6 +90,15 @@ def artifact(rag: RagSession) -> dict[str, Any]:
         "per_query": per_query,
         "comparison": comparison,
     }
+
+
+def unjudged_entry(rag: RagSession, r: Any, verdict: Any) -> dict[str, Any]:
+    """A pooled query's judged@k, unjudged documents (and the new ones), bounds and verdict."""
+    k = rag.options.k
+    return {f"judged@{k}": r.judged, "docs": list(r.unjudged),
+            "new": None if r.unjudged_new is None else list(r.unjudged_new),
+            f"unjudged_new@{k}": None if r.unjudged_new is None else len(r.unjudged_new),
+            "upper": r.upper, "inconclusive": any(i.qid == r.qid for i in verdict.inconclusive)}
 
 
 def baseline_retriever(rag: RagSession) -> Any:

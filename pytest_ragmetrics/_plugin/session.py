@@ -9,6 +9,7 @@ or the single process of a serial run, aggregates, gates and writes files.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -32,6 +33,7 @@ from pytest_ragmetrics.parents import score_parents
 from pytest_ragmetrics.report.tables import counted
 from pytest_ragmetrics.report.text import REFRESH_COMMAND, baseline_change_text
 from pytest_ragmetrics.results import normalize_results
+from pytest_ragmetrics.unjudged import measure_unjudged, top_grade
 
 __all__ = ["RagSession", "RECORD_KEY"]
 
@@ -49,6 +51,12 @@ class RagSession:
         self.config = options.measurement
         self.metrics = self.config.metric_names
         self.full_golden: GoldenSet = load_golden(options.golden, id_separator=self.config.id_separator)
+        if options.judgments is not None:  # the ini option (or its flag) overrides the file and the default
+            self.full_golden = dataclasses.replace(self.full_golden, judgments=options.judgments,
+                                                   judgments_from=options.judgments_from)
+        #: a pooled set: unlisted documents are unjudged (see pytest_ragmetrics.unjudged)
+        self.pooled = self.full_golden.judgments == "pooled"
+        self.top_grade = top_grade(self.full_golden, self.config.relevance_level)
         if options.subset == "smoke":
             if options.update_baseline:
                 raise RagMetricsError("--rag-update-baseline needs the full set; drop --rag-subset smoke")
@@ -87,7 +95,7 @@ class RagSession:
         #: query id -> the baseline entry it is compared with, for queries renamed since the baseline
         self.baseline_id: dict[str, str] = {new: old for old, new in find_renames(self.full_golden, self.baseline).items()} \
             if self.baseline is not None and not options.update_baseline else {}
-        self.gates = gate_names(self.metrics, self.thresholds)
+        self.gates = gate_names(self.metrics, self.thresholds, self.pooled)
         golden_path = options.golden.resolve()
         #: The file the golden set's items hang from (a folder's queries.jsonl).
         self.collect_path = golden_path / "queries.jsonl" if golden_path.is_dir() else golden_path
@@ -165,7 +173,7 @@ class RagSession:
     # ------------------------------------------------------------- baseline checks
 
     def _check_baseline(self, baseline: Baseline) -> None:
-        problems = fingerprint_mismatch(baseline.meta, self.config, self.options.k)
+        problems = fingerprint_mismatch(baseline.meta, self.config, self.options.k, self.full_golden.judgments)
         changed = [
             q.qid for q in self.full_golden
             if q.qid in baseline.per_query
@@ -239,10 +247,42 @@ class RagSession:
             record.parent_level = score_parents(returned.ids, returned.parents, query.judgments,
                                                 self.config, self.options.k)
         entry = self.baseline_id.get(query.qid, query.qid)  # a renamed query keeps its old entry
-        drops = query_drops(metrics, self.baseline.metrics_of(entry), self.thresholds) \
-            if self.baseline is not None and entry in self.baseline.per_query and not self.options.update_baseline \
-            else []
+        compared = self.baseline is not None and entry in self.baseline.per_query and not self.options.update_baseline
+        drops = query_drops(metrics, self.baseline.metrics_of(entry), self.thresholds) if compared else []  # type: ignore[union-attr]
+        if self.pooled:
+            top = self.baseline.per_query[entry].get("_top") if compared else None  # type: ignore[union-attr]
+            found = measure_unjudged(docs, query.judgments, metrics, self.config, self.top_grade,
+                                     top if isinstance(top, list) else None)
+            record.judged, record.unjudged, record.upper, record.upper_new, record.baseline_upper_new = \
+                found.judged, found.docs, found.upper, found.upper_new, found.baseline_upper_new
+            record.unjudged_new = found.new if compared else None
         return record, drops
+
+    def pooled_summary(self) -> str:
+        """The report's pooled-set part (see :func:`pytest_ragmetrics.report.pooled.pooled_text`)."""
+        from pytest_ragmetrics.report.pooled import pooled_text
+
+        verdict = self.verdict()
+        return pooled_text(verdict, self.options.k, self.document_texts() if verdict.inconclusive else None,
+                           self.baseline_lacks_top(),
+                           self._shown_path(self.options.report) if self.options.report else None)
+
+    def document_texts(self) -> dict[str, str] | None:
+        """Document id -> text when the corpus is known (rag_corpus), for snippets; None otherwise."""
+        if self.options.corpus is None:
+            return None
+        from pytest_ragmetrics.corpus import load_corpus
+
+        try:
+            return {d.doc_id: f"{d.title}\n{d.text}" if d.title else d.text for d in load_corpus(self.options.corpus)}
+        except RagMetricsError:
+            return None
+
+    def baseline_lacks_top(self) -> bool:
+        """A pooled run compared with a baseline written before ``_top`` existed: new unjudged
+        documents cannot be told from old ones until the baseline is refreshed."""
+        return self.pooled and self.baseline is not None and not self.options.update_baseline and \
+            any("_top" not in e for e in self.baseline.per_query.values())
 
     # -------------------------------------------------------------- controller side
 
@@ -275,6 +315,7 @@ class RagSession:
                 self.records, self.golden, None if self.options.update_baseline else self.baseline,
                 self.thresholds, self.metrics, self.config.relevance_level, self.full_golden,
                 baseline_path=str(self.options.baseline), labels=self.labels,
+                artifact_path=self._shown_path(self.options.report) if self.options.report else None,
             )
         return self._verdict
 
@@ -312,7 +353,7 @@ class RagSession:
                 f"relevant at level {self.config.relevance_level}); a baseline must measure something"
             )
         per_query = {
-            qid: {**(r.metrics or {}), "_judgments": self.full_golden[qid].judgments_digest()}
+            qid: {**(r.metrics or {}), "_judgments": self.full_golden[qid].judgments_digest(), "_top": list(r.ranking)}
             for qid, r in scored.items()
         }
         aggregate = mean_metrics((r.metrics or {} for r in scored.values()), self.metrics)

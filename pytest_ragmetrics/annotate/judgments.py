@@ -5,7 +5,7 @@ reads (it skips the first ``_meta`` line), so ``ragmetrics agreement A B`` and t
 plugin take it as it is::
 
     {"_meta": {"kind": "ragmetrics-judgments", "annotator": "alice", "pool_id": "…",
-               "candidates": "pool.jsonl", "guidelines_sha256": "…", "updated": "…"}}
+               "candidates": "pool.jsonl", "guidelines_sha256": "…", "updated": "…", "judgments": "pooled"}}
     {"qid": "q1", "query": "…", "tags": ["smoke"],
      "candidates": [{"doc_id": "doc-b", "rel": 2, "note": "steps 1-3", "judged_at": "2026-03-01"}, …]}
 
@@ -161,7 +161,7 @@ def render_judgments(judgments: Judgments, pool: Candidates) -> str:
     candidates file's order, its judged documents in display order."""
     meta = {"kind": KIND, "annotator": judgments.annotator, "pool_id": judgments.pool_id,
             "candidates": judgments.candidates, "guidelines_sha256": judgments.guidelines_sha256,
-            "updated": judgments.updated, **judgments.extra_meta}
+            "updated": judgments.updated, "judgments": "pooled", **judgments.extra_meta}
     lines = [dumps_line({"_meta": meta})]
     for question in pool.questions:
         docs = judgments.by_question.get(question.qid)

@@ -26,6 +26,11 @@ def register(verbs: Any) -> None:
     parser.add_argument("--qrels-out", help="where to write TREC qrels (with --golden)")
     parser.add_argument("--yaml-out", help="where to write the golden set as golden YAML entries (with --golden); "
                                            "the text appends to an existing golden YAML file as it is")
+    parser.add_argument("--merge", action="append", default=[], metavar="JUDGMENTS",
+                        help="with --golden and --golden-out: merge the grades of an annotator's (or adjudicated) "
+                             "file into the golden set, its grade winning for a document both judge; repeatable")
+    parser.add_argument("--golden-out", help="where to write the whole (merged) golden set, declaring "
+                                             "judgments: pooled (.yaml/.yml: YAML; else JSONL)")
     parser.add_argument("--tag", default="ragmetrics", help="run tag, the sixth column (default ragmetrics)")
     parser.add_argument("--force", action="store_true", help="overwrite existing output files")
 
@@ -38,7 +43,9 @@ def _target(path: str, force: bool) -> Path:
 
 
 def run(args: argparse.Namespace) -> int:
-    golden_out = bool(args.qrels_out or args.yaml_out)
+    golden_out = bool(args.qrels_out or args.yaml_out or args.golden_out)
+    if args.merge and not args.golden_out:
+        raise RagMetricsError("--merge goes with --golden and --golden-out (the merged golden set is written there)")
     if not (args.artifact and args.run_out) and not (args.golden and golden_out):
         raise RagMetricsError("give --artifact with --run-out, and/or --golden with --qrels-out or --yaml-out")
     if bool(args.artifact) != bool(args.run_out) or bool(args.golden) != golden_out:
@@ -62,9 +69,21 @@ def run(args: argparse.Namespace) -> int:
             write_qrels(buffer, golden.qrels)
             outputs.append((out, buffer.getvalue(),
                             f"wrote {sum(len(q.judgments) for q in golden)} judgments for {len(golden)} queries to {out}"))
+        if args.golden_out:
+            from pytest_ragmetrics.tools.export import golden_file_text, merge_judgments
+
+            out = _target(args.golden_out, args.force)
+            queries, changed = list(golden), []
+            for extra in args.merge:
+                queries, regraded = merge_judgments(queries_set(queries, golden), load_golden(extra))
+                changed += regraded
+            notes += [f"regraded {c}" for c in changed]
+            outputs.append((out, golden_file_text(queries, out),
+                            f"wrote {len(queries)} questions ({sum(len(q.judgments) for q in queries)} judgments, "
+                            f"judgments: pooled) to {out}"))
         if args.yaml_out:
             out = _target(args.yaml_out, args.force)
-            notes = judgments_gaps(args.golden)
+            notes += judgments_gaps(args.golden)
             outputs.append((out, golden_yaml(golden), f"wrote {len(golden)} questions as golden YAML to {out}"))
     for out, text, done in outputs:
         atomic_write_text(out, text)
@@ -72,3 +91,10 @@ def run(args: argparse.Namespace) -> int:
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
     return 0
+
+
+def queries_set(queries: list[Any], like: Any) -> Any:
+    """Queries as a golden set again (to merge a second file into the first merge)."""
+    from pytest_ragmetrics.golden import GoldenSet
+
+    return GoldenSet(like.source, tuple(queries), like.skipped, like.judgments, like.judgments_from)

@@ -53,10 +53,17 @@ def register(verbs: Any) -> None:
                     "candidates it contributed and how many only it found.",
     )
     parser.set_defaults(command=run)
-    parser.add_argument("--queries", required=True,
+    parser.add_argument("--queries",
                         help="a golden set (YAML, JSONL, folder), a candidates file to re-pool, a queries.jsonl, "
                              "or a text file of questions")
-    parser.add_argument("--out", required=True, help="output JSONL (refused if it exists, unless --force)")
+    parser.add_argument("-o", "--out", required=True, help="output JSONL (refused if it exists, unless --force)")
+    parser.add_argument("--unjudged-only", action="store_true",
+                        help="with one --run run artifact (pytest --rag-report): write exactly the documents of "
+                             "each query's top k that the golden set does not judge (inconclusive queries first), "
+                             "as candidates for `ragmetrics annotate`; --queries is not needed")
+    parser.add_argument("--golden", default=None,
+                        help="with --unjudged-only: the golden set the run was judged with (default: the one the "
+                             "artifact names in _meta.golden.source)")
     parser.add_argument("--retriever", action="append", dest="sources", type=_source("retriever"),
                         metavar="[NAME=]MODULE:ATTR",
                         help="a source: an object with search(query, k), or a class or zero-argument function "
@@ -110,7 +117,60 @@ def _separators(raw: str | None) -> tuple[str | None, str | None]:
     return sep, sep
 
 
+def run_unjudged(args: argparse.Namespace) -> int:
+    """``pool --run run.json --unjudged-only``: a run artifact's unjudged top-k documents, for annotate."""
+    from pytest_ragmetrics.gate.artifact import load_artifact
+    from pytest_ragmetrics.golden import load_golden
+    from pytest_ragmetrics.tools.pool import fill_texts, unjudged_pool, write_pool
+    from pytest_ragmetrics.tools.sources import Source
+
+    runs = [spec for kind, spec in args.sources or [] if kind == "run"]
+    if len(runs) != 1 or len(args.sources) != 1:
+        raise RagMetricsError("--unjudged-only reads one run artifact: give exactly one --run FILE (written by "
+                              "pytest --rag-eval --rag-report=FILE), and no other source")
+    name, spec = _named("run", runs[0])
+    artifact = load_artifact(spec)
+    golden_path = args.golden
+    if golden_path is None:
+        golden_meta = artifact["_meta"].get("golden") or {}
+        source = golden_meta.get("source")
+        if not source:
+            raise RagMetricsError(f"{spec}: the artifact names no golden set (_meta.golden.source); pass --golden")
+        here = Path(source)
+        golden_path = str(here if here.is_absolute() or here.exists() else Path(spec).parent / here)
+    out = Path(args.out)
+    if out.exists() and not args.force:
+        raise RagMetricsError(f"{out} already exists; pass --force to overwrite it (it may hold annotations)")
+    golden = load_golden(golden_path)
+    pooled, unknown = unjudged_pool(artifact, golden, name)
+    if unknown:
+        log(f"note: {counted(len(unknown), 'query', 'queries')} of {spec} {'is' if len(unknown) == 1 else 'are'} "
+            f"not in {golden_path} and left out: {listed(unknown)}")
+    pairs = sum(len(p.candidates) for p in pooled)
+    if not pairs:
+        print(f"No unjudged documents: every document in the top {artifact['_meta'].get('k', 'k')} of {spec} is "
+              f"judged in {golden_path}; nothing to annotate, {out} not written.")
+        return 0
+    if args.corpus is not None:
+        from pytest_ragmetrics.corpus import load_corpus
+
+        texts = {d.doc_id: f"{d.title}\n{d.text}" if d.title else d.text for d in load_corpus(args.corpus)}
+        fill_texts(pooled, [Source(name, "run", spec)], texts)
+    seed = args.seed if args.seed is not None else secrets.randbelow(2**31)
+    path = write_pool(pooled, out, sources=[Source(name, "run", spec)], seed=seed,
+                      depth=artifact["_meta"].get("k") or 10, force=args.force)
+    print(f"Wrote {path}: {counted(pairs, 'unjudged document')} in the top k of "
+          f"{counted(len(pooled), 'query', 'queries')} (inconclusive queries first). Judge them with "
+          f"`ragmetrics annotate {path}`, then merge the grades into the golden set with `ragmetrics export "
+          f"--golden {golden_path} --merge JUDGMENTS --golden-out {golden_path} --force`.")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.unjudged_only:
+        return run_unjudged(args)
+    if args.queries is None:
+        raise RagMetricsError("give --queries (the questions to pool for), or --unjudged-only with a run artifact")
     from pytest_ragmetrics.tools.pool import fill_texts, pool_sources, pool_summary, read_queries, write_pool
     from pytest_ragmetrics.tools.sources import (
         Source,

@@ -22,7 +22,10 @@ here, naming the file, the record (qid) and the field, before any reader trusts 
   (not a bool), and no other key (``Recall@10`` is not ``recall@10``); optional
   ``ranking`` (a list of distinct strings: the plugin drops repeats) and ``tags``
   (a list of strings), ``error`` (string or null),
-  ``n_docs`` (integer), ``baseline`` (metric values), ``parent_level``, ``_judgments`` (a string);
+  ``n_docs`` (integer), ``baseline`` (metric values), ``parent_level``, ``_judgments`` (a string),
+  ``_top`` (the top-k document ranking, as the baseline records it: distinct non-empty strings;
+  artifacts written before it have none), and for a pooled golden set ``unjudged`` (an object:
+  ``judged@k``, ``docs`` and ``new`` unjudged documents, ``unjudged_new@k``, ``upper``, ``inconclusive``);
 - ``aggregate``: exactly the measured metrics, each the mean the gate computes
   (errored queries count 0, unscorable ones are left out) to 1e-9, so hand edits show;
 - ``comparison.regressed``: a list of objects with a ``qid``;
@@ -58,7 +61,7 @@ ARTIFACT_FORMAT = 1
 
 STATUSES = ("scored", "unscorable", "error")
 
-_ENTRY_KEYS = {"status", "metrics", "ranking", "tags", "error", "n_docs", "baseline", "parent_level"}
+_ENTRY_KEYS = {"status", "metrics", "ranking", "tags", "error", "n_docs", "baseline", "parent_level", "unjudged"}
 _TOP_KEYS = {"_meta", "per_query", "comparison", "aggregate", "n"}
 
 
@@ -319,12 +322,22 @@ def _check_entry(qid: str, entry: Any, metrics: list[str], name: str) -> dict[st
     status = entry["status"]
     if status not in STATUSES:
         raise _fail(name, f"{where}.status", f"is {brief_repr(status)}; expected one of {', '.join(STATUSES)}")
-    for key in ("ranking", "tags"):
+    for key in ("ranking", "tags", "_top"):
         value = entry.get(key)
         if value is not None and (not isinstance(value, list) or not all(isinstance(x, str) for x in value)):
             raise _fail(name, f"{where}.{key}", f"is {brief_repr(value)}; expected a list of strings")
     if any(not doc.strip() for doc in entry.get("ranking") or []):
         raise _fail(name, f"{where}.ranking", "holds an empty document id")
+    top = entry.get("_top") or []
+    if any(not doc.strip() for doc in top) or len(set(top)) != len(top):
+        raise _fail(name, f"{where}._top", "holds an empty or repeated document id; the plugin writes each "
+                                           "document of the top k once")
+    unjudged = entry.get("unjudged")
+    if unjudged is not None and (not isinstance(unjudged, dict) or not all(
+            isinstance(unjudged.get(key) or [], list) and all(isinstance(d, str) for d in unjudged.get(key) or [])
+            for key in ("docs", "new"))):
+        raise _fail(name, f"{where}.unjudged", f"is {brief_repr(unjudged)}; expected an object whose docs and new "
+                                               "are lists of document ids")
     ranking = entry.get("ranking") or []
     seen: set[str] = set()
     for repeat in ranking:

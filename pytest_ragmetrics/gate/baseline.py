@@ -37,6 +37,7 @@ __all__ = [
     "seal_problems",
     "fingerprint_mismatch",
     "measurement_mismatch",
+    "measurement_dict",
     "check_metric_value",
     "check_mean",
     "round_metric",
@@ -287,6 +288,7 @@ def _check_schema(data: dict[str, Any], name: str, means: bool = True) -> None:
     _check_keys(name, "aggregate", data["aggregate"], metrics)
     for qid, entry in data["per_query"].items():
         _check_keys(name, f"per_query.{qid}", entry, metrics)
+        _check_top(name, f"per_query.{qid}._top", entry.get("_top"), k)
         digest = entry.get("_judgments")
         if not isinstance(digest, str) or not digest:
             _fail(name, f"per_query.{qid} has no _judgments digest, so a change of its labels could not be "
@@ -295,6 +297,19 @@ def _check_schema(data: dict[str, Any], name: str, means: bool = True) -> None:
         _fail(name, "per_query is empty: a baseline must measure at least one query")
     if means:
         _check_means(data, name)
+
+
+def _check_top(name: str, where: str, top: Any, k: int) -> None:
+    """``_top``, the query's top-k document ranking (absent in baselines written before it):
+    distinct non-empty ids, at most k, so new unjudged documents are told from old ones."""
+    if top is None:
+        return
+    if not isinstance(top, list) or not all(isinstance(d, str) and d.strip() for d in top):
+        _fail(name, f"{where} must be a list of document ids (non-empty strings), got {brief_repr(top)}")
+    if len(set(top)) != len(top):
+        _fail(name, f"{where} lists a document twice; the plugin writes each once")
+    if len(top) > k:
+        _fail(name, f"{where} holds {len(top)} documents, more than _meta.k = {k}")
 
 
 def _check_means(data: dict[str, Any], name: str) -> None:
@@ -385,14 +400,25 @@ def reseal_baseline(path: str | Path) -> tuple[Baseline, list[str]]:
 # ---------------------------------------------------------------------- comparing
 
 
-def fingerprint_mismatch(baseline_meta: Mapping[str, Any], config: MeasurementConfig, k: int | None = None) -> list[str]:
-    """Measurement-config fields (and ``k``, results asked per query) that differ
-    between a baseline and this run.
+def fingerprint_mismatch(baseline_meta: Mapping[str, Any], config: MeasurementConfig, k: int | None = None,
+                         judgments: str = "closed") -> list[str]:
+    """Measurement-config fields (and ``k``, results asked per query, and how the golden set
+    was judged) that differ between a baseline and this run.
 
     Golden-set changes are judged per query by the gate (changed judgments are
     refused; added and removed queries are reported), not here.
     """
-    return measurement_mismatch(baseline_meta, {"measurement": config.to_dict(), "k": k}, ("the baseline", "now"))
+    return measurement_mismatch(baseline_meta, {"measurement": measurement_dict(config, judgments), "k": k},
+                                ("the baseline", "now"))
+
+
+def measurement_dict(config: MeasurementConfig, judgments: str = "closed") -> dict[str, Any]:
+    """The measurement fingerprint: the config, and ``judgments`` for a pooled golden set (a closed
+    set writes no key, so baselines made before the key existed read as closed)."""
+    data = config.to_dict()
+    if judgments != "closed":
+        data["judgments"] = judgments
+    return data
 
 
 def measurement_mismatch(
@@ -410,7 +436,8 @@ def measurement_mismatch(
     for side, meta in zip(names, (before, after)):
         if not isinstance(meta.get("measurement"), Mapping):
             return [f"measurement ({side} records no measurement config)"]
-    recorded, now = before["measurement"], after["measurement"]
+    # a fingerprint without "judgments" was made of a closed golden set (the only kind there was)
+    recorded, now = ({"judgments": "closed", **m} for m in (before["measurement"], after["measurement"]))
     before_name, after_name = (n.removeprefix("the ") for n in names)
     diffs = []
     for key in sorted(set(now) | set(recorded)):

@@ -48,6 +48,10 @@ __all__ = [
     "find_renames",
     "evaluate_gates",
     "gate_names",
+    "is_inconclusive",
+    "to_judge",
+    "unjudged_gate",
+    "fix_command",
 ]
 
 EPS = 1e-9
@@ -70,6 +74,15 @@ class QueryRecord:
     truncated_from: int | None = None
     #: chunk- and parent-level hit rates when the results carried parent ids (see _parents)
     parent_level: dict[str, dict[str, float]] | None = None
+    #: pooled golden sets (see :mod:`pytest_ragmetrics.unjudged`): judged@k, the unjudged documents of the
+    #: top k, the new ones among them (None: the baseline has no ``_top``), and the metrics' upper bounds
+    judged: float | None = None
+    unjudged: list[str] = field(default_factory=list)
+    unjudged_new: list[str] | None = None
+    upper: dict[str, float] | None = None
+    upper_new: dict[str, float] | None = None
+    #: the baseline's ``_top`` re-scored with the same new documents judged relevant (None: no ``_top``)
+    baseline_upper_new: dict[str, float] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -122,6 +135,8 @@ class Regression:
     returned: list[str]
     explains: list[str | None]
     error: str | None = None
+    #: an inconclusive query's new unjudged documents: judging them decides it
+    unjudged: list[str] = field(default_factory=list)
 
     @property
     def severity(self) -> float:
@@ -141,6 +156,7 @@ class Regression:
             "returned": self.returned,
             "explains": self.explains,
             "error": self.error,
+            **({"unjudged": self.unjudged} if self.unjudged else {}),
         }
 
 
@@ -229,6 +245,17 @@ class Verdict:
     warnings: list[str] = field(default_factory=list)
     #: how old the run's labels are under the age limits of thresholds.json (None: no limit set)
     labels: LabelAges | None = None
+    #: how the golden set was judged: "closed" or "pooled"
+    judgments: str = "closed"
+    #: pooled sets: queries that fell beyond tolerance, but not if their new unjudged documents are relevant
+    inconclusive: list[Regression] = field(default_factory=list)
+    #: pooled sets: mean judged@k over the scored queries, the unjudged_new@k total (None: the baseline has
+    #: no ``_top`` to tell new from old), and the mean of each metric's upper bound
+    judged: float | None = None
+    unjudged_new: int | None = None
+    upper: dict[str, float | None] = field(default_factory=dict)
+    #: (query, document) pairs to judge before the gate can decide
+    to_judge: list[tuple[str, str]] = field(default_factory=list)
 
     @property
     def failed_gates(self) -> list[Gate]:
@@ -294,6 +321,9 @@ class Verdict:
             **({"stale_labels": self.labels.to_dict()} if self.labels is not None else {}),
             "failures": self.failures(),
             "passed": self.passed,
+            **({"judgments": self.judgments, "judged": self.judged, "unjudged_new": self.unjudged_new,
+                "upper": self.upper, "inconclusive": [r.to_dict() for r in self.inconclusive],
+                "to_judge": [list(p) for p in self.to_judge]} if self.judgments == "pooled" else {}),
         }
 
 
@@ -320,15 +350,18 @@ def build_verdict(
     reference: str = "the baseline",
     baseline_path: str | None = None,
     labels: LabelAges | None = None,
+    artifact_path: str | None = None,
 ) -> Verdict:
     """Judge a run: ``records`` for the queries that ran, ``golden`` the queries
     that were meant to run, ``full_golden`` the whole set (for "removed").
 
     ``reference`` names what the run is compared with in messages ("the baseline",
     or "A" when two runs are compared); ``baseline_path`` is where a missing
-    baseline was looked for. ``labels``: the ages of the run's labels
+    baseline was looked for; ``artifact_path`` the run artifact this run writes, named
+    in the command that writes a pooled set's unjudged documents out for judging. ``labels``: the ages of the run's labels
     (:func:`~pytest_ragmetrics.gate.staleness.label_ages`), gated when ``fail_on_stale_labels``.
     """
+    pooled = golden.judgments == "pooled"
     order = [q.qid for q in golden if q.qid in records]
     counted = [qid for qid in order if records[qid].status in ("scored", "error")]
     errored = [qid for qid in order if records[qid].status == "error"]
@@ -382,11 +415,15 @@ def build_verdict(
 
     failing = [r.metric for r in aggregate if r.dropped_too_far or r.under_floor
                or (thresholds.fail_on_significant_drop and not r.gated and r.significant_drop)]
-    regressions, moved = [], []
+    regressions, moved, inconclusive = [], [], []
     for qid in common:
         record = records[qid]
         drops = query_drops(None if record.status == "error" else record.metrics, baseline.metrics_of(qid), thresholds)  # type: ignore[union-attr]
         regressed = any(d.exceeded for d in drops) or record.status == "error"
+        if regressed and pooled and is_inconclusive(record, baseline.metrics_of(qid), thresholds):  # type: ignore[union-attr]
+            inconclusive.append(Regression(qid, golden[qid].text, drops, golden[qid].gold(relevance_level),
+                                           record.ranking, record.explains, None, to_judge(record)))
+            continue
         if regressed or any(d.metric in failing for d in drops):
             entry = Regression(qid, golden[qid].text, drops, golden[qid].gold(relevance_level), record.ranking,
                                record.explains, record.error)
@@ -410,6 +447,12 @@ def build_verdict(
                               f"no label is older than its limit ({labels.limits_text()}), none undated"))
         elif labels.warning():
             warnings.append(labels.warning())  # type: ignore[arg-type]
+    pairs: list[tuple[str, str]] = []
+    if pooled:
+        inconclusive.sort(key=lambda r: (-r.severity, r.qid))
+        pairs = [(r.qid, d) for r in inconclusive for d in r.unjudged]
+        pairs += _rescue_aggregates(gates, aggregate, common, records, baseline, thresholds, reference, pairs)
+        gates.append(unjudged_gate(inconclusive, pairs, artifact_path))
     return Verdict(
         n=len(counted), metrics=list(metrics), aggregate=aggregate, strata=strata,
         regressions=regressions, gates=gates, n_common=len(common), new=new, removed=removed,
@@ -418,7 +461,88 @@ def build_verdict(
         parent_level=summarize_parents([(q, lv) for q in counted if (lv := records[q].parent_level) is not None]),
         moved=moved, moved_metrics=[m for m in failing if any(d.metric == m for r in moved for d in r.drops)],
         not_run=not_run, renamed=renamed, warnings=warnings, labels=labels,
+        judgments=golden.judgments, inconclusive=inconclusive, to_judge=pairs,
+        **(_pooled_means(records, counted, metrics, baseline) if pooled else {}),
     )
+
+
+def to_judge(record: QueryRecord) -> list[str]:
+    """The unjudged documents that can decide a query: the new ones, or all when the baseline
+    has no ``_top`` to tell new from old."""
+    return list(record.unjudged if record.unjudged_new is None else record.unjudged_new)
+
+
+def is_inconclusive(record: QueryRecord, before: Mapping[str, float], thresholds: Thresholds) -> bool:
+    """A pooled query that fell beyond its tolerance, but would not if its new unjudged documents
+    were relevant (at the set's top grade): neither a regression nor a pass until they are judged."""
+    if record.status != "scored" or record.upper_new is None or not to_judge(record):
+        return False
+    return not any(d.exceeded for d in query_drops(record.upper_new, record.baseline_upper_new or before, thresholds))
+
+
+def _rescue_aggregates(gates: list[Gate], aggregate: Sequence[AggregateRow], common: Sequence[str],
+                       records: Mapping[str, QueryRecord], baseline: Baseline | None, thresholds: Thresholds,
+                       reference: str, pairs: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
+    """An aggregate gate that fell too far, but not with every new unjudged document relevant, is
+    no regression either: it passes, and the unjudged gate asks for those documents instead."""
+    if baseline is None:
+        return []
+    extra: list[tuple[str, str]] = []
+    rows = {r.metric: r for r in aggregate}
+    for i, gate in enumerate(gates):
+        row = rows.get(gate.name)
+        if row is None or gate.passed or not row.dropped_too_far or row.under_floor:
+            continue
+        bound = [(records[q].upper_new or records[q].metrics or {}).get(row.metric, 0.0)
+                 if records[q].status == "scored" else 0.0 for q in common]
+        base = [(records[q].baseline_upper_new or baseline.metrics_of(q)).get(row.metric, 0.0) for q in common]
+        upper = math.fsum(bound) / len(bound) if bound else None
+        upper_base = math.fsum(base) / len(base) if base else None
+        if upper is None or upper - upper_base < -row.tolerance - EPS:  # type: ignore[operator]
+            continue
+        docs = [(q, d) for q in common if records[q].status == "scored"
+                and (records[q].metrics or {}).get(row.metric, 0.0) < baseline.metrics_of(q).get(row.metric, 0.0) - EPS
+                for d in to_judge(records[q])]
+        if not docs:
+            continue
+        gates[i] = Gate(gate.name, True,
+                        f"{row.metric} fell {-row.delta:.4f} against {reference} ({row.baseline:.4f} -> "  # type: ignore[operator]
+                        f"{row.now_common:.4f}), but not beyond its allowed drop {row.tolerance:g} if the new "
+                        f"unjudged documents are relevant ({upper_base:.4f} -> {upper:.4f}): see gate unjudged")
+        extra += [p for p in docs if p not in pairs and p not in extra]
+    return extra
+
+
+def unjudged_gate(inconclusive: Sequence[Regression], pairs: Sequence[tuple[str, str]],
+                  artifact_path: str | None) -> Gate:
+    """The pooled set's own gate: it fails while a drop waits on documents nobody judged."""
+    if not pairs:
+        return Gate("unjudged", True, "no drop waits on unjudged documents")
+    n = len(pairs)
+    who = (f"{len(inconclusive)} {'query is' if len(inconclusive) == 1 else 'queries are'} inconclusive "
+           f"({listed([r.qid for r in inconclusive])})") if inconclusive else "an aggregate drop is inconclusive"
+    return Gate("unjudged", False,
+                f"judge these {n} {'document' if n == 1 else 'documents'}: {who}: they fell beyond tolerance, but "
+                "not if their new unjudged documents are relevant, so this is neither a regression nor a pass; "
+                f"{fix_command(artifact_path)}")
+
+
+def fix_command(artifact_path: str | None) -> str:
+    """The one command that writes a run's unjudged documents out for ``ragmetrics annotate``."""
+    if artifact_path:
+        return f"write them out for annotation with `ragmetrics pool --run {artifact_path} --unjudged-only -o unjudged.jsonl`"
+    return ("write them out for annotation with `ragmetrics pool --run run.json --unjudged-only -o unjudged.jsonl` "
+            "(rerun with --rag-report=run.json to write the run artifact it reads)")
+
+
+def _pooled_means(records: Mapping[str, QueryRecord], counted: Sequence[str], metrics: Sequence[str],
+                  baseline: Baseline | None) -> dict[str, Any]:
+    scored = [records[q] for q in counted if records[q].status == "scored" and records[q].judged is not None]
+    judged = math.fsum(r.judged for r in scored) / len(scored) if scored else None  # type: ignore[misc]
+    new = None if baseline is None or any(r.unjudged_new is None for r in scored) \
+        else sum(len(r.unjudged_new or []) for r in scored)
+    upper = _mean_or_none(((r.upper or r.metrics or {}) for r in scored), metrics) if scored else {}
+    return {"judged": judged, "unjudged_new": new, "upper": upper}
 
 
 def _untestable(aggregate: Sequence[AggregateRow], thresholds: Thresholds, reference: str) -> list[str]:
@@ -458,8 +582,9 @@ def find_renames(golden: GoldenSet, baseline: Baseline) -> dict[str, str]:
     return {gone[d][0]: new[0] for d, new in arrived.items() if len(new) == 1 and len(gone[d]) == 1}
 
 
-def gate_names(metrics: Sequence[str], thresholds: Thresholds) -> list[str]:
-    """The gates a run has, known before it starts (so they can be collected as items)."""
+def gate_names(metrics: Sequence[str], thresholds: Thresholds, pooled: bool = False) -> list[str]:
+    """The gates a run has, known before it starts (so they can be collected as items); a pooled
+    golden set adds ``unjudged``, last."""
     names = ["baseline"]
     names += [m for m in metrics if m in thresholds.tolerance or m in thresholds.minimum]
     if thresholds.max_regressed_queries is not None:
@@ -469,6 +594,8 @@ def gate_names(metrics: Sequence[str], thresholds: Thresholds) -> list[str]:
         names.append("significant-drops")
     if thresholds.fail_on_stale_labels:
         names.append(STALE_GATE)
+    if pooled:
+        names.append("unjudged")
     return names
 
 

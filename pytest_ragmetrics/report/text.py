@@ -57,8 +57,8 @@ def aggregate_table(v: Verdict) -> str:
     failed = {g.name for g in v.failed_gates}
     for r in v.aggregate:
         status = "ok"
-        if r.dropped_too_far:
-            status = "FAIL: drop"
+        if r.dropped_too_far:  # a pooled set's drop that new unjudged documents explain fails gate unjudged instead
+            status = "FAIL: drop" if r.metric in failed else "inconclusive"
         if r.under_floor:
             status = "FAIL: floor" if status == "ok" else status + ", floor"
         if status == "ok" and r.metric in failed:  # its gate failed for want of a baseline value
@@ -204,6 +204,8 @@ def gate_line(v: Verdict, gate: Gate, named: int = 3) -> str:
     """
     if gate.name == "regressed-queries":
         names = [shown(r.qid) for r in v.regressions]
+    elif gate.name == "unjudged":
+        names = [shown(r.qid) for r in v.inconclusive]
     else:
         names = [f"{shown(r.qid)} ({d.delta:+.4f}{', beyond tolerance' if d.exceeded else ''})"
                  for r, d in v.movers(gate.name)]

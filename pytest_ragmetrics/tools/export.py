@@ -13,7 +13,7 @@ from typing import Any
 from pytest_ragmetrics.files import loads_json, read_text, split_lines
 from pytest_ragmetrics.gate.artifact import load_artifact, parse_artifact
 
-__all__ = ["artifact_rankings", "golden_yaml", "judgments_gaps"]
+__all__ = ["artifact_rankings", "golden_yaml", "judgments_gaps", "merge_judgments", "golden_file_text"]
 
 
 def artifact_rankings(path: str | Path, text: str | None = None) -> dict[str, list[str]]:
@@ -100,3 +100,44 @@ def judgments_gaps(path: str | Path) -> list[str]:
         out.append(f"{p}: {notes} {'note is' if notes == 1 else 'notes are'} not kept in the export "
                    "(they stay in the file)")
     return out
+
+
+def merge_judgments(golden: Any, annotated: Any) -> tuple[list[Any], list[str]]:
+    """The golden set's queries with the grades of ``annotated`` (an annotator's or adjudicated
+    file) merged in: a document it grades takes that grade, a question it adds is appended.
+    Returns the queries and a note per grade that changed (a regrade, not a new judgment)."""
+    from pytest_ragmetrics.golden import Query
+
+    changed: list[str] = []
+    merged = []
+    for q in golden:
+        if q.qid not in annotated:
+            merged.append(q)
+            continue
+        extra = annotated[q.qid].judgments
+        changed += [f"{q.qid}: {d} {q.judgments[d]} -> {g}" for d, g in extra.items()
+                    if d in q.judgments and q.judgments[d] != g]
+        merged.append(Query(q.qid, q.text, {**q.judgments, **extra}, q.tags))
+    merged += [q for q in annotated if q.qid not in golden]
+    return merged, changed
+
+
+def golden_file_text(queries: Any, path: str | Path, judgments: str = "pooled") -> str:
+    """A whole golden set that says how it was judged: YAML ``{judgments: ..., queries: [...]}`` for a
+    ``.yaml``/``.yml`` path, else JSONL with a ``_meta`` line (``judgments``) and one question a line."""
+    import json
+
+    if Path(path).suffix.lower() in (".yaml", ".yml"):
+        import yaml
+
+        entries = yaml.safe_load(golden_yaml(queries)) or []
+        return yaml.safe_dump({"judgments": judgments, "queries": entries}, sort_keys=False, allow_unicode=True,
+                              width=100)
+    lines = [{"_meta": {"kind": "ragmetrics-golden", "judgments": judgments}}]
+    for q in queries:
+        record: dict[str, Any] = {"qid": q.qid, "query": q.text}
+        if q.tags:
+            record["tags"] = list(q.tags)
+        record["candidates"] = [{"doc_id": d, "rel": g} for d, g in q.judgments.items()]
+        lines.append(record)
+    return "".join(json.dumps(line, ensure_ascii=False, sort_keys=False) + "\n" for line in lines)

@@ -52,6 +52,7 @@ __all__ = [
     "pool_summary",
     "read_queries",
     "write_pool",
+    "unjudged_pool",
 ]
 
 
@@ -386,6 +387,31 @@ def pool_summary(pooled: Sequence[PooledQuery], sources: Sequence[Source | str],
         lines.append(f"{counted(textless, 'candidate')} {'has' if textless == 1 else 'have'} no text; "
                      "pass --corpus to annotate them.")
     return "\n".join(lines)
+
+
+def unjudged_pool(artifact: Mapping[str, Any], golden: Any, name: str = "run") -> tuple[list[PooledQuery], list[str]]:
+    """The (query, unjudged document) pairs of a run artifact's top k (``_top``, or ``ranking`` in an
+    artifact written before it), as candidates for ``ragmetrics annotate``: every document of the top k
+    that ``golden`` does not judge, ``rel`` left null, inconclusive queries first. Returns the pool and
+    the artifact's query ids the golden set does not hold (left out)."""
+    k = artifact["_meta"].get("k")
+    per_query = artifact["per_query"]
+    first = [r["qid"] for r in artifact["comparison"].get("inconclusive") or [] if r.get("qid") in per_query]
+    order = [*first, *(q for q in per_query if q not in first)]
+    out, unknown = [], []
+    for qid in order:
+        entry = per_query[qid]
+        if qid not in golden:
+            unknown.append(qid)
+            continue
+        query = golden[qid]
+        top = entry.get("_top") if entry.get("_top") is not None else entry.get("ranking") or []
+        top = top[:k] if isinstance(k, int) else top
+        candidates = [Candidate(doc, found_by=[name], ranks={name: rank})
+                      for rank, doc in enumerate(top, start=1) if doc not in query.judgments]
+        if candidates:
+            out.append(PooledQuery(qid, query.text, query.tags, candidates))
+    return out, unknown
 
 
 # ---------------------------------------------------------------------------- writing

@@ -74,7 +74,7 @@ def test_update_baseline_writes_the_documented_json(project: RagProject) -> None
                                  "ndcg@10": pytest.approx((4 + ndcg_002 + ndcg_003) / 6, abs=1e-10)}
     assert sorted(data["per_query"]) == QIDS
     for qid, entry in data["per_query"].items():
-        assert set(entry) == {"recall@10", "hit_rate@10", "mrr@10", "ndcg@10", "_judgments", "_seal"}
+        assert set(entry) == {"recall@10", "hit_rate@10", "mrr@10", "ndcg@10", "_judgments", "_top", "_seal"}
         assert re.fullmatch(r"[0-9a-f]{16}", entry["_judgments"])
         assert re.fullmatch(r"[0-9a-f]{16}", entry["_seal"])
         assert entry["recall@10"] == 1.0

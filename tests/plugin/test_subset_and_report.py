@@ -151,6 +151,7 @@ def test_report_artifact_contents(baselined: RagProject) -> None:
     # the digest of the labels it was measured with, the same as the baseline's (compare checks them)
     baseline = json.loads(baselined.baseline_path.read_text())
     assert q004.pop("_judgments") == baseline["per_query"]["q-004"]["_judgments"]
+    assert q004.pop("_top") == ["brake-pads", "tire-repair"]  # the top k, as the baseline records it
     assert q004 == {"status": "scored", "ranking": ["brake-pads", "tire-repair"], "tags": ["standard"],
                     "error": None, "n_docs": 2,
                     "metrics": {"recall@10": 0.0, "hit_rate@10": 0.0, "mrr@10": 0.0, "ndcg@10": 0.0},
