@@ -150,7 +150,7 @@ def write_html(rag: RagSession, path: Path) -> None:
     data = artifact(rag)
     data["_meta"]["worst_n"] = rag.worst_n
     try:
-        atomic_write_text(path, render_html(data))
+        atomic_write_text(path, render_html(data, texts=rag.document_texts() if rag.verdict().inconclusive else None))
     except OSError as exc:
         raise RagMetricsError(f"cannot write the HTML report {path}: {write_problem(path, exc)}") from None
 
@@ -188,6 +188,7 @@ def append_markdown(rag: RagSession, path: Path) -> None:
         with open(path, "a", encoding="utf-8") as fh:
             fh.write(verdict_markdown(rag.verdict(), rag.worst_n,
                                       retriever_changes=retriever_changes(baseline_retriever(rag),
-                                                                          rag.retriever_description)) + "\n")
+                                                                          rag.retriever_description),
+                                      pooled=rag.pooled_markdown() if rag.pooled else None) + "\n")
     except OSError as exc:
         raise RagMetricsError(f"cannot append the Markdown summary to {path}: {write_problem(path, exc)}") from None

@@ -267,6 +267,15 @@ class RagSession:
                            self.baseline_lacks_top(),
                            self._shown_path(self.options.report) if self.options.report else None)
 
+    def pooled_markdown(self) -> str:
+        """The pooled-set part of the Markdown summary (:func:`pytest_ragmetrics.report.pooled.pooled_markdown`)."""
+        from pytest_ragmetrics.report.pooled import pooled_markdown
+
+        verdict = self.verdict()
+        return pooled_markdown(verdict, self.options.k, self.document_texts() if verdict.inconclusive else None,
+                               self.baseline_lacks_top(),
+                               self._shown_path(self.options.report) if self.options.report else None)
+
     def document_texts(self) -> dict[str, str] | None:
         """Document id -> text when the corpus is known (rag_corpus), for snippets; None otherwise."""
         if self.options.corpus is None:

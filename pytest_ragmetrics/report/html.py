@@ -16,6 +16,7 @@ from typing import Any, Mapping, Sequence
 
 from pytest_ragmetrics.errors import listed
 from pytest_ragmetrics.report.html_parts import delta_cell, num, page, table
+from pytest_ragmetrics.report.pooled import pooled_html
 from pytest_ragmetrics.report.tables import counted, p_text
 from pytest_ragmetrics.report.text import changes_hint, retriever_note
 
@@ -96,8 +97,10 @@ def _query_rows(entries: Sequence[Mapping[str, Any]]) -> list[list[str]]:
     return rows
 
 
-def render_html(artifact: Mapping[str, Any], metric: str | None = None, title: str = "Retrieval evaluation") -> str:
-    """The whole page for one run artifact; ``metric`` picks the charted metric."""
+def render_html(artifact: Mapping[str, Any], metric: str | None = None, title: str = "Retrieval evaluation",
+                texts: Mapping[str, str] | None = None) -> str:
+    """The whole page for one run artifact; ``metric`` picks the charted metric; ``texts`` (document
+    id -> text, when the corpus is known) gives a pooled set's documents to judge a snippet."""
     meta = artifact.get("_meta", {})
     comparison = artifact.get("comparison", {})
     per_query = artifact.get("per_query", {})
@@ -192,6 +195,7 @@ def render_html(artifact: Mapping[str, Any], metric: str | None = None, title: s
 
     changed = _retriever_section(comparison)
     labels = _labels_section(comparison.get("stale_labels"))
+    pooled = pooled_html(artifact, texts)
 
     golden = meta.get("golden", {})
     head = (f"golden set <code>{escape(str(golden.get('source', '?')))}</code> "
@@ -207,7 +211,7 @@ def render_html(artifact: Mapping[str, Any], metric: str | None = None, title: s
         f"<h2>Per-query change in {escape(metric)}</h2>{_delta_chart(deltas, metric)}"
         f"<p class=note>{counted(len(deltas), 'query', 'queries')}, sorted by change; hover a bar for its query.</p>"
         f"<h2>Per tag</h2><p class=note>{escape(metric)}: grey bar baseline, blue bar now.</p>"
-        f"{_strata_chart(strata, metric)}{strata_table}{parents}{labels}"
+        f"{_strata_chart(strata, metric)}{strata_table}{parents}{labels}{pooled}"
         f"<h2>Worst regressed queries</h2>{worst}",
         _CSS,
     )

@@ -17,9 +17,10 @@ __all__ = ["verdict_markdown"]
 
 
 def verdict_markdown(v: Verdict, worst_n: int, title: str = "Retrieval gate",
-                     retriever_changes: Sequence[str] = ()) -> str:
+                     retriever_changes: Sequence[str] = (), pooled: str | None = None) -> str:
     """The summary; ``retriever_changes`` (from :func:`.text.retriever_changes`) is shown near the
-    top, as the likely cause of a red run, and a failed verdict leads with the terminal's hint."""
+    top, as the likely cause of a red run, and a failed verdict leads with the terminal's hint;
+    ``pooled`` is a pooled set's part (:func:`.pooled.pooled_markdown`), after the label ages."""
     failures = v.failures()
     if failures and v.fail_on_regression:
         head = f"## {title}: failed"
@@ -56,6 +57,8 @@ def verdict_markdown(v: Verdict, worst_n: int, title: str = "Retrieval gate",
                                       [[r.qid, "stale" if r.oldest else "undated", r.oldest or "—",
                                         "—" if r.age is None else r.age, r.limit, r.limit_key]
                                        for r in [*ages.stale, *ages.undated]]))
+    if pooled:
+        parts.append(pooled)
     if v.has_baseline:
         rows = _query_rows(v.regressions[:worst_n], lambda d: d.exceeded)
         if rows:

@@ -283,3 +283,55 @@ def test_pool_unjudged_only_refuses_a_file_that_is_not_a_run_artifact(pooled_bas
     err = capsys.readouterr().err
     assert "not a run artifact: it is a baseline" in err
     assert "Traceback" not in err
+
+
+# ------------------------------------------------------------------ everywhere
+
+
+DOCS = ["tire-repair", "tube-patch", "chain-lube", "noise-doc", "chain-clean", "brake-pads", "rim-wear",
+        "brake-cable", "derailleur", "shifter-cable", "tire-pressure", "cassette", "degreaser", "hanger-alignment"]
+
+
+def with_corpus(project: TrustProject) -> Path:
+    """A corpus folder holding every document the project's retriever returns, one text each."""
+    corpus = project.path / "corpus"
+    corpus.mkdir(exist_ok=True)
+    for doc in DOCS:
+        (corpus / f"{doc}.md").write_text(f"All about {doc.replace('-', ' ')}: the {doc} page of the manual.\n",
+                                          encoding="utf-8")
+    return corpus
+
+
+def test_markdown_and_html_carry_judged_unjudged_new_inconclusive_and_the_documents_to_judge(
+        pooled_baseline: TrustProject) -> None:
+    project = pooled_baseline
+    with_corpus(project)
+    found_unjudged(project)
+    result = project.run("--rag-corpus=corpus", "--rag-report=run.json", "--rag-markdown=summary.md",
+                         "--rag-html=report.html")
+    assert outcomes(result)[GATE] == "failed"
+    # the terminal shows the snippet too
+    assert "unjudged: hanger-alignment  'All about hanger alignment" in rag_summary(result)
+    markdown = (project.path / "summary.md").read_text(encoding="utf-8")
+    assert "### Judgments: pooled" in markdown
+    assert re.search(r"judged@10 = 0\.\d{4} .*unjudged_new@10 = 1 ", markdown)
+    assert "#### Inconclusive queries (1)" in markdown
+    row = next(line for line in markdown.splitlines() if line.startswith("| 1 ") and "q-004" in line)
+    assert "recall@10 1.0000 → 0.5000" in row
+    assert "hanger-alignment (All about hanger alignment" in row
+    assert "ragmetrics pool --run run.json --unjudged-only -o unjudged.jsonl" in markdown
+    assert "| recall@10 | 0.9167 " in markdown  # the bounds table: judged@10 < 1
+    assert "Worst regressed queries" not in markdown
+    html = (project.path / "report.html").read_text(encoding="utf-8")
+    assert "<h2>Judgments: pooled</h2>" in html and "unjudged_new@10 = 1 " in html
+    assert "<h2>Inconclusive queries (1)</h2>" in html
+    assert "<code>hanger-alignment</code> <span class=note>All about hanger alignment" in html
+    assert "unjudged at the top grade" in html
+    assert "ragmetrics pool --run run.json --unjudged-only -o unjudged.jsonl" in html
+
+
+def test_a_closed_set_has_no_pooled_part_in_markdown_or_html(project: TrustProject) -> None:
+    project.make_baseline()
+    project.run("--rag-markdown=summary.md", "--rag-html=report.html")
+    assert "Judgments: pooled" not in (project.path / "summary.md").read_text(encoding="utf-8")
+    assert "Judgments: pooled" not in (project.path / "report.html").read_text(encoding="utf-8")
