@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from pytest_ragmetrics.cli.argtypes import measurement_arguments
-from pytest_ragmetrics.errors import InputError, RagMetricsError, listed
+from pytest_ragmetrics.errors import InputError, RagMetricsError, listed, shown
 from pytest_ragmetrics.cli import decided
 from pytest_ragmetrics.files import atomic_write_text, dumps_stable, write_problem
 from pytest_ragmetrics.gate.thresholds import Thresholds, load_thresholds, recorded_thresholds, stricter
@@ -22,6 +22,7 @@ from pytest_ragmetrics.tools.compare import (
     compare,
     describe_measurement,
     stale_text,
+    pooled_text_of,
     gated,
     load_run_data,
     metric_names,
@@ -166,6 +167,7 @@ def run(args: argparse.Namespace) -> int:
         payload["not_compared"] = {"only_in_A": only_a, "only_in_B": only_b}
         payload["metrics_recomputed"] = bool(args.golden)
         payload["stale_labels"] = {"A": a.stale_labels, "B": b.stale_labels}
+        payload["pooled"] = {"A": a.pooled, "B": b.pooled}
         sys.stdout.write(dumps_stable(payload))
     else:
         print(f"{args.b} against {args.a}")
@@ -176,6 +178,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"Thresholds: {thresholds_source}")
         if a.stale_labels or b.stale_labels:
             print(f"Label ages: A: {stale_text(a)}; B: {stale_text(b)}")
+        if a.pooled or b.pooled:
+            print(f"Judgments: A: {pooled_text_of(a)}; B: {pooled_text_of(b)}")
         if args.shared_only:
             print(f"Shared queries only (--shared-only): {len(left_out[0])} queries of A and {len(left_out[1])} of B "
                   "left out, not in both" + (f" (A: {listed(left_out[0])})" if left_out[0] else "")
@@ -196,6 +200,9 @@ def run(args: argparse.Namespace) -> int:
             print(subset_note + ".")
         print()
         print(verdict_text(verdict, worst))
+        for r in verdict.inconclusive:
+            print(f"Inconclusive: {shown(r.qid)}: judge {shown(', '.join(r.unjudged))} (B's new unjudged documents; "
+                  "its drop against A is within tolerance if they are relevant)")
         print("\nPer query, B against A:")
         print(markdown_table(["metric", "wins", "ties", "losses"], [[m, *t] for m, t in tally.items()]))
         if failed and not args.fail_on_regression:

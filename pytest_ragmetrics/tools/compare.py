@@ -30,8 +30,9 @@ from pytest_ragmetrics.files import loads_json
 from pytest_ragmetrics.golden import GoldenSet, Query, load_qrels
 from pytest_ragmetrics.measures import MeasurementConfig
 from pytest_ragmetrics.metrics import document_ranking
+from pytest_ragmetrics.report.pooled import pooled_counts
 
-__all__ = ["RunData", "load_run_data", "is_run_artifact", "run_data_from_artifact", "compare", "describe_measurement",
+__all__ = ["RunData", "pooled_text_of", "load_run_data", "is_run_artifact", "run_data_from_artifact", "compare", "describe_measurement",
            "shared_only", "subset_of", "check_scorability", "check_recorded_metrics", "gated",
            "metric_names", "missing_from", "mismatch"]
 
@@ -56,6 +57,10 @@ class RunData:
     judgments: dict[str, str] = field(default_factory=dict)
     #: the run's label ages (``comparison.stale_labels`` of its artifact), when it set an age limit
     stale_labels: dict[str, Any] | None = None
+    #: a pooled run's counts (:func:`~pytest_ragmetrics.report.pooled.pooled_counts`), None for a closed one
+    pooled: dict[str, Any] | None = None
+    #: per query of a pooled run, its artifact's ``unjudged`` entry (judged@k, docs, new, upper, inconclusive)
+    unjudged: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def has_any(self) -> bool:
         """Whether this side holds a result for any query."""
@@ -73,6 +78,20 @@ def stale_text(side: RunData) -> str:
         return "no age limit"
     return (f"{len(ages['stale'])} of {ages['checked']} records stale, {len(ages['undated'])} undated"
             + (f" ({', '.join(f'{k} {v}' for k, v in ages.get('limits', {}).items())})" if ages.get("limits") else ""))
+
+
+def pooled_text_of(side: RunData) -> str:
+    """A side's judgments in a few words, for the report's header: judged@k, inconclusive and unjudged counts."""
+    counts = side.pooled
+    if not counts:
+        return "closed"
+    k = side.meta.get("k", "k") if isinstance(side.meta, Mapping) else "k"
+    judged = counts.get("judged")
+    new = counts.get("unjudged_new")
+    return (f"pooled, judged@{k} {'—' if judged is None else f'{judged:.4f}'}, "
+            f"{len(counts['inconclusive'])} inconclusive"
+            + (f" ({', '.join(counts['inconclusive'])})" if counts["inconclusive"] else "")
+            + f", {counts['unjudged']} unjudged in the top {k} ({'? ' if new is None else f'{new} '}new)")
 
 
 def metric_names(config: MeasurementConfig | None, side: RunData) -> list[str]:
@@ -98,6 +117,7 @@ def run_data_from_artifact(data: Mapping[str, Any], source: str) -> RunData:
     side = RunData(source, {}, meta=data.get("_meta", {}))
     ages = data["comparison"].get("stale_labels")
     side.stale_labels = ages if isinstance(ages, dict) else None
+    side.pooled = pooled_counts(data["comparison"], data["per_query"])
     for qid, entry in data["per_query"].items():
         if entry.get("status") == "scored":
             side.metrics[qid] = entry["metrics"]
@@ -111,6 +131,8 @@ def run_data_from_artifact(data: Mapping[str, Any], source: str) -> RunData:
                 side.unscorable_why[qid] = entry["error"]
         side.rankings[qid] = list(entry.get("ranking") or [])
         side.tags[qid] = list(entry.get("tags") or [])
+        if side.pooled is not None and isinstance(entry.get("unjudged"), dict):
+            side.unjudged[qid] = entry["unjudged"]
         if isinstance(entry.get("_judgments"), str):
             side.judgments[qid] = entry["_judgments"]
     return side
@@ -316,6 +338,24 @@ def gated(metric: str, thresholds: Thresholds) -> bool:
     return metric in thresholds.tolerance or metric in thresholds.minimum or metric in thresholds.query_tolerance
 
 
+def _as_b_found(record: QueryRecord, b: RunData, a: RunData) -> None:
+    """A pooled B's judged@k and unjudged documents on its record; a query B's run found inconclusive
+    stays inconclusive (its new unjudged documents decide it) rather than reading as regressed against A."""
+    entry = b.unjudged.get(record.qid)
+    if entry is None:
+        return
+    k = b.meta.get("k") if isinstance(b.meta, Mapping) else None
+    judged = entry.get(f"judged@{k}")
+    record.judged = float(judged) if isinstance(judged, (int, float)) else None
+    record.unjudged = [d for d in entry.get("docs") or [] if isinstance(d, str)]
+    new = entry.get("new")
+    record.unjudged_new = [d for d in new if isinstance(d, str)] if isinstance(new, list) else None
+    if entry.get("inconclusive") is True and b.pooled is not None and record.qid in b.pooled["inconclusive"]:
+        # B's run re-scored both sides with those documents relevant and found no drop beyond tolerance:
+        # its bound is A's numbers, so the verdict asks for the documents instead of calling it regressed
+        record.upper_new = dict(a.metrics.get(record.qid) or {})
+
+
 def compare(a: RunData, b: RunData, thresholds: Thresholds, metrics: Sequence[str],
             golden: GoldenSet | None = None,
             relevance_level: int = 1,
@@ -337,7 +377,7 @@ def compare(a: RunData, b: RunData, thresholds: Thresholds, metrics: Sequence[st
             queries.append(golden[qid])
         else:
             queries.append(Query(qid, "", {}, tuple(b.tags.get(qid) or a.tags.get(qid) or ())))
-    run_golden = GoldenSet(b.source, tuple(queries))
+    run_golden = GoldenSet(b.source, tuple(queries), judgments="pooled" if b.pooled is not None else "closed")
     records = {}
     for qid in qids:
         if qid in b.errors:
@@ -350,9 +390,11 @@ def compare(a: RunData, b: RunData, thresholds: Thresholds, metrics: Sequence[st
             m = {k: v for k, v in b.metrics[qid].items() if k in metrics}
             records[qid] = QueryRecord(qid, "scored", m, b.rankings.get(qid, []), [], len(b.rankings.get(qid, [])),
                                        parent_level=b.parent_levels.get(qid))
+            _as_b_found(records[qid], b, a)
     baseline = Baseline(a.meta, {}, {q: {k: v for k, v in m.items() if k in metrics} for q, m in a.metrics.items()},
                         a.source)
-    verdict = build_verdict(records, run_golden, baseline, thresholds, metrics, relevance_level, reference="A")
+    verdict = build_verdict(records, run_golden, baseline, thresholds, metrics, relevance_level, reference="A",
+                            artifact_path=b.source if b.pooled is not None else None)
     for metric in lacking:
         if gated(metric, thresholds):
             verdict.gates.append(Gate(metric, False, (

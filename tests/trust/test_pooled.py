@@ -335,3 +335,32 @@ def test_a_closed_set_has_no_pooled_part_in_markdown_or_html(project: TrustProje
     project.run("--rag-markdown=summary.md", "--rag-html=report.html")
     assert "Judgments: pooled" not in (project.path / "summary.md").read_text(encoding="utf-8")
     assert "Judgments: pooled" not in (project.path / "report.html").read_text(encoding="utf-8")
+
+
+def test_compare_shows_both_runs_pooled_counts_and_keeps_an_inconclusive_query_out_of_regressed(
+        pooled_baseline: TrustProject, capsys: pytest.CaptureFixture[str]) -> None:
+    from pytest_ragmetrics.cli import main
+
+    project = pooled_baseline
+    assert project.run("--rag-report=a.json").ret == 0
+    found_unjudged(project)
+    assert project.run("--rag-report=b.json").ret == 1
+    a, b = str(project.path / "a.json"), str(project.path / "b.json")
+    capsys.readouterr()
+    assert main(["compare", a, b, "--fail-on-regression"]) == 1
+    out = capsys.readouterr().out
+    line = next(line for line in out.splitlines() if line.startswith("Judgments: "))
+    assert re.fullmatch(r"Judgments: A: pooled, judged@10 0\.\d{4}, 0 inconclusive, 3 unjudged in the top 10 "
+                        r"\(0 new\); B: pooled, judged@10 0\.\d{4}, 1 inconclusive \(q-004\), 4 unjudged in the top "
+                        r"10 \(1 new\)", line), line
+    assert "gate unjudged: judge these 1 document: 1 query is inconclusive (q-004)" in out
+    assert f"ragmetrics pool --run {b} --unjudged-only" in out
+    assert "Inconclusive: q-004: judge hanger-alignment" in out
+    assert "gate regressed-queries" not in out and "Worst regressed" not in out
+    assert main(["compare", a, b, "--format", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["regressed"] == [] and [r["qid"] for r in data["inconclusive"]] == ["q-004"]
+    assert data["to_judge"] == [["q-004", "hanger-alignment"]]
+    assert data["pooled"]["A"]["inconclusive"] == [] and data["pooled"]["B"]["inconclusive"] == ["q-004"]
+    assert data["pooled"]["B"]["unjudged"] == 4 and data["pooled"]["B"]["unjudged_new"] == 1
+    assert data["pooled"]["B"]["judged"] == pytest.approx(json.loads(Path(b).read_text())["comparison"]["judged"])
