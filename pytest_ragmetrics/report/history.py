@@ -79,6 +79,7 @@ def _runs_table(group: Mapping[str, Any]) -> str:
     metrics = group["metrics"]
     n = group["runs"][-1]["n"]
     aged = any(r.get("stale_labels") for r in group["runs"])  # the column only when a night aged its labels
+    pooled = any(r.get("pooled") for r in group["runs"])  # likewise when a night's golden set was pooled
     rows = []
     for r in group["runs"]:
         row: list[object] = [f"#{r['index']}", short_time(r["created"]), (r.get("git_commit") or "—")[:7]]
@@ -95,10 +96,28 @@ def _runs_table(group: Mapping[str, Any]) -> str:
         row.append(" ".join(s for s, on in (("R", r.get("refresh")), ("C", r.get("retriever_changes"))) if on))
         if aged:
             row.append(stale_cell(r.get("stale_labels")))
+        if pooled:
+            row += judged_cells(r.get("pooled"))
         rows.append(row)
     headers = ["run", "created", "commit"] + [h for m in metrics for h in (m, "Δ")] + \
-              ["gate", "ok/regr/err", "marks"] + ["stale labels"] * aged
+              ["gate", "ok/regr/err", "marks"] + ["stale labels"] * aged + judged_headers(group) * pooled
     return markdown_table(headers, rows)
+
+
+def judged_headers(group: Mapping[str, Any]) -> list[str]:
+    """The pooled columns' headers, with the k the last pooled night measured at."""
+    k = next((r["pooled"].get("k") for r in reversed(group["runs"]) if r.get("pooled")), None) or "k"
+    return [f"judged@{k}", "inconclusive"]
+
+
+def judged_cells(pooled: Mapping[str, Any] | None) -> list[str]:
+    """A night's judged@k and inconclusive count (with its unjudged documents); ``—`` for a closed set."""
+    if not pooled:
+        return ["—", "—"]
+    judged = pooled.get("judged")
+    return ["—" if judged is None else f"{judged:.4f}",
+            f"{len(pooled['inconclusive'])} ({pooled['to_judge']} to judge)" if pooled["inconclusive"]
+            else "0"]
 
 
 def stale_cell(ages: Mapping[str, Any] | None) -> str:

@@ -20,6 +20,8 @@ from pytest_ragmetrics.report.history import (
     drift_line,
     gate_label,
     measured_line,
+    judged_cells,
+    judged_headers,
     stale_cell,
     timeline_marks,
 )
@@ -123,6 +125,7 @@ def _runs_table(group: Mapping[str, Any]) -> str:
     n = group["runs"][-1]["n"]
     commits = any(r.get("git_commit") for r in group["runs"])  # a project outside git records none
     aged = any(r.get("stale_labels") for r in group["runs"])  # a column only when a night aged its labels
+    pooled = any(r.get("pooled") for r in group["runs"])  # likewise when a night's golden set was pooled
     rows = []
     for r in group["runs"]:
         row = [f'<td class="num" title="{escape(str(r["path"]))}">#{r["index"]}</td>',
@@ -142,9 +145,11 @@ def _runs_table(group: Mapping[str, Any]) -> str:
                                      for (letter, _), line in zip(marks, timeline_marks(r))) + "</td>")
         if aged:
             row.append(f"<td class=num>{escape(stale_cell(r.get('stale_labels')))}</td>")
+        if pooled:
+            row += [f"<td class=num>{escape(c)}</td>" for c in judged_cells(r.get("pooled"))]
         rows.append(row)
     headers = ["run", "created"] + ["commit"] * commits + [h for m in metrics for h in (m, "Δ")] + \
-              ["gate", "ok/regr/err", "marks"] + ["stale labels"] * aged
+              ["gate", "ok/regr/err", "marks"] + ["stale labels"] * aged + judged_headers(group) * pooled
     return table(headers, rows)
 
 

@@ -262,6 +262,8 @@ class RunPoint:
     segment: int  # which baseline period (1 = the first)
     #: {"checked", "stale", "undated", "share"} when the run aged its labels, else None
     stale_labels: dict[str, Any] | None = None
+    #: {"judged", "unjudged", "unjudged_new", "inconclusive", "to_judge", "k"} for a pooled golden set, else None
+    pooled: dict[str, Any] | None = None
 
 
 @dataclass
@@ -500,6 +502,7 @@ def _group(number: int, runs: list[Artifact], newest: bool, min_flips: int) -> G
             verdicts={v: sum(1 for x in a.verdicts.values() if x == v) for v in VERDICTS}, passed=a.passed,
             baseline=a.meta.get("baseline"), refresh=refresh, retriever_changes=changes, segment=segment,
             stale_labels=a.stale_labels,
+            pooled={**a.side.pooled, "k": a.meta.get("k")} if a.side.pooled else None,
         ))
     drift = []
     last_segment = points[-1].segment

@@ -364,3 +364,37 @@ def test_compare_shows_both_runs_pooled_counts_and_keeps_an_inconclusive_query_o
     assert data["pooled"]["A"]["inconclusive"] == [] and data["pooled"]["B"]["inconclusive"] == ["q-004"]
     assert data["pooled"]["B"]["unjudged"] == 4 and data["pooled"]["B"]["unjudged_new"] == 1
     assert data["pooled"]["B"]["judged"] == pytest.approx(json.loads(Path(b).read_text())["comparison"]["judged"])
+
+
+def test_history_shows_judged_and_the_inconclusive_count_per_night(
+        pooled_baseline: TrustProject, capsys: pytest.CaptureFixture[str]) -> None:
+    import time
+
+    from pytest_ragmetrics.cli import main
+
+    project = pooled_baseline
+    assert project.run("--rag-report=night1.json").ret == 0
+    time.sleep(1.1)  # another night: another created time
+    found_unjudged(project)
+    assert project.run("--rag-report=night2.json").ret == 1
+    nights = [str(project.path / "night1.json"), str(project.path / "night2.json")]
+    judged = [json.loads(Path(n).read_text(encoding="utf-8"))["comparison"]["judged"] for n in nights]
+    capsys.readouterr()
+    for fmt in ("text", "markdown"):
+        assert main(["history", *nights, "--format", fmt]) == 0
+        out = capsys.readouterr().out
+        header = next(line for line in out.splitlines() if "| run " in line)
+        assert re.search(r"\| judged@10 +\| inconclusive +\|$", header.rstrip()), header
+        first = next(line for line in out.splitlines() if line.startswith("| #1 "))
+        second = next(line for line in out.splitlines() if line.startswith("| #2 "))
+        assert re.search(rf"\| {judged[0]:.4f} +\| 0 +\|$", first.rstrip()), first
+        assert re.search(rf"\| {judged[1]:.4f} +\| 1 \(1 to judge\) +\|$", second.rstrip()), second
+    assert main(["history", *nights, "--format", "json"]) == 0
+    runs = json.loads(capsys.readouterr().out)["groups"][0]["runs"]
+    assert [r["pooled"]["inconclusive"] for r in runs] == [[], ["q-004"]]
+    assert [r["pooled"]["judged"] for r in runs] == judged
+    html = project.path / "history.html"
+    assert main(["history", *nights, "--html", str(html)]) == 0
+    page = html.read_text(encoding="utf-8")
+    assert "<th>judged@10</th><th>inconclusive</th>" in page
+    assert "<td class=num>1 (1 to judge)</td>" in page
