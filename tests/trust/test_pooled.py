@@ -398,3 +398,23 @@ def test_history_shows_judged_and_the_inconclusive_count_per_night(
     page = html.read_text(encoding="utf-8")
     assert "<th>judged@10</th><th>inconclusive</th>" in page
     assert "<td class=num>1 (1 to judge)</td>" in page
+
+
+def test_a_pooled_run_under_xdist_gives_the_serial_verdict_judged_and_unjudged_counts(
+        pooled_baseline: TrustProject) -> None:
+    pytest.importorskip("xdist")
+    project = pooled_baseline
+    found_unjudged(project)
+    serial = project.run("--rag-report=serial.json")
+    pooled_run = project.run_subprocess("-n", "2", "-p", "xdist", "--rag-report=xdist.json")
+    assert serial.ret == pooled_run.ret == 1
+    assert outcomes(pooled_run)[GATE] == outcomes(serial)[GATE] == "failed"
+    assert outcomes(pooled_run)["golden.yaml::q-004"] == outcomes(serial)["golden.yaml::q-004"] == "failed"
+    assert "gate unjudged: judge these 1 document: 1 query is inconclusive (q-004)" in rag_summary(pooled_run)
+    one, two = (json.loads((project.path / f"{n}.json").read_text(encoding="utf-8")) for n in ("serial", "xdist"))
+    for key in ("judged", "unjudged_new", "upper", "to_judge", "regressed"):
+        assert two["comparison"][key] == one["comparison"][key], key
+    assert [r["qid"] for r in two["comparison"]["inconclusive"]] == ["q-004"]
+    assert {q: e["unjudged"] for q, e in two["per_query"].items()} == \
+           {q: e["unjudged"] for q, e in one["per_query"].items()}
+    assert {q: e["_top"] for q, e in two["per_query"].items()} == {q: e["_top"] for q, e in one["per_query"].items()}
