@@ -58,9 +58,14 @@ def register(verbs: Any) -> None:
                              "or a text file of questions")
     parser.add_argument("-o", "--out", required=True, help="output JSONL (refused if it exists, unless --force)")
     parser.add_argument("--unjudged-only", action="store_true",
-                        help="with one --run run artifact (pytest --rag-report): write exactly the documents of "
-                             "each query's top k that the golden set does not judge (inconclusive queries first), "
-                             "as candidates for `ragmetrics annotate`; --queries is not needed")
+                        help="with one --run run artifact (pytest --rag-report): write the documents its gate "
+                             "unjudged asks to judge (those of the inconclusive queries), or, when it asks for "
+                             "none or with --all, every document of each query's top k that the golden set does "
+                             "not judge (inconclusive queries first), as candidates for `ragmetrics annotate`; "
+                             "--queries is not needed")
+    parser.add_argument("--all", action="store_true", dest="all_unjudged",
+                        help="with --unjudged-only: every unjudged document of the top k, even when the gate "
+                             "asks to judge only some")
     parser.add_argument("--golden", default=None,
                         help="with --unjudged-only: the golden set the run was judged with (default: the one the "
                              "artifact names in _meta.golden.source)")
@@ -142,7 +147,9 @@ def run_unjudged(args: argparse.Namespace) -> int:
     if out.exists() and not args.force:
         raise RagMetricsError(f"{out} already exists; pass --force to overwrite it (it may hold annotations)")
     golden = load_golden(golden_path)
-    pooled, unknown = unjudged_pool(artifact, golden, name)
+    asked = len(artifact["comparison"].get("to_judge") or [])
+    everything = args.all_unjudged or not asked
+    pooled, unknown = unjudged_pool(artifact, golden, name, everything)
     if unknown:
         log(f"note: {counted(len(unknown), 'query', 'queries')} of {spec} {'is' if len(unknown) == 1 else 'are'} "
             f"not in {golden_path} and left out: {listed(unknown)}")
@@ -159,8 +166,11 @@ def run_unjudged(args: argparse.Namespace) -> int:
     seed = args.seed if args.seed is not None else secrets.randbelow(2**31)
     path = write_pool(pooled, out, sources=[Source(name, "run", spec)], seed=seed,
                       depth=artifact["_meta"].get("k") or 10, force=args.force)
-    print(f"Wrote {path}: {counted(pairs, 'unjudged document')} in the top k of "
-          f"{counted(len(pooled), 'query', 'queries')} (inconclusive queries first). Judge them with "
+    what = (f"{counted(pairs, 'unjudged document')} in the top k of {counted(len(pooled), 'query', 'queries')} "
+            "(inconclusive queries first)") if everything else (
+        f"the {counted(pairs, 'document')} gate unjudged asks to judge, for {counted(len(pooled), 'query', 'queries')} "
+        "(--all writes every unjudged document of the top k)")
+    print(f"Wrote {path}: {what}. Judge them with "
           f"`ragmetrics annotate {path}`, then merge the grades into the golden set with `ragmetrics export "
           f"--golden {golden_path} --merge JUDGMENTS --golden-out {golden_path} --force`.")
     return 0

@@ -389,14 +389,18 @@ def pool_summary(pooled: Sequence[PooledQuery], sources: Sequence[Source | str],
     return "\n".join(lines)
 
 
-def unjudged_pool(artifact: Mapping[str, Any], golden: Any, name: str = "run") -> tuple[list[PooledQuery], list[str]]:
+def unjudged_pool(artifact: Mapping[str, Any], golden: Any, name: str = "run",
+                  everything: bool = True) -> tuple[list[PooledQuery], list[str]]:
     """The (query, unjudged document) pairs of a run artifact's top k (``_top``, or ``ranking`` in an
     artifact written before it), as candidates for ``ragmetrics annotate``: every document of the top k
-    that ``golden`` does not judge, ``rel`` left null, inconclusive queries first. Returns the pool and
+    that ``golden`` does not judge, ``rel`` left null, inconclusive queries first; with ``everything``
+    false, only the pairs the run's gate asked to judge (``comparison.to_judge``). Returns the pool and
     the artifact's query ids the golden set does not hold (left out)."""
     k = artifact["_meta"].get("k")
     per_query = artifact["per_query"]
     first = [r["qid"] for r in artifact["comparison"].get("inconclusive") or [] if r.get("qid") in per_query]
+    wanted = None if everything else {tuple(p) for p in artifact["comparison"].get("to_judge") or []
+                                      if isinstance(p, list) and len(p) == 2}
     order = [*first, *(q for q in per_query if q not in first)]
     out, unknown = [], []
     for qid in order:
@@ -408,7 +412,8 @@ def unjudged_pool(artifact: Mapping[str, Any], golden: Any, name: str = "run") -
         top = entry.get("_top") if entry.get("_top") is not None else entry.get("ranking") or []
         top = top[:k] if isinstance(k, int) else top
         candidates = [Candidate(doc, found_by=[name], ranks={name: rank})
-                      for rank, doc in enumerate(top, start=1) if doc not in query.judgments]
+                      for rank, doc in enumerate(top, start=1) if doc not in query.judgments
+                      and (wanted is None or (qid, doc) in wanted)]
         if candidates:
             out.append(PooledQuery(qid, query.text, query.tags, candidates))
     return out, unknown

@@ -229,8 +229,15 @@ def test_pool_unjudged_only_writes_exactly_the_pairs_and_the_loop_closes(pooled_
     result = project.run("--rag-report=run.json")
     assert outcomes(result)[GATE] == "failed"
     run, out = project.path / "run.json", project.path / "unjudged.jsonl"
-    assert main(["pool", "--run", str(run), "--unjudged-only", "--golden", str(project.path / "golden.yaml"),
-                 "-o", str(out), "--seed", "1"]) == 0
+    # by default exactly the pairs the gate asks to judge, as many as its message says
+    capsys.readouterr()
+    assert main(["pool", "--run", str(run), "--unjudged-only", "-o", str(out), "--seed", "1"]) == 0
+    assert "Wrote " + str(out) + ": the 1 document gate unjudged asks to judge, for 1 query" in capsys.readouterr().out
+    assert [(q.qid, c.doc_id) for q in read_candidates(out).questions for c in q.candidates] == \
+           [("q-004", "hanger-alignment")]
+    # --all: every unjudged document of the top k
+    assert main(["pool", "--run", str(run), "--unjudged-only", "--all", "--golden", str(project.path / "golden.yaml"),
+                 "-o", str(out), "--seed", "1", "--force"]) == 0
     pool = read_candidates(out)
     pairs = [(q.qid, c.doc_id) for q in pool.questions for c in q.candidates]
     assert pairs[0] == ("q-004", "hanger-alignment")  # the inconclusive query first
