@@ -14,6 +14,7 @@ from typing import Any, Callable
 
 from pytest_ragmetrics.errors import RagMetricsError
 from pytest_ragmetrics.measures import MeasurementConfig, parse_measures
+from pytest_ragmetrics.unanswerable import parse_threshold
 
 __all__ = ["RagOptions", "build_options", "DEFAULT_THRESHOLDS"]
 
@@ -45,6 +46,8 @@ class RagOptions:
     setup_timeout: float | None = None  # seconds the rag_retriever fixture may take; None: no limit
     thresholds_given: bool = False  # named by the user, so it must exist
     allow_missing_gold: bool = False  # --rag-update-baseline may write gold ids the corpus lacks
+    #: a result scoring under this does not count as a false retrieval (None: any result does)
+    answer_threshold: float | None = None
 
 
 def _metrics_for(k: int) -> list[str]:
@@ -110,6 +113,11 @@ def build_options(get: Callable[[str, str], Any], resolve: Callable[[str, bool],
     timeout = _parse_timeout(raw_timeout)
     raw_setup, _ = pick("rag_setup_timeout", "rag_setup_timeout")
     setup_timeout = _parse_timeout(raw_setup, "--rag-setup-timeout / rag_setup_timeout")
+    raw_answer, _ = pick("rag_answer_threshold", "rag_answer_threshold")
+    try:
+        answer_threshold = parse_threshold(raw_answer, "--rag-answer-threshold / rag_answer_threshold")
+    except ValueError as exc:
+        raise RagMetricsError(str(exc)) from None
     corpus_path = resolve(corpus, c_cli) if corpus else None
     if corpus_path is not None and not corpus_path.exists():
         # a typo must not switch the leakage check off with one line at the end of the summary
@@ -135,6 +143,7 @@ def build_options(get: Callable[[str, str], Any], resolve: Callable[[str, bool],
         setup_timeout=setup_timeout,
         thresholds_given=thresholds_given and bool(thresholds),
         allow_missing_gold=bool(get("rag_allow_missing_gold", "")),
+        answer_threshold=answer_threshold,
     )
 
 

@@ -26,6 +26,8 @@ __all__ = ["Thresholds", "load_thresholds", "recorded_thresholds", "stricter", "
 
 _SUFFIXES = ("_query_tolerance", "_tolerance", "_min")
 _SCALARS = {"max_regressed_queries", "worst_n", "fail_on_regression", "fail_on_significant_drop"}
+#: The gates of the questions marked answerable: false (false retrieval: higher is worse).
+_NO_ANSWER_KEYS = ("false_retrieval_rate_tolerance", "false_retrieval_rate_max")
 
 #: Why a value above 1 gates nothing, by key suffix: metrics lie in [0, 1].
 _ABOVE_ONE = {
@@ -74,6 +76,10 @@ class Thresholds:
     #: an ungated metric that fell beyond chance (p < 0.01) and by more than 1/n fails its own gate
     fail_on_significant_drop: bool = True
     path: str | None = None
+    #: allowed rise of the false-retrieval rate against the baseline (None: not gated)
+    false_retrieval_rate_tolerance: float | None = None
+    #: ceiling on the run's false-retrieval rate (None: none)
+    false_retrieval_rate_max: float | None = None
 
     @classmethod
     def defaults(cls, config: MeasurementConfig) -> "Thresholds":
@@ -93,6 +99,9 @@ class Thresholds:
         out["worst_n"] = self.worst_n
         out["fail_on_regression"] = self.fail_on_regression
         out["fail_on_significant_drop"] = self.fail_on_significant_drop
+        for key in _NO_ANSWER_KEYS:
+            if getattr(self, key) is not None:
+                out[key] = getattr(self, key)
         return out
 
 
@@ -149,6 +158,17 @@ def thresholds_from_mapping(data: Any, config: MeasurementConfig, name: str,
         if key in _SCALARS:
             _set_scalar(result, name, key, value)
             continue
+        if key in _NO_ANSWER_KEYS:
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+                    or not 0 <= value <= 1:
+                raise ThresholdsError(f"{name}: {key!r} must be a number in [0, 1] (a rate of false retrievals), "
+                                      f"got {brief_repr(value)}")
+            setattr(result, key, float(value))
+            continue
+        close = difflib.get_close_matches(key, _NO_ANSWER_KEYS, n=1, cutoff=0.8)
+        if close or key.startswith("false_retrieval"):
+            raise ThresholdsError(f"{name}: unknown key {key!r}; did you mean {(close or list(_NO_ANSWER_KEYS))[0]!r}? "
+                                  f"(questions with no answer are gated by {' and '.join(_NO_ANSWER_KEYS)})")
         for suffix in _SUFFIXES:
             if key.endswith(suffix):
                 written = key[: -len(suffix)]
@@ -186,7 +206,7 @@ def thresholds_from_mapping(data: Any, config: MeasurementConfig, name: str,
             raise ThresholdsError(
                 f"{name}: unknown key {key!r}; expected <metric>_tolerance, <metric>_min, "
                 "<metric>_query_tolerance, max_regressed_queries, worst_n, fail_on_regression, "
-                "fail_on_significant_drop or _comment"
+                "fail_on_significant_drop, false_retrieval_rate_tolerance, false_retrieval_rate_max or _comment"
             )
     return result
 
@@ -239,7 +259,7 @@ def recorded_thresholds(meta: Any, config: MeasurementConfig, name: str) -> Thre
         _check_recorded_defaults(meta, recorded["values"], config, name)
     measured = set(config.metric_names)
     values = {key: value for key, value in recorded["values"].items()
-              if key in _SCALARS or any(key.endswith(s) and _canonical_metric(key[: -len(s)]) in measured
+              if key in _SCALARS or key in _NO_ANSWER_KEYS or any(key.endswith(s) and _canonical_metric(key[: -len(s)]) in measured
                                         for s in _SUFFIXES)}
     return thresholds_from_mapping(values, config, f"{name} (as gated: {recorded.get('source') or 'defaults'})")
 
@@ -288,4 +308,6 @@ def stricter(first: Thresholds, second: Thresholds, path: str) -> Thresholds:
         fail_on_regression=first.fail_on_regression or second.fail_on_regression,
         fail_on_significant_drop=first.fail_on_significant_drop or second.fail_on_significant_drop,
         path=path,
+        **{key: min(v) if (v := [x for x in (getattr(first, key), getattr(second, key)) if x is not None]) else None
+           for key in _NO_ANSWER_KEYS},
     )
