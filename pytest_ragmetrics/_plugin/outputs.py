@@ -72,8 +72,10 @@ def artifact(rag: RagSession) -> dict[str, Any]:
             per_query[q.qid]["parent_level"] = r.parent_level
         if r.scores:
             per_query[q.qid]["scores"] = r.scores
-        if r.status == "unanswerable":
-            per_query[q.qid]["false_retrieval"] = r.false_retrieval
+        if not q.answerable:
+            per_query[q.qid]["answerable"] = False
+            if r.status == "unanswerable":
+                per_query[q.qid]["false_retrieval"] = r.false_retrieval
         entry = rag.baseline_id.get(q.qid, q.qid)  # a renamed query's baseline is its old entry
         if rag.baseline is not None and entry in rag.baseline.per_query and not rag.options.update_baseline:
             # the metrics this run measured (a baseline compared despite other metrics holds others)
