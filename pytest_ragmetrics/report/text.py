@@ -353,6 +353,11 @@ def baseline_change_text(old: Baseline | None, new: Baseline, metrics: Sequence[
                      for word, q in (("up", ups), ("down", downs))]
             lines.append(f"  {m}: {before:.4f} -> {after:.4f} ({signed_delta(after - before)}); "
                          f"queries {', '.join(moved)}")
+    rate = new.aggregate.get("false_retrieval_rate")
+    if rate is not None:  # the questions marked answerable: false (higher is worse)
+        before = old.aggregate.get("false_retrieval_rate")
+        lines.append(f"  false_retrieval_rate: {rate:.4f} (new)" if before is None else
+                     f"  false_retrieval_rate: {before:.4f} -> {rate:.4f} ({signed_delta(rate - before)})")
     return "\n".join(lines)
 
 
