@@ -248,3 +248,103 @@ def test_no_tradeoff_without_scores(project: RagProject) -> None:
     summary = rag_summary(project.run())
     assert "Questions with no answer: 1" in summary
     assert "trade-off" not in summary
+
+
+# ------------------------------------------------------------------- ragmetrics compare and history
+
+
+def _two_runs(project: RagProject, *args: str) -> tuple[Path, Path]:
+    """A: q-none gets nothing; B: it gets a result above the threshold (a new false retrieval)."""
+    project.add_query({"id": "q-none2", "question": "best pizza in town", "answerable": False}, [])
+    project.make_baseline(*args)
+    _artifact(project, *args)
+    a = project.path / "a.json"
+    (project.path / "run.json").replace(a)
+    project.answer(q_none=[["tire-repair#1-3", 0.83]])
+    _artifact(project, *args)
+    b = project.path / "b.json"
+    (project.path / "run.json").replace(b)
+    return a, b
+
+
+def _rewrite(path: Path, data: dict) -> None:
+    """Write an edited artifact, resealed: only recomputing from the golden set can tell."""
+    from pytest_ragmetrics.gate.artifact import seal_artifact
+
+    path.write_text(json.dumps(seal_artifact(data)), encoding="utf-8")
+
+
+def _compare(*argv: object) -> tuple[int, str, str]:
+    import contextlib
+    import io
+
+    from pytest_ragmetrics.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(["compare", *map(str, argv)])
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_compare_shows_both_rates_and_regresses_a_new_false_retrieval(project: RagProject) -> None:
+    a, b = _two_runs(project, "--rag-answer-threshold=0.5")
+    thresholds = project.thresholds({"false_retrieval_rate_tolerance": 0.0})
+    code, out, err = _compare(a, b, "--fail-on-regression", "--thresholds", thresholds)
+    assert code == 1, out + err
+    assert "Questions with no answer" in out
+    assert re.search(r"A 2, false_retrieval_rate 0\.0000 \(answer threshold 0\.5\); "
+                     r"B 2, false_retrieval_rate 0\.5000", out)
+    assert re.search(r"1\. q-none.*false_retrieval\s+0\.0000 -> 1\.0000", out, re.S)
+    assert "false_retrieval_rate rose +0.5000 against A" in out
+    code, out, _ = _compare(a, b, "--format", "json", "--thresholds", thresholds)
+    payload = json.loads(out)
+    assert payload["no_answer"]["A"] == {"n": 2, "false_retrieval_rate": 0.0, "answer_threshold": 0.5}
+    assert payload["no_answer"]["B"]["false_retrieval_rate"] == 0.5
+    assert [r["qid"] for r in payload["regressed"]] == ["q-none"]
+    assert payload["no_answer"]["B"]["n"] == 2 and payload["n"] == 6  # outside the means
+    # the same run on both sides: nothing regressed
+    assert _compare(b, b, "--fail-on-regression", "--thresholds", thresholds)[0] == 0
+
+
+def test_compare_against_the_baseline_file(project: RagProject) -> None:
+    _, b = _two_runs(project)
+    code, out, err = _compare(project.baseline_path, b, "--fail-on-regression")
+    assert code == 1, out + err
+    assert "A 2, false_retrieval_rate 0.0000" in out and "B 2, false_retrieval_rate 0.5000" in out
+    assert re.search(r"1\. q-none.*false_retrieval\s+0\.0000 -> 1\.0000", out, re.S)
+
+
+def test_compare_golden_recomputes_false_retrieval(project: RagProject) -> None:
+    a, b = _two_runs(project, "--rag-answer-threshold=0.5")
+    golden = project.path / "golden.yaml"
+    assert _compare(a, b, "--golden", golden)[0] == 0
+    data = json.loads(b.read_text(encoding="utf-8"))
+    data["per_query"]["q-none"]["false_retrieval"] = 0  # hide the new false retrieval
+    _rewrite(b, data)
+    code, _, err = _compare(a, b, "--golden", golden)
+    assert code == 2
+    assert re.search(r"b\.json.*per_query\.q-none.*false_retrieval = 0.*give 1 under rag_answer_threshold 0\.5", err)
+    # the recorded threshold is the one used: above the score, 0 is right
+    data["_meta"]["answer_threshold"] = 0.9
+    _rewrite(b, data)
+    a_data = json.loads(a.read_text(encoding="utf-8"))
+    a_data["_meta"]["answer_threshold"] = 0.9
+    _rewrite(a, a_data)
+    code, out, err = _compare(a, b, "--golden", golden)
+    assert code == 0, err
+    assert "traceback" not in err.lower()
+
+
+def test_compare_golden_refuses_an_answerable_question_turned_unanswerable(project: RagProject) -> None:
+    a, b = _two_runs(project)
+    data = json.loads(b.read_text(encoding="utf-8"))
+    entry = data["per_query"]["q-001"]
+    data["per_query"]["q-001"] = {**entry, "status": "unanswerable", "metrics": None, "answerable": False,
+                                  "false_retrieval": 1}
+    scored = [e["metrics"] for e in data["per_query"].values() if e["status"] == "scored"]
+    data["n"] = len(scored)  # a consistent file, its means without q-001
+    data["aggregate"] = {m: sum(e[m] for e in scored) / len(scored) for m in data["aggregate"]}
+    _rewrite(b, data)
+    code, _, err = _compare(a, b, "--golden", project.path / "golden.yaml")
+    assert code == 2
+    assert re.search(r"b\.json.*per_query\.q-001.*B says unanswerable", err)
