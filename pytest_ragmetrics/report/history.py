@@ -92,10 +92,17 @@ def _runs_table(group: Mapping[str, Any]) -> str:
         row.append(gate_label(r))
         row.append(f"{v['ok']}/{v['regressed']}/{v['error']}")
         row.append(" ".join(s for s, on in (("R", r.get("refresh")), ("C", r.get("retriever_changes"))) if on))
+        if no_answer_shown(group):
+            row += [r.get("no_answer", 0), r.get("false_retrieval_rate")]
         rows.append(row)
     headers = ["run", "created", "commit"] + [h for m in metrics for h in (m, "Δ")] + \
-              ["gate", "ok/regr/err", "marks"]
+              ["gate", "ok/regr/err", "marks"] + (["no answer", "false_retrieval_rate"] if no_answer_shown(group) else [])
     return markdown_table(headers, rows)
+
+
+def no_answer_shown(group: Mapping[str, Any]) -> bool:
+    """Whether any run of the group had questions marked answerable: false (their columns are shown then)."""
+    return any(r.get("no_answer") for r in group["runs"])
 
 
 def _tags_table(group: Mapping[str, Any]) -> str:
@@ -144,6 +151,9 @@ def _group_text(group: Mapping[str, Any], md: bool, min_flips: int) -> list[str]
     if len(runs) > 1:
         say("Δ: change from the run before; ! fell more than the allowed drop in one step (the gate's to judge). "
             "Marks: R baseline refreshed, C retriever changed.")
+    if no_answer_shown(group):
+        say("No answer: questions marked answerable: false, outside n and the means; false_retrieval_rate is the "
+            "share that got a result counted as an answer (lower is better).")
     say(sample_size_note(runs[-1]["n"]))
     marks = [(r, line) for r in runs for line in timeline_marks(r)]
     if marks:

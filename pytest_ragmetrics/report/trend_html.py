@@ -20,6 +20,7 @@ from pytest_ragmetrics.report.history import (
     drift_line,
     gate_label,
     measured_line,
+    no_answer_shown,
     timeline_marks,
 )
 from pytest_ragmetrics.report.html_parts import delta_cell, num, page, table
@@ -121,6 +122,7 @@ def _runs_table(group: Mapping[str, Any]) -> str:
     metrics = group["metrics"]
     n = group["runs"][-1]["n"]
     commits = any(r.get("git_commit") for r in group["runs"])  # a project outside git records none
+    shown = no_answer_shown(group)  # questions marked answerable: false: their count and false-retrieval rate
     rows = []
     for r in group["runs"]:
         row = [f'<td class="num" title="{escape(str(r["path"]))}">#{r["index"]}</td>',
@@ -138,9 +140,12 @@ def _runs_table(group: Mapping[str, Any]) -> str:
         marks = [(letter, text) for letter, text in zip("RC", (r.get("refresh"), r.get("retriever_changes"))) if text]
         row.append("<td>" + " ".join(f"<b title='{escape(line)}'>{letter}</b>"
                                      for (letter, _), line in zip(marks, timeline_marks(r))) + "</td>")
+        if shown:
+            row.append(f'<td class="num">{int(r.get("no_answer") or 0)}</td>'
+                       f'<td class="num">{num(r.get("false_retrieval_rate"))}</td>')
         rows.append(row)
     headers = ["run", "created"] + ["commit"] * commits + [h for m in metrics for h in (m, "Δ")] + \
-              ["gate", "ok/regr/err", "marks"]
+              ["gate", "ok/regr/err", "marks"] + ["no answer", "false_retrieval_rate"] * shown
     return table(headers, rows)
 
 
@@ -201,6 +206,10 @@ def _group_html(group: Mapping[str, Any], min_flips: int) -> str:
                 figures.append(f"<figure>{line_chart(runs, series, f'{m} {tag}', width=250, height=110, small=True)}"
                                f"<figcaption>{escape(tag)} (n={escape(str(n))})</figcaption></figure>")
             out.append(f"<p class=note>{escape(m)} per tag:</p><div class=multiples>{''.join(figures)}</div>")
+    if no_answer_shown(group):
+        out.append("<h3>false_retrieval_rate</h3><p class=note>Questions marked answerable: false that got a result "
+                   "counted as an answer (lower is better; outside n and the means above).</p>")
+        out.append(line_chart(runs, [r.get("false_retrieval_rate") for r in runs], "false_retrieval_rate"))
     out.append("<h3>Flaky queries</h3>")
     if group["flaky"]:
         out.append(_flaky_table(group))

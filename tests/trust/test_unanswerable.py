@@ -348,3 +348,37 @@ def test_compare_golden_refuses_an_answerable_question_turned_unanswerable(proje
     code, _, err = _compare(a, b, "--golden", project.path / "golden.yaml")
     assert code == 2
     assert re.search(r"b\.json.*per_query\.q-001.*B says unanswerable", err)
+
+
+def _history(*argv: object) -> tuple[int, str, str]:
+    import contextlib
+    import io
+
+    from pytest_ragmetrics.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(["history", *map(str, argv)])
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_history_shows_the_no_answer_count_and_rate_per_night(project: RagProject) -> None:
+    a, b = _two_runs(project)
+    code, out, err = _history(a, b, "--html", project.path / "trend.html")
+    assert code == 0, err
+    header = next(line for line in out.splitlines() if line.startswith("| run"))
+    assert header.rstrip(" |").endswith("no answer | false_retrieval_rate")
+    rows = [line for line in out.splitlines() if line.startswith("| #")]
+    assert re.search(r"\|\s+2\s+\|\s+0\.0000\s+\|$", rows[0]) and re.search(r"\|\s+2\s+\|\s+0\.5000\s+\|$", rows[1])
+    assert re.search(r"\|\s+6/0/0\s+\|", rows[0]) and re.search(r"\|\s+6/1/0\s+\|", rows[1])  # q-none regressed
+    runs = json.loads(_history(a, b, "--format", "json")[1])["groups"][0]["runs"]
+    assert [(r["n"], r["no_answer"], r["false_retrieval_rate"]) for r in runs] == [(6, 2, 0.0), (6, 2, 0.5)]
+    html = (project.path / "trend.html").read_text(encoding="utf-8")
+    assert "false_retrieval_rate" in html and "no answer" in html
+
+
+def test_history_without_unanswerable_questions_has_no_such_columns(project: RagProject) -> None:
+    project.remove_query("q-none")
+    _artifact(project)
+    code, out, _ = _history(project.path / "run.json")
+    assert code == 0 and "no answer" not in out and "false_retrieval_rate" not in out
