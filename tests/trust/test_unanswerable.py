@@ -382,3 +382,14 @@ def test_history_without_unanswerable_questions_has_no_such_columns(project: Rag
     _artifact(project)
     code, out, _ = _history(project.path / "run.json")
     assert code == 0 and "no answer" not in out and "false_retrieval_rate" not in out
+
+
+def test_an_errored_unanswerable_question_fails_but_stays_out_of_the_means(project: RagProject) -> None:
+    project.make_baseline()
+    project.answer(q_none={"raise": "index offline"})
+    result = project.run("--rag-report=run.json")
+    assert result.ret == 1 and "golden.yaml::q-none" in ids_with(result, "failed")
+    data = json.loads((project.path / "run.json").read_text(encoding="utf-8"))
+    assert data["per_query"]["q-none"]["status"] == "error"
+    assert data["n"] == 6 and data["aggregate"]["recall@10"] == 1.0  # not a 0 among the answerable questions
+    assert data["comparison"]["no_answer"]["false_retrieval_rate"] == 1.0  # an error is no proof of no answer
