@@ -56,7 +56,9 @@ def main(argv: list[str] | None = None) -> int:
                                  metrics=metrics, parameter=param, title=f"Demo: hybrid, sweep {param}",
                                  spelling=SPELLING))
 
-    print(f"{len(golden)} questions, corpus {len(retrievers(None).documents)} documents (eval/corpus)\n")
+    no_answer = len(golden.unanswerable())  # no recall or MRR to compare: the gate scores them by false retrieval
+    print(f"{len(golden) - no_answer} questions, corpus {len(retrievers(None).documents)} documents (eval/corpus)"
+          + (f"; {no_answer} more marked answerable: false are left out" if no_answer else "") + "\n")
     print(render_markdown(tables, column=args.by), end="")
     return 0
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
-from pytest_ragmetrics.errors import InputError, brief_repr
+from pytest_ragmetrics.errors import InputError, brief_repr, listed
 from pytest_ragmetrics.files import check_line_endings, check_no_bom, json_lines, read_text, split_columns, split_lines
 
 __all__ = ["Query", "GoldenSet", "by_grade", "check_date", "load_golden", "load_qrels", "MAX_GRADE", "JUDGMENTS",
@@ -62,6 +62,9 @@ class Query:
     def judgment_dates(self) -> dict[str, _dt.date | None]:
         """Each judged document's date: its own, else the record's, else None (undated)."""
         return {doc: self.judged_dates.get(doc, self.judged_at) for doc in self.judgments}
+    #: False for a question the corpus does not answer (``answerable: false``): it is scored by
+    #: false retrieval (see :mod:`pytest_ragmetrics.unanswerable`), outside every other mean
+    answerable: bool = True
 
     def n_relevant(self, relevance_level: int = 1) -> int:
         return sum(1 for g in self.judgments.values() if g >= relevance_level)
@@ -76,8 +79,13 @@ class Query:
 
     def judgments_digest(self) -> str:
         """A short hash of this query's text and judgments, to spot changed labels."""
-        payload = json.dumps([self.text, sorted(self.judgments.items())], ensure_ascii=False)
+        payload = json.dumps([self.text, sorted(self.judgments.items()), *self._no_answer()], ensure_ascii=False)
         return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:16]
+
+    def _no_answer(self) -> list[str]:
+        """What hashes add for an unanswerable question (nothing for the others, so their
+        digests stay as they were): flipping the flag changes the query's digest."""
+        return [] if self.answerable else ["answerable: false"]
 
 
 @dataclass(frozen=True)
@@ -113,7 +121,11 @@ class GoldenSet:
 
     def unscorable(self, relevance_level: int = 1) -> list[str]:
         """Queries with no document at or above the relevance level (never scored as 0)."""
-        return [q.qid for q in self.queries if q.n_relevant(relevance_level) == 0]
+        return [q.qid for q in self.queries if q.answerable and q.n_relevant(relevance_level) == 0]
+
+    def unanswerable(self) -> list[str]:
+        """Questions declared ``answerable: false``: scored by false retrieval, not by the means."""
+        return [q.qid for q in self.queries if not q.answerable]
 
     def tags(self) -> list[str]:
         return sorted({t for q in self.queries for t in q.tags})
@@ -128,7 +140,8 @@ class GoldenSet:
         change a number, so retagging does not invalidate a baseline)."""
         h = hashlib.sha256()
         for q in sorted(self.queries, key=lambda q: q.qid):
-            h.update(json.dumps([q.qid, q.text, sorted(q.judgments.items())], ensure_ascii=False).encode())
+            h.update(json.dumps([q.qid, q.text, sorted(q.judgments.items()), *q._no_answer()],
+                                ensure_ascii=False).encode())
             h.update(b"\n")
         return h.hexdigest()
 
@@ -334,21 +347,47 @@ def _load_yaml(path: Path, id_separator: str | None = None) -> GoldenSet:
             raise InputError(name, f"record {number}", f"expected a mapping with id, question, gold_chunks; got {brief_repr(record)}")
         line = record.pop("__line__", None)
         where = f"record {number} (line {line})"
-        qid = _required_id(record, ("id", "question", "gold_chunks"), name, where)
+        answerable = _check_answerable(record, name, where, "id")
+        qid = _required_id(record, ("id", "question", "gold_chunks") if answerable else ("id", "question"), name, where)
         where = f"record {number} (line {line}, id {brief_repr(qid)})"
         _refuse_unknown_keys(record, _YAML_KEYS, name, where)
         question = _check_id(record["question"], name, where, "question")
         dates: dict[str, _dt.date] = {}
-        gold = _yaml_gold(record["gold_chunks"], name, where, dates)
+        if answerable:
+            gold = _yaml_gold(record["gold_chunks"], name, where, dates)
+        else:
+            given = record.get("gold_chunks")
+            gold = {} if given in (None, [], {}) else _yaml_gold(given, name, where, dates)
+            _no_gold(gold, name, where, "gold_chunks")
         tags = _check_tags(record.get("tags"), name, where)
         judged_at = check_date(record["judged_at"], name, where) if record.get("judged_at") is not None else None
-        queries.append((Query(qid, question, gold, tags, judged_at, dates), where))
+        queries.append((Query(qid, question, gold, tags, judged_at, dates, answerable), where))
     return _finish(name, queries, id_separator=id_separator, judgments=judgments)
 
 
 #: The keys of a YAML golden record; anything else is a typo (``tag:``) or a question cut short
 #: by YAML itself (an unquoted ``?`` or ``:`` in a flow mapping starts a new key).
-_YAML_KEYS = ("id", "question", "gold_chunks", "tags", "judged_at")
+_YAML_KEYS = ("id", "question", "gold_chunks", "tags", "judged_at", "answerable")
+
+
+def _check_answerable(record: dict[str, Any], path: str, where: str, id_field: str) -> bool:
+    """``answerable`` (default true) must be a bool: ``"no"`` or ``0`` would read as a typo's guess."""
+    value = record.get("answerable", True)
+    if not isinstance(value, bool):
+        if isinstance(record.get(id_field), str):
+            where = f"{where[:-1]}, {id_field} {brief_repr(record[id_field])})" if where.endswith(")") \
+                else f"{where} ({id_field} {brief_repr(record[id_field])})"
+        raise InputError(path, where, f"answerable must be true or false, got {brief_repr(value)}")
+    return value
+
+
+def _no_gold(judgments: Mapping[str, int], path: str, where: str, field_name: str) -> None:
+    """A question marked unanswerable has no relevant document: a positive grade contradicts it
+    (judgments of grade 0, "judged not relevant", are fine)."""
+    gold = [d for d, g in judgments.items() if g > 0]
+    if gold:
+        raise InputError(path, where, f"answerable: false, but {field_name} grades {listed([brief_repr(d) for d in gold])} relevant; a question "
+                                      "with no answer has no gold document (drop the gold, or the answerable flag)")
 
 
 def _refuse_unknown_keys(record: dict[str, Any], known: Sequence[str], path: str, where: str) -> None:
@@ -417,11 +456,14 @@ def _load_jsonl(path: Path, id_separator: str | None = None) -> GoldenSet:
                 mode = (check_judgments(meta["judgments"], name, f"{where} (_meta.judgments)"),
                         f"{path.name} _meta.judgments")
             continue
-        qid = _required_id(record, ("qid", "query", "candidates"), name, where)
+        answerable = _check_answerable(record, name, where, "qid")
+        qid = _required_id(record, ("qid", "query", "candidates") if answerable else ("qid", "query"), name, where)
         where = f"line {number} (qid {brief_repr(qid)})"
         text = _check_id(record["query"], name, where, "query")
-        candidates = record["candidates"]
-        if not isinstance(candidates, list) or not candidates:
+        candidates = record.get("candidates", [])
+        if not answerable and candidates is None:
+            candidates = []
+        if not isinstance(candidates, list) or (answerable and not candidates):
             raise InputError(name, where, "candidates must be a non-empty list of {doc_id, rel}")
         judgments: dict[str, int] = {}
         dates: dict[str, _dt.date] = {}
@@ -439,8 +481,10 @@ def _load_jsonl(path: Path, id_separator: str | None = None) -> GoldenSet:
         tags = list(_check_tags(record.get("tags"), name, where))
         if record.get("mode") is not None:
             tags.insert(0, _check_id(record["mode"], name, where, "mode"))
+        if not answerable:
+            _no_gold(judgments, name, where, "candidates")
         judged_at = check_date(record["judged_at"], name, where) if record.get("judged_at") is not None else None
-        queries.append((Query(qid, text, judgments, tuple(dict.fromkeys(tags)), judged_at, dates), where))
+        queries.append((Query(qid, text, judgments, tuple(dict.fromkeys(tags)), judged_at, dates, answerable), where))
     return _finish(name, queries, id_separator=id_separator, judgments=mode)
 
 

@@ -31,6 +31,8 @@ _INI = {
     "rag_corpus": ("corpus the retriever indexes; gold ids it lacks and golden questions found in it are warned "
                    "about", ""),
     "rag_timeout": ("seconds (> 0) one query's retrieval may take before its item errors (default: no limit)", ""),
+    "rag_answer_threshold": ("retriever score at or above which a result counts as an answer: a question marked "
+                             "answerable: false that gets one is a false retrieval (default: any result is)", ""),
     "rag_setup_timeout": ("seconds (> 0) the rag_retriever fixture may take to build the retriever before the run "
                           "stops (default: no limit)", ""),
 }
@@ -81,6 +83,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "worker thread, where a hung call is abandoned (it cannot be killed) and the next call "
                          "waits for it to return (one limit more, outside its own; queries still blocked then are "
                          "not run), unless the retriever has thread_safe = True; overrides ini rag_timeout")
+    group.addoption("--rag-answer-threshold", dest="rag_answer_threshold", metavar="SCORE",
+                    help="a result scoring at or above this counts as an answer to a question marked answerable: "
+                         "false (a false retrieval); overrides ini rag_answer_threshold")
     group.addoption("--rag-setup-timeout", dest="rag_setup_timeout", metavar="SECONDS",
                     help="stop the run when the rag_retriever fixture takes longer than this to build the "
                          "retriever (> 0; 'none': no limit, the default); overrides ini rag_setup_timeout")

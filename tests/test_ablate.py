@@ -577,3 +577,27 @@ def test_cli_ablate_in_a_process_whose_stderr_is_a_log(car_golden: Path, tmp_pat
     assert quiet.returncode == 0, quiet.stderr[-3000:]
     assert not [line for line in quiet.stderr.splitlines() if line.startswith(TASKS) or line.startswith("index ")]
     assert quiet.stdout == loud.stdout
+
+
+def test_cli_ablate_leaves_questions_with_no_answer_out_and_says_so(
+    capsys: pytest.CaptureFixture[str], car_golden: Path, tmp_path: Path
+) -> None:
+    golden = tmp_path / "golden.yaml"
+    golden.write_text(car_golden.read_text(encoding="utf-8") + "\n- id: none-1\n  question: best pizza in town\n"
+                      "  answerable: false\n", encoding="utf-8")
+    code, out, err = run_cli(
+        capsys, "ablate", "--corpus", str(CAR_CORPUS), "--golden", str(golden), "--modes", "bm25",
+        "--chunk-size", "whole", "--data-dir", str(tmp_path / "idx"), "-m", "mrr@3", "--format", "json",
+    )
+    assert code == 0, err
+    table = json.loads(out)["tables"][0]
+    assert table["no_answer"] == ["none-1"]
+    assert all("none-1" not in row["per_query"] and "none-1" not in row["unscorable"] for row in table["rows"])
+    code, out, err = run_cli(
+        capsys, "ablate", "--corpus", str(CAR_CORPUS), "--golden", str(golden), "--modes", "bm25",
+        "--chunk-size", "whole", "--data-dir", str(tmp_path / "idx"), "-m", "mrr@3",
+    )
+    assert code == 0, err
+    assert "(1 more marked answerable: false, left out)" in out
+    assert "1 questions marked answerable: false are left out" in out and "'none-1'" in out
+    assert "no relevant document" not in out  # not mistaken for an unscorable question

@@ -36,7 +36,7 @@ def test_leakage_on_the_demo_finds_nothing(capsys: pytest.CaptureFixture[str]) -
     code = main(["leakage", "--golden", str(REPO / "eval" / "golden.yaml"), "--corpus", str(REPO / "eval" / "corpus"),
                  "--fail"])
     assert code == 0
-    assert "0 of 72" in capsys.readouterr().out
+    assert "0 of 77" in capsys.readouterr().out
 
 
 def test_errors_of_module_verbs_are_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

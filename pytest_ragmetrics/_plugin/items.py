@@ -10,7 +10,8 @@ from typing import Any, Sequence
 import pytest
 
 from pytest_ragmetrics.errors import RagMetricsError, shown, shown_lines
-from pytest_ragmetrics.gate.verdict import Drop, Gate, QueryRecord, query_drops
+from pytest_ragmetrics.gate.verdict import Drop, Gate, QueryRecord, false_retrieval_drops, query_drops
+from pytest_ragmetrics.unanswerable import FALSE_RETRIEVAL
 from pytest_ragmetrics.golden import Query
 from pytest_ragmetrics.report.text import gate_line, regressions_text
 from pytest_ragmetrics._plugin.deadline import RetrieverBusy
@@ -238,10 +239,16 @@ class QueryItem(pytest.Function):
         from pytest_ragmetrics.gate.verdict import Regression
 
         exceeded = [d for d in drops if d.exceeded]
-        head = "; ".join(f"{d.metric} fell {d.before:.4f} -> {d.after:.4f} (allowed drop {d.tolerance:g})"
+        head = "; ".join(f"{d.metric} rose {d.before:.4f} -> {d.after:.4f}: a result at or above the answer threshold "
+                         "came back for a question marked answerable: false" if d.rise else
+                         f"{d.metric} fell {d.before:.4f} -> {d.after:.4f} (allowed drop {d.tolerance:g})"
                          for d in exceeded)
         gold = self.query.gold(rag.config.relevance_level)
-        regression = Regression(self.query.qid, self.query.text, drops, gold, record.ranking, record.explains)
+        explains = record.explains
+        if not self.query.answerable:
+            explains = [f"score {s:.4g}" if s is not None else None for s in record.scores] or explains
+        regression = Regression(self.query.qid, self.query.text, drops, gold, record.ranking, explains,
+                                answerable=self.query.answerable)
         entry = regressions_text([regression], 1).split("\n", 1)[1]
         return f"{head}\n{entry.replace('  1. ', '  ', 1)}"  # one query: no list number
 
@@ -272,13 +279,21 @@ def junit_properties(rag: RagSession, record: QueryRecord) -> list[tuple[str, ob
 
 
 def _verdict_properties(rag: RagSession, record: QueryRecord) -> list[tuple[str, object]]:
+    baseline = None if rag.baseline is None or rag.options.update_baseline else rag.baseline
+    if record.status == "unanswerable":  # its score is false_retrieval; verdict ok/regressed/new as any query's
+        entry = rag.baseline_id.get(record.qid, record.qid)
+        found = [("false_retrieval", record.false_retrieval)]
+        if baseline is None or FALSE_RETRIEVAL not in baseline.per_query.get(entry, {}):
+            return [*found, ("verdict", "new")]
+        before = baseline.per_query[entry][FALSE_RETRIEVAL]
+        regressed = bool(false_retrieval_drops(record.false_retrieval, baseline.per_query[entry]))
+        return [*found, ("baseline.false_retrieval", before), ("verdict", "regressed" if regressed else "ok")]
     if record.status != "scored":
         return [("verdict", record.status)]
     k = rag.options.k
     pooled: list[tuple[str, object]] = [] if record.judged is None else [(f"judged@{k}", round(record.judged, 6))]
     if record.unjudged_new is not None:
         pooled.append((f"unjudged_new@{k}", len(record.unjudged_new)))
-    baseline = None if rag.baseline is None or rag.options.update_baseline else rag.baseline
     if baseline is None or record.qid not in baseline.per_query:
         return [*pooled, ("verdict", "new")]
     before = baseline.metrics_of(record.qid)

@@ -14,6 +14,7 @@ from typing import Any, Callable
 
 from pytest_ragmetrics.errors import RagMetricsError
 from pytest_ragmetrics.measures import MeasurementConfig, parse_measures
+from pytest_ragmetrics.unanswerable import parse_threshold
 
 __all__ = ["RagOptions", "build_options", "DEFAULT_THRESHOLDS"]
 
@@ -47,6 +48,8 @@ class RagOptions:
     allow_missing_gold: bool = False  # --rag-update-baseline may write gold ids the corpus lacks
     judgments: str | None = None  # closed | pooled, overriding the golden set's own; None: the set's
     judgments_from: str = ""  # "--rag-judgments" or "ini rag_judgments", for the report header
+    #: a result scoring under this does not count as a false retrieval (None: any result does)
+    answer_threshold: float | None = None
 
 
 def _metrics_for(k: int) -> list[str]:
@@ -117,6 +120,11 @@ def build_options(get: Callable[[str, str], Any], resolve: Callable[[str, bool],
         raise RagMetricsError(f"{'--rag-judgments' if j_cli else 'ini rag_judgments'} must be closed or pooled, got "
                               f"{judgments!r} (closed: documents the golden set does not list are not relevant; "
                               "pooled: they are unjudged)")
+    raw_answer, _ = pick("rag_answer_threshold", "rag_answer_threshold")
+    try:
+        answer_threshold = parse_threshold(raw_answer, "--rag-answer-threshold / rag_answer_threshold")
+    except ValueError as exc:
+        raise RagMetricsError(str(exc)) from None
     corpus_path = resolve(corpus, c_cli) if corpus else None
     if corpus_path is not None and not corpus_path.exists():
         # a typo must not switch the leakage check off with one line at the end of the summary
@@ -144,6 +152,7 @@ def build_options(get: Callable[[str, str], Any], resolve: Callable[[str, bool],
         allow_missing_gold=bool(get("rag_allow_missing_gold", "")),
         judgments=judgments or None,
         judgments_from="--rag-judgments" if j_cli else "ini rag_judgments",
+        answer_threshold=answer_threshold,
     )
 
 

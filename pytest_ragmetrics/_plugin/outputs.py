@@ -39,6 +39,9 @@ def meta(rag: RagSession) -> dict[str, Any]:
         "thresholds": {"source": _project_path(rag, Path(rag.thresholds.path)) if rag.thresholds.path else "defaults",
                        "values": rag.thresholds.to_dict()},
         "created": rag.created,
+        # the score a result needs to count as an answer to a question marked answerable: false
+        **({"answer_threshold": rag.options.answer_threshold}
+           if rag.options.answer_threshold is not None or rag.full_golden.unanswerable() else {}),
     }
 
 
@@ -70,10 +73,17 @@ def artifact(rag: RagSession) -> dict[str, Any]:
         per_query[q.qid]["_top"] = list(r.ranking)  # the top k, as the baseline records it
         if rag.pooled and r.judged is not None:
             per_query[q.qid]["unjudged"] = unjudged_entry(rag, r, verdict)
+        if r.scores:
+            per_query[q.qid]["scores"] = r.scores
+        if not q.answerable:
+            per_query[q.qid]["answerable"] = False
+            if r.status == "unanswerable":
+                per_query[q.qid]["false_retrieval"] = r.false_retrieval
         entry = rag.baseline_id.get(q.qid, q.qid)  # a renamed query's baseline is its old entry
         if rag.baseline is not None and entry in rag.baseline.per_query and not rag.options.update_baseline:
             # the metrics this run measured (a baseline compared despite other metrics holds others)
-            per_query[q.qid]["baseline"] = {m: v for m, v in rag.baseline.metrics_of(entry).items() if m in rag.metrics}
+            per_query[q.qid]["baseline"] = {m: v for m, v in rag.baseline.metrics_of(entry).items()
+                                            if m in rag.metrics or m == "false_retrieval"}
     data = meta(rag)
     data["format"] = ARTIFACT_FORMAT
     data["subset"] = rag.options.subset

@@ -20,12 +20,13 @@ from pytest_ragmetrics._plugin.retrieval import Retrieval
 from pytest_ragmetrics._plugin.deadline import RetrieverBusy
 from pytest_ragmetrics.errors import BaselineError, RagMetricsError, RetrieverError, brief_repr, listed, shown
 from pytest_ragmetrics.evaluation import mean_metrics, score_query
-from pytest_ragmetrics.gate.baseline import Baseline, fingerprint_mismatch, load_baseline, write_baseline
+from pytest_ragmetrics.gate.baseline import (Baseline, fingerprint_mismatch, load_baseline, threshold_mismatch,
+                                             write_baseline)
 from pytest_ragmetrics.gate.thresholds import Thresholds, load_thresholds
 from pytest_ragmetrics.gate.subset import select_smoke
 from pytest_ragmetrics.gate.staleness import LabelAges, check_tags, label_ages
-from pytest_ragmetrics.gate.verdict import (Drop, QueryRecord, Verdict, build_verdict, find_renames, gate_names,
-                                            query_drops)
+from pytest_ragmetrics.gate.verdict import (Drop, QueryRecord, Verdict, build_verdict, false_retrieval_drops,
+                                            find_renames, gate_names, query_drops)
 from pytest_ragmetrics.gold import GoldCheck, check_gold, retriever_doc_ids
 from pytest_ragmetrics.golden import GoldenSet, Query, load_golden
 from pytest_ragmetrics.metrics import document_of, document_ranking, ideal_grades
@@ -34,6 +35,7 @@ from pytest_ragmetrics.report.tables import counted
 from pytest_ragmetrics.report.text import REFRESH_COMMAND, baseline_change_text
 from pytest_ragmetrics.results import normalize_results
 from pytest_ragmetrics.unjudged import measure_unjudged, top_grade
+from pytest_ragmetrics.unanswerable import FALSE_RETRIEVAL, RATE, false_retrieval, false_retrieval_rate
 
 __all__ = ["RagSession", "RECORD_KEY"]
 
@@ -174,6 +176,7 @@ class RagSession:
 
     def _check_baseline(self, baseline: Baseline) -> None:
         problems = fingerprint_mismatch(baseline.meta, self.config, self.options.k, self.full_golden.judgments)
+        problems += threshold_mismatch(baseline, self.options.answer_threshold)
         changed = [
             q.qid for q in self.full_golden
             if q.qid in baseline.per_query
@@ -237,17 +240,24 @@ class RagSession:
             raise
         docs, metrics = score_query(returned.ids, query.judgments, self.config, self._ideal.get(query.qid))
         explains = _explains_per_document(returned, docs, self.config.id_separator)
+        scores = _scores_per_document(returned, docs, self.config.id_separator)
+        entry = self.baseline_id.get(query.qid, query.qid)  # a renamed query keeps its old entry
+        compared = self.baseline is not None and entry in self.baseline.per_query and not self.options.update_baseline
+        if not query.answerable:  # scored by false retrieval alone (see pytest_ragmetrics.unanswerable)
+            found = false_retrieval(returned.scores, self.options.answer_threshold)
+            record = QueryRecord(query.qid, "unanswerable", None, docs, explains, len(docs),
+                                 truncated_from=returned.truncated_from, scores=scores, false_retrieval=found)
+            return record, (false_retrieval_drops(found, self.baseline.per_query[entry])  # type: ignore[union-attr]
+                            if compared else [])
         lost = self.gold_check.reason(query.qid) if self.gold_check is not None else None
         if metrics is None or lost is not None:  # a query whose gold cannot be retrieved would score 0 forever
             return QueryRecord(query.qid, "unscorable", None, docs, explains, len(docs), error=lost,
                                truncated_from=returned.truncated_from), []
         record = QueryRecord(query.qid, "scored", metrics, docs, explains, len(docs),
-                             truncated_from=returned.truncated_from)
+                             truncated_from=returned.truncated_from, scores=scores)
         if any(p is not None for p in returned.parents):
             record.parent_level = score_parents(returned.ids, returned.parents, query.judgments,
                                                 self.config, self.options.k)
-        entry = self.baseline_id.get(query.qid, query.qid)  # a renamed query keeps its old entry
-        compared = self.baseline is not None and entry in self.baseline.per_query and not self.options.update_baseline
         drops = query_drops(metrics, self.baseline.metrics_of(entry), self.thresholds) if compared else []  # type: ignore[union-attr]
         if self.pooled:
             top = self.baseline.per_query[entry].get("_top") if compared else None  # type: ignore[union-attr]
@@ -325,6 +335,7 @@ class RagSession:
                 self.thresholds, self.metrics, self.config.relevance_level, self.full_golden,
                 baseline_path=str(self.options.baseline), labels=self.labels,
                 artifact_path=self._shown_path(self.options.report) if self.options.report else None,
+                answer_threshold=self.options.answer_threshold,
             )
         return self._verdict
 
@@ -365,7 +376,13 @@ class RagSession:
             qid: {**(r.metrics or {}), "_judgments": self.full_golden[qid].judgments_digest(), "_top": list(r.ranking)}
             for qid, r in scored.items()
         }
-        aggregate = mean_metrics((r.metrics or {} for r in scored.values()), self.metrics)
+        aggregate: dict[str, float] = mean_metrics((r.metrics or {} for r in scored.values()), self.metrics)
+        no_answer = {q.qid: self.records[q.qid] for q in self.full_golden if self.records[q.qid].status == "unanswerable"}
+        for qid, r in no_answer.items():  # false retrieval only: these questions have no other metric
+            per_query[qid] = {FALSE_RETRIEVAL: float(r.false_retrieval or 0),
+                              "_judgments": self.full_golden[qid].judgments_digest()}
+        if no_answer:
+            aggregate[RATE] = false_retrieval_rate(float(r.false_retrieval or 0) for r in no_answer.values())  # type: ignore[assignment]
         described = meta(self)
         if gold is not None and gold.missing:
             described["allowed_missing_gold"] = gold.allowed()
@@ -374,6 +391,16 @@ class RagSession:
         write_baseline(self.options.baseline, new)
         self.baseline_written = change
         return change
+
+def _scores_per_document(returned: Any, docs: list[str], separator: str | None) -> list[float | None]:
+    """The score of the best-ranked result behind each document (empty when no result has one)."""
+    if not any(s is not None for s in returned.scores):
+        return []
+    first: dict[str, float | None] = {}
+    for rid, score in zip(returned.ids, returned.scores):
+        first.setdefault(document_of(rid, separator), score)
+    return [first.get(d) for d in docs]
+
 
 def _explains_per_document(returned: Any, docs: list[str], separator: str | None) -> list[str | None]:
     """The explanation of the best-ranked result behind each document."""

@@ -134,7 +134,9 @@ def run(args: argparse.Namespace) -> int:
         json.dump(payload, sys.stdout, indent=2, ensure_ascii=False)
         sys.stdout.write("\n")
         return 0
-    header = (f"Ablation of {args.corpus} on {args.golden}: {len(golden)} questions; "
+    no_answer = len(golden.unanswerable())
+    header = (f"Ablation of {args.corpus} on {args.golden}: {len(golden) - no_answer} questions"
+              + (f" ({no_answer} more marked answerable: false, left out)" if no_answer else "") + "; "
               f"relevance level {args.relevance_level}, {args.gain} gain")
     sys.stdout.write(header + "\n\n" + render_markdown(ablations, breakdown=args.per_query, column=by))
     return 0

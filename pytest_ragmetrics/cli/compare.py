@@ -17,6 +17,7 @@ from pytest_ragmetrics.measures import MeasurementConfig
 from pytest_ragmetrics.report.tables import markdown_table
 from pytest_ragmetrics.report.text import verdict_text
 from pytest_ragmetrics.tools.compare import (
+    check_false_retrieval,
     check_recorded_metrics,
     check_scorability,
     compare,
@@ -89,6 +90,7 @@ def run(args: argparse.Namespace) -> int:
     check_scorability(a, b, golden if args.golden else None)
     if args.golden:
         check_recorded_metrics(a, b, golden)  # type: ignore[arg-type]
+        check_false_retrieval(a, b, golden)  # type: ignore[arg-type]
     problems = mismatch(a, b, golden if args.golden else None)
     if problems and not args.accept_mismatch:
         raise RagMetricsError(
@@ -139,6 +141,9 @@ def run(args: argparse.Namespace) -> int:
     code = decided(args, 1 if args.fail_on_regression and failed else 0)  # before any output can fail
     worst = args.worst if args.worst is not None else thresholds.worst_n
     measured = {"A": describe_measurement(a), "B": describe_measurement(b)}
+    no_answer = {label: {"n": len(side.no_answer), "false_retrieval_rate": side.false_retrieval_rate(),
+                         "answer_threshold": side.answer_threshold}
+                 for label, side in (("A", a), ("B", b))}
     if args.html:
         from pytest_ragmetrics.report.html import render_html
 
@@ -168,6 +173,7 @@ def run(args: argparse.Namespace) -> int:
         payload["metrics_recomputed"] = bool(args.golden)
         payload["stale_labels"] = {"A": a.stale_labels, "B": b.stale_labels}
         payload["pooled"] = {"A": a.pooled, "B": b.pooled}
+        payload["no_answer"] = no_answer
         sys.stdout.write(dumps_stable(payload))
     else:
         print(f"{args.b} against {args.a}")
@@ -196,6 +202,12 @@ def run(args: argparse.Namespace) -> int:
                  "every metric 0)" if missing else "") + ", "
               f"{len(verdict.new)} new in B (scored, not compared)"
               + (f": {listed(verdict.new)}" if verdict.new else ""))
+        if a.no_answer or b.no_answer:
+            print("Questions with no answer (answerable: false, scored by false retrieval; lower is better): "
+                  + "; ".join(f"{label} {row['n']}, false_retrieval_rate "
+                              + ("—" if row["false_retrieval_rate"] is None else f"{row['false_retrieval_rate']:.4f}")
+                              + f" (answer threshold {'none' if row['answer_threshold'] is None else row['answer_threshold']})"
+                              for label, row in no_answer.items()))
         if subset_note:
             print(subset_note + ".")
         print()

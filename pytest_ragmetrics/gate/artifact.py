@@ -25,7 +25,10 @@ here, naming the file, the record (qid) and the field, before any reader trusts 
   ``n_docs`` (integer), ``baseline`` (metric values), ``parent_level``, ``_judgments`` (a string),
   ``_top`` (the top-k document ranking, as the baseline records it: distinct non-empty strings;
   artifacts written before it have none), and for a pooled golden set ``unjudged`` (an object:
-  ``judged@k``, ``docs`` and ``new`` unjudged documents, ``unjudged_new@k``, ``upper``, ``inconclusive``);
+  ``judged@k``, ``docs`` and ``new`` unjudged documents, ``unjudged_new@k``, ``upper``, ``inconclusive``),
+  ``scores`` (the score behind each ranked document); a question marked answerable: false has
+  ``answerable: false``, status ``unanswerable`` (or ``error``) and ``false_retrieval`` 0 or 1, and
+  stays out of ``aggregate`` and ``n``;
 - ``aggregate``: exactly the measured metrics, each the mean the gate computes
   (errored queries count 0, unscorable ones are left out) to 1e-9, so hand edits show;
 - ``comparison.regressed``: a list of objects with a ``qid``;
@@ -59,9 +62,10 @@ __all__ = ["ARTIFACT_FORMAT", "STATUSES", "ArtifactError", "is_run_artifact", "l
 #: The version of the schema above, written as ``_meta.format``.
 ARTIFACT_FORMAT = 1
 
-STATUSES = ("scored", "unscorable", "error")
+STATUSES = ("scored", "unscorable", "error", "unanswerable")
 
-_ENTRY_KEYS = {"status", "metrics", "ranking", "tags", "error", "n_docs", "baseline", "parent_level", "unjudged"}
+_ENTRY_KEYS = {"status", "metrics", "ranking", "tags", "error", "n_docs", "baseline", "parent_level", "unjudged",
+               "scores", "false_retrieval", "answerable"}
 _TOP_KEYS = {"_meta", "per_query", "comparison", "aggregate", "n"}
 
 
@@ -357,7 +361,14 @@ def _check_entry(qid: str, entry: Any, metrics: list[str], name: str) -> dict[st
         raise _fail(name, f"{where}.n_docs", f"is {brief_repr(n_docs)}; expected a non-negative integer")
     baseline = entry.get("baseline")
     if baseline is not None:
-        _check_values(baseline, set(metrics), f"{where}.baseline", name, require=())
+        _check_values(baseline, {*metrics, "false_retrieval"}, f"{where}.baseline", name, require=())
+    if entry.get("answerable", True) is not True and entry.get("answerable") is not False:
+        raise _fail(name, f"{where}.answerable", f"is {brief_repr(entry['answerable'])}; expected true or false")
+    if status == "unanswerable" or entry.get("answerable") is False:  # outside the means: scored by false retrieval
+        found = entry.get("false_retrieval")
+        if status == "unanswerable" and found not in (0, 1) or isinstance(found, bool):
+            raise _fail(name, f"{where}.false_retrieval", f"is {brief_repr(found)}; expected 0 or 1")
+        return None
     if status == "error":
         return {m: 0.0 for m in metrics}
     if status == "unscorable":

@@ -41,7 +41,13 @@ __all__ = [
     "check_metric_value",
     "check_mean",
     "round_metric",
+    "threshold_mismatch",
 ]
+
+#: An unanswerable question's entry holds this alone (besides ``_`` metadata); the aggregate
+#: then holds :data:`RATE`, its mean (see :mod:`pytest_ragmetrics.unanswerable`).
+FALSE_RETRIEVAL = "false_retrieval"
+RATE = "false_retrieval_rate"
 
 #: Digits kept in files; comparisons allow this much slack (see ``gate.EPS``).
 DIGITS = 10
@@ -265,6 +271,7 @@ def _check_schema(data: dict[str, Any], name: str, means: bool = True) -> None:
                     "upgrade pytest-ragmetrics")
     for metric, value in data["aggregate"].items():
         check_metric_value(name, f"aggregate.{metric}", value)
+    no_answer = [qid for qid, entry in data["per_query"].items() if isinstance(entry, dict) and FALSE_RETRIEVAL in entry]
     for qid, entry in data["per_query"].items():
         if not isinstance(entry, dict):
             _fail(name, f"per_query.{qid} must be an object of metric values")
@@ -285,9 +292,19 @@ def _check_schema(data: dict[str, Any], name: str, means: bool = True) -> None:
     k = meta.get("k")
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
         _fail(name, f"_meta.k (results asked per query) must be a positive integer, got {brief_repr(k)}")
-    _check_keys(name, "aggregate", data["aggregate"], metrics)
+    if no_answer and RATE not in data["aggregate"]:
+        _fail(name, f"aggregate is missing {RATE!r}, the mean false retrieval of its {len(no_answer)} questions "
+                    "marked answerable: false; restore it from version control or re-measure with "
+                    "--rag-update-baseline")
+    _check_keys(name, "aggregate", data["aggregate"], [*metrics, RATE] if no_answer else metrics)
     for qid, entry in data["per_query"].items():
-        _check_keys(name, f"per_query.{qid}", entry, metrics)
+        if FALSE_RETRIEVAL in entry:  # a question marked answerable: false: scored by false retrieval alone
+            _check_keys(name, f"per_query.{qid}", entry, [FALSE_RETRIEVAL])
+            if entry[FALSE_RETRIEVAL] not in (0, 1):
+                _fail(name, f"per_query.{qid}.{FALSE_RETRIEVAL} is {brief_repr(entry[FALSE_RETRIEVAL])}; a false "
+                            "retrieval is 0 or 1")
+        else:
+            _check_keys(name, f"per_query.{qid}", entry, metrics)
         _check_top(name, f"per_query.{qid}._top", entry.get("_top"), k)
         digest = entry.get("_judgments")
         if not isinstance(digest, str) or not digest:
@@ -313,10 +330,14 @@ def _check_top(name: str, where: str, top: Any, k: int) -> None:
 
 
 def _check_means(data: dict[str, Any], name: str) -> None:
-    """Each stored mean is the mean of its entries (the schema's other checks passed)."""
-    for metric in data["_meta"]["measurement"]["metrics"]:
+    """Each stored mean is the mean of its entries (the schema's other checks passed); the
+    questions marked answerable: false count in ``false_retrieval_rate`` alone."""
+    for metric in [*data["_meta"]["measurement"]["metrics"], RATE]:
+        if metric not in data["aggregate"]:
+            continue
+        entry_key = FALSE_RETRIEVAL if metric == RATE else metric
         check_mean(name, f"aggregate.{metric}", data["aggregate"][metric],
-                   [entry[metric] for entry in data["per_query"].values()],
+                   [entry[entry_key] for entry in data["per_query"].values() if entry_key in entry],
                    "so the file was edited by hand or by a merge; " + RESEAL_HINT.format(path=name))
 
 
@@ -386,9 +407,12 @@ def reseal_baseline(path: str | Path) -> tuple[Baseline, list[str]]:
     _check_schema(data, name, means=False)
     changed = seal_problems(data) if data["_meta"].get("format") is not None else \
         ["no seal yet (written by an older version)"]
-    entries = list(data["per_query"].values())
-    for metric in Baseline(data["_meta"], {}, {}).metrics:
-        mean = round_metric(math.fsum(e[metric] for e in entries) / len(entries))
+    for metric in [*Baseline(data["_meta"], {}, {}).metrics, *([RATE] if RATE in data["aggregate"] else [])]:
+        entry_key = FALSE_RETRIEVAL if metric == RATE else metric
+        entries = [e for e in data["per_query"].values() if entry_key in e]
+        if not entries:
+            continue
+        mean = round_metric(math.fsum(e[entry_key] for e in entries) / len(entries))
         if abs(mean - data["aggregate"][metric]) > MEAN_SLACK:
             changed.append(f"aggregate.{metric} recomputed from the entries: {data['aggregate'][metric]!r} -> {mean!r}")
             data["aggregate"][metric] = mean
@@ -419,6 +443,19 @@ def measurement_dict(config: MeasurementConfig, judgments: str = "closed") -> di
     if judgments != "closed":
         data["judgments"] = judgments
     return data
+
+
+def threshold_mismatch(baseline: Baseline, threshold: float | None) -> list[str]:
+    """``rag_answer_threshold`` differs from the one the baseline's unanswerable questions were
+    scored with: their false retrievals would not compare. A baseline without such questions
+    measured nothing the threshold changes, so it never mismatches on it."""
+    if not any(FALSE_RETRIEVAL in entry for entry in baseline.per_query.values()):
+        return []
+    before = baseline.meta.get("answer_threshold")
+    if before == threshold:
+        return []
+    return [f"rag_answer_threshold: baseline {brief_repr(before)}, now {brief_repr(threshold)} (a false retrieval "
+            "of a question marked answerable: false depends on it)"]
 
 
 def measurement_mismatch(

@@ -31,6 +31,8 @@ _SCALARS = {"max_regressed_queries", "worst_n", "fail_on_regression", "fail_on_s
             "max_label_age_days", "fail_on_stale_labels"}
 #: ``tag:<tag>/max_label_age_days``: the age limit of the labels of records carrying ``<tag>``
 _TAG_PREFIX, _AGE_KEY = "tag:", "max_label_age_days"
+#: The gates of the questions marked answerable: false (false retrieval: higher is worse).
+_NO_ANSWER_KEYS = ("false_retrieval_rate_tolerance", "false_retrieval_rate_max")
 
 #: Why a value above 1 gates nothing, by key suffix: metrics lie in [0, 1].
 _ABOVE_ONE = {
@@ -90,6 +92,10 @@ class Thresholds:
     def ages_labels(self) -> bool:
         """Whether any age limit is set, globally or for a tag."""
         return self.max_label_age_days is not None or bool(self.tag_max_label_age_days)
+    #: allowed rise of the false-retrieval rate against the baseline (None: not gated)
+    false_retrieval_rate_tolerance: float | None = None
+    #: ceiling on the run's false-retrieval rate (None: none)
+    false_retrieval_rate_max: float | None = None
 
     @classmethod
     def defaults(cls, config: MeasurementConfig) -> "Thresholds":
@@ -116,6 +122,9 @@ class Thresholds:
             out[f"{_TAG_PREFIX}{tag}/{_AGE_KEY}"] = days
         if self.fail_on_stale_labels:
             out["fail_on_stale_labels"] = True
+        for key in _NO_ANSWER_KEYS:
+            if getattr(self, key) is not None:
+                out[key] = getattr(self, key)
         return out
 
 
@@ -175,6 +184,17 @@ def thresholds_from_mapping(data: Any, config: MeasurementConfig, name: str,
         if key.startswith(_TAG_PREFIX) or key.lower().startswith(("tag:", "tags:", "tag/", "tag_")):
             _set_tag_age(result, name, key, value)
             continue
+        if key in _NO_ANSWER_KEYS:
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+                    or not 0 <= value <= 1:
+                raise ThresholdsError(f"{name}: {key!r} must be a number in [0, 1] (a rate of false retrievals), "
+                                      f"got {brief_repr(value)}")
+            setattr(result, key, float(value))
+            continue
+        close = difflib.get_close_matches(key, _NO_ANSWER_KEYS, n=1, cutoff=0.8)
+        if close or key.startswith("false_retrieval"):
+            raise ThresholdsError(f"{name}: unknown key {key!r}; did you mean {(close or list(_NO_ANSWER_KEYS))[0]!r}? "
+                                  f"(questions with no answer are gated by {' and '.join(_NO_ANSWER_KEYS)})")
         for suffix in _SUFFIXES:
             if key.endswith(suffix):
                 written = key[: -len(suffix)]
@@ -213,7 +233,7 @@ def thresholds_from_mapping(data: Any, config: MeasurementConfig, name: str,
             raise ThresholdsError(
                 f"{name}: unknown key {key!r}; expected <metric>_tolerance, <metric>_min, "
                 "<metric>_query_tolerance, max_regressed_queries, worst_n, fail_on_regression, "
-                "fail_on_significant_drop, max_label_age_days, tag:<tag>/max_label_age_days, "
+                "fail_on_significant_drop, false_retrieval_rate_tolerance, false_retrieval_rate_max, max_label_age_days, tag:<tag>/max_label_age_days, "
                 "fail_on_stale_labels or _comment" + (f"; did you mean {close[0]!r}?" if close else "")
             )
     if result.fail_on_stale_labels and not result.ages_labels:
@@ -291,7 +311,7 @@ def recorded_thresholds(meta: Any, config: MeasurementConfig, name: str) -> Thre
         _check_recorded_defaults(meta, recorded["values"], config, name)
     measured = set(config.metric_names)
     values = {key: value for key, value in recorded["values"].items()
-              if key in _SCALARS or key.startswith(_TAG_PREFIX) or any(key.endswith(s) and _canonical_metric(key[: -len(s)]) in measured
+              if key in _SCALARS or key.startswith(_TAG_PREFIX) or key in _NO_ANSWER_KEYS or any(key.endswith(s) and _canonical_metric(key[: -len(s)]) in measured
                                         for s in _SUFFIXES)}
     return thresholds_from_mapping(values, config, f"{name} (as gated: {recorded.get('source') or 'defaults'})")
 
@@ -346,4 +366,6 @@ def stricter(first: Thresholds, second: Thresholds, path: str) -> Thresholds:
                                                    second.tag_max_label_age_days.get(t)) if v is not None)
                                 for t in {**first.tag_max_label_age_days, **second.tag_max_label_age_days}},
         fail_on_stale_labels=first.fail_on_stale_labels or second.fail_on_stale_labels,
+        **{key: min(v) if (v := [x for x in (getattr(first, key), getattr(second, key)) if x is not None]) else None
+           for key in _NO_ANSWER_KEYS},
     )

@@ -31,6 +31,7 @@ from pytest_ragmetrics.evaluation import mean_metrics
 from pytest_ragmetrics.golden import GoldenSet
 from pytest_ragmetrics.measures import parse_measure
 from pytest_ragmetrics.parents import ParentLevel, summarize_parents
+from pytest_ragmetrics.unanswerable import FALSE_RETRIEVAL, RATE, false_retrieval_rate
 
 if TYPE_CHECKING:  # numpy (behind _stats) loads only when a comparison is made
     from pytest_ragmetrics.stats import DeltaStats
@@ -65,7 +66,7 @@ class QueryRecord:
     """What one query item produced; plain data so xdist can ship it to the controller."""
 
     qid: str
-    status: str  # "scored" | "unscorable" | "error"
+    status: str  # "scored" | "unscorable" | "error" | "unanswerable"
     metrics: dict[str, float] | None = None
     ranking: list[str] = field(default_factory=list)
     explains: list[str | None] = field(default_factory=list)
@@ -83,6 +84,10 @@ class QueryRecord:
     upper_new: dict[str, float] | None = None
     #: the baseline's ``_top`` re-scored with the same new documents judged relevant (None: no ``_top``)
     baseline_upper_new: dict[str, float] | None = None
+    #: the score behind each document of ``ranking`` (None where the retriever gave none)
+    scores: list[float | None] = field(default_factory=list)
+    #: an ``answerable: false`` question's score: 1 if it got a result the generator would answer from
+    false_retrieval: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -98,14 +103,21 @@ class Drop:
     before: float
     after: float
     tolerance: float | None  # None: the metric is not gated per query
+    #: higher is worse (``false_retrieval``): the "drop" is a rise
+    rise: bool = False
 
     @property
     def delta(self) -> float:
         return self.after - self.before
 
     @property
+    def loss(self) -> float:
+        """How much worse it got (positive: worse), whichever way the metric points."""
+        return self.delta if self.rise else -self.delta
+
+    @property
     def exceeded(self) -> bool:
-        return self.tolerance is not None and self.delta < -self.tolerance - EPS
+        return self.tolerance is not None and self.loss > self.tolerance + EPS
 
 
 def query_drops(
@@ -126,6 +138,17 @@ def query_drops(
     return drops
 
 
+def false_retrieval_drops(now: int | None, baseline_entry: Mapping[str, Any]) -> list[Drop]:
+    """An unanswerable question that now gets an answer it did not get in the baseline
+    (``false_retrieval`` 0 -> 1; an errored one counts as 1): it regressed. No rise is
+    allowed per query, as no drop of recall@k is by default."""
+    before = baseline_entry.get(FALSE_RETRIEVAL)
+    if not isinstance(before, (int, float)) or isinstance(before, bool):
+        return []
+    after = 1.0 if now is None else float(now)
+    return [Drop(FALSE_RETRIEVAL, float(before), after, 0.0, rise=True)] if after > before + EPS else []
+
+
 @dataclass
 class Regression:
     qid: str
@@ -137,10 +160,12 @@ class Regression:
     error: str | None = None
     #: an inconclusive query's new unjudged documents: judging them decides it
     unjudged: list[str] = field(default_factory=list)
+    #: False for a question marked answerable: false (it has no gold; what came back is the failure)
+    answerable: bool = True
 
     @property
     def severity(self) -> float:
-        exceeded = [-d.delta for d in self.drops if d.exceeded]
+        exceeded = [d.loss for d in self.drops if d.exceeded]
         return max(exceeded) if exceeded else 0.0
 
     def to_dict(self) -> dict[str, Any]:
@@ -157,6 +182,7 @@ class Regression:
             "explains": self.explains,
             "error": self.error,
             **({"unjudged": self.unjudged} if self.unjudged else {}),
+            **({} if self.answerable else {"answerable": False}),
         }
 
 
@@ -202,6 +228,46 @@ class AggregateRow:
         d, st = self.delta, self.stats
         return (d is not None and st is not None and st.n > 0 and d < -(1 / st.n) - EPS
                 and st.p_value < SIGNIFICANT_P)
+
+
+@dataclass
+class NoAnswerRow:
+    """Questions marked ``answerable: false``: how many ran, and the false-retrieval rate
+    (higher is worse) now, over the ones in the baseline, and in the baseline."""
+
+    n: int
+    now: float | None
+    now_common: float | None
+    baseline: float | None
+    tolerance: float | None  # allowed rise against the baseline
+    maximum: float | None  # ceiling on the run's rate
+    threshold: float | None  # rag_answer_threshold in force
+    #: the questions that got a result counted as an answer this run
+    retrieved: list[str] = field(default_factory=list)
+    n_common: int = 0
+    #: the threshold trade-off from this run's scores (empty without scores)
+    tradeoff: list[Any] = field(default_factory=list)
+    #: the cutoff of the recall the trade-off shows
+    k: int | None = None
+
+    @property
+    def delta(self) -> float | None:
+        return None if self.now_common is None or self.baseline is None else self.now_common - self.baseline
+
+    @property
+    def rose_too_far(self) -> bool:
+        d = self.delta
+        return d is not None and self.tolerance is not None and d > self.tolerance + EPS
+
+    @property
+    def over_max(self) -> bool:
+        return self.now is not None and self.maximum is not None and self.now > self.maximum + EPS
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"n": self.n, "n_common": self.n_common, RATE: self.now, "now_common": self.now_common,
+                "baseline": self.baseline, "delta": self.delta, "tolerance": self.tolerance, "max": self.maximum,
+                "answer_threshold": self.threshold, "retrieved": self.retrieved, "k": self.k,
+                "tradeoff": [row.to_dict() for row in self.tradeoff]}
 
 
 @dataclass
@@ -256,6 +322,8 @@ class Verdict:
     upper: dict[str, float | None] = field(default_factory=dict)
     #: (query, document) pairs to judge before the gate can decide
     to_judge: list[tuple[str, str]] = field(default_factory=list)
+    #: the questions marked answerable: false, scored by false retrieval (None: the run has none)
+    no_answer: NoAnswerRow | None = None
 
     @property
     def failed_gates(self) -> list[Gate]:
@@ -263,8 +331,9 @@ class Verdict:
 
     def movers(self, metric: str) -> list[tuple[Regression, Drop]]:
         """Every listed query that fell in ``metric``, regressed or moved, largest drop first."""
+        metric = FALSE_RETRIEVAL if metric == RATE else metric
         found = [(r, d) for r in [*self.regressions, *self.moved] for d in r.drops if d.metric == metric]
-        return sorted(found, key=lambda p: (p[1].delta, p[0].qid))
+        return sorted(found, key=lambda p: (-p[1].loss, p[0].qid))
 
     def failures(self) -> list[str]:
         """Why this run fails, one line a reason (empty: it passes).
@@ -319,6 +388,7 @@ class Verdict:
             "short": self.short,
             "parent_level": self.parent_level.to_dict() if self.parent_level else None,
             **({"stale_labels": self.labels.to_dict()} if self.labels is not None else {}),
+            "no_answer": self.no_answer.to_dict() if self.no_answer else None,
             "failures": self.failures(),
             "passed": self.passed,
             **({"judgments": self.judgments, "judged": self.judged, "unjudged_new": self.unjudged_new,
@@ -351,9 +421,14 @@ def build_verdict(
     baseline_path: str | None = None,
     labels: LabelAges | None = None,
     artifact_path: str | None = None,
+    answer_threshold: float | None = None,
 ) -> Verdict:
     """Judge a run: ``records`` for the queries that ran, ``golden`` the queries
     that were meant to run, ``full_golden`` the whole set (for "removed").
+
+    Questions marked ``answerable: false`` stay out of every mean: they are judged by
+    false retrieval (``answer_threshold`` is the rag_answer_threshold they were scored
+    with, shown in the threshold trade-off).
 
     ``reference`` names what the run is compared with in messages ("the baseline",
     or "A" when two runs are compared); ``baseline_path`` is where a missing
@@ -363,7 +438,7 @@ def build_verdict(
     """
     pooled = golden.judgments == "pooled"
     order = [q.qid for q in golden if q.qid in records]
-    counted = [qid for qid in order if records[qid].status in ("scored", "error")]
+    counted = [qid for qid in order if records[qid].status in ("scored", "error") and golden[qid].answerable]
     errored = [qid for qid in order if records[qid].status == "error"]
     unscorable = [qid for qid in order if records[qid].status == "unscorable"]
     deepest = _deepest_cutoff(metrics)
@@ -403,6 +478,8 @@ def build_verdict(
     strata: dict[str, tuple[int, dict[str, float | None], dict[str, float | None]]] = {}
     for tag in golden.tags():
         tagged = [q for q in counted if tag in golden[q].tags]
+        if not any(q.answerable for q in golden if tag in q.tags):
+            continue  # a tag of questions with no answer alone: no mean to show
         tagged_common = [q for q in tagged if q in base_q]
         base = _mean_or_none(({m: baseline.metrics_of(q).get(m, math.nan) for m in metrics}
                               for q in tagged_common), metrics) if baseline else {m: None for m in metrics}
@@ -428,11 +505,13 @@ def build_verdict(
             entry = Regression(qid, golden[qid].text, drops, golden[qid].gold(relevance_level), record.ranking,
                                record.explains, record.error)
             (regressions if regressed else moved).append(entry)
+    no_answer = _no_answer(records, golden, baseline, thresholds, metrics, relevance_level, answer_threshold,
+                           order, regressions)
     for qid in errored:
-        if qid not in base_q:  # a new query that errored is still a failure to report
+        if qid not in common and golden[qid].answerable:  # a new query that errored is still a failure to report
             regressions.append(Regression(qid, golden[qid].text, [], golden[qid].gold(relevance_level), [], [],
                                           records[qid].error))
-    regressions.sort(key=lambda r: (r.error is None, -r.severity, -sum(-d.delta for d in r.drops), r.qid))
+    regressions.sort(key=lambda r: (r.error is None, -r.severity, -sum(d.loss for d in r.drops), r.qid))
     moved.sort(key=lambda r: (min(d.delta for d in r.drops if d.metric in failing), r.qid))
 
     not_run = [q.qid for q in golden if q.qid not in records]
@@ -440,6 +519,8 @@ def build_verdict(
     gates = evaluate_gates(aggregate, regressions, thresholds, baseline is not None, not_run, reference,
                            baseline_path, compared, removed)
     warnings = _untestable(aggregate, thresholds, reference)
+    if _gates_no_answer(thresholds):
+        gates.append(_no_answer_gate(no_answer, reference, baseline is not None))
     if labels is not None:
         if labels.fail:
             problem = labels.problem()
@@ -463,6 +544,7 @@ def build_verdict(
         not_run=not_run, renamed=renamed, warnings=warnings, labels=labels,
         judgments=golden.judgments, inconclusive=inconclusive, to_judge=pairs,
         **(_pooled_means(records, counted, metrics, baseline) if pooled else {}),
+        no_answer=no_answer,
     )
 
 
@@ -545,6 +627,73 @@ def _pooled_means(records: Mapping[str, QueryRecord], counted: Sequence[str], me
     return {"judged": judged, "unjudged_new": new, "upper": upper}
 
 
+
+def _no_answer(records: Mapping[str, QueryRecord], golden: GoldenSet, baseline: Baseline | None,
+               thresholds: Thresholds, metrics: Sequence[str], relevance_level: int,
+               answer_threshold: float | None, order: Sequence[str],
+               regressions: list[Regression]) -> NoAnswerRow | None:
+    """The false-retrieval summary of the unanswerable questions that ran (None if none did);
+    each one that now gets an answer it did not get in the baseline (or errored) joins ``regressions``."""
+    from pytest_ragmetrics.unanswerable import tradeoff
+
+    ran = [q for q in order if not golden[q].answerable and records[q].status in ("unanswerable", "error")]
+    if not ran:
+        return None
+    value = {q: (1 if records[q].status == "error" else records[q].false_retrieval or 0) for q in ran}
+    base_q = baseline.per_query if baseline else {}
+    common = [q for q in ran if isinstance(base_q.get(q, {}).get(FALSE_RETRIEVAL), (int, float))]
+    for qid in ran:
+        record = records[qid]
+        drops = false_retrieval_drops(None if record.status == "error" else record.false_retrieval, base_q[qid]) \
+            if qid in common else []
+        if drops or record.status == "error":
+            explains = [" ".join(p for p in (f"score {s:.4g}" if s is not None else "", why or "") if p) or None
+                        for s, why in zip(record.scores or [None] * len(record.ranking),
+                                          record.explains or [None] * len(record.ranking))]
+            regressions.append(Regression(qid, golden[qid].text, drops, [], record.ranking, explains, record.error,
+                                          answerable=False))
+    recall = [parse_measure(m).cutoff for m in metrics if parse_measure(m).name == "recall"]
+    k = next((c for c in recall if c is not None), None) or _deepest_cutoff(metrics)
+    answerable = {q: (records[q].ranking, records[q].scores, golden[q].judgments) for q in order
+                  if golden[q].answerable and records[q].status == "scored" and records[q].scores}
+    unanswerable = {q: records[q].scores if records[q].scores else [None] * records[q].n_docs
+                    for q in ran if records[q].status == "unanswerable"}
+    scored_any = any(s is not None for q in ran for s in records[q].scores)
+    return NoAnswerRow(
+        n=len(ran), now=false_retrieval_rate(value.values()),
+        now_common=false_retrieval_rate(value[q] for q in common) if baseline else None,
+        baseline=false_retrieval_rate(float(base_q[q][FALSE_RETRIEVAL]) for q in common) if baseline else None,
+        tolerance=thresholds.false_retrieval_rate_tolerance, maximum=thresholds.false_retrieval_rate_max,
+        threshold=answer_threshold, retrieved=[q for q in ran if value[q]], n_common=len(common),
+        tradeoff=tradeoff(answerable, unanswerable, k or 10**9, relevance_level, answer_threshold)
+        if scored_any else [],
+        k=k,
+    )
+
+
+def _gates_no_answer(thresholds: Thresholds) -> bool:
+    return thresholds.false_retrieval_rate_tolerance is not None or thresholds.false_retrieval_rate_max is not None
+
+
+def _no_answer_gate(row: NoAnswerRow | None, reference: str, has_baseline: bool) -> Gate:
+    """The false_retrieval_rate gate: no rise beyond its tolerance, no rate above its ceiling."""
+    if row is None:
+        return Gate(RATE, True, f"{RATE}: no question marked answerable: false ran")
+    problems = []
+    if row.rose_too_far:
+        problems.append(f"{RATE} rose {row.delta:+.4f} against {reference} ({row.baseline:.4f} -> "
+                        f"{row.now_common:.4f}); allowed rise {row.tolerance:g}")
+    if row.over_max:
+        problems.append(f"{RATE} = {row.now:.4f} is above its ceiling {row.maximum:g}")
+    if row.tolerance is not None and has_baseline and row.n_common == 0:
+        problems.append(f"{RATE} cannot be compared: no unanswerable question of this run is in {reference}, so "
+                        "its allowed rise checks nothing; refresh the baseline to record them")
+    if problems:
+        return Gate(RATE, False, "; ".join(problems))
+    return Gate(RATE, True, f"{RATE} within tolerance")
+
+
+
 def _untestable(aggregate: Sequence[AggregateRow], thresholds: Thresholds, reference: str) -> list[str]:
     """Ungated metrics that fell by more than 1/n on too few queries for significant-drops to judge:
     on a small set (a smoke subset) that gate cannot fail, and a pass must not hide it."""
@@ -592,6 +741,8 @@ def gate_names(metrics: Sequence[str], thresholds: Thresholds, pooled: bool = Fa
     if thresholds.fail_on_significant_drop and any(
             m not in thresholds.tolerance and m not in thresholds.minimum for m in metrics):
         names.append("significant-drops")
+    if _gates_no_answer(thresholds):
+        names.append(RATE)
     if thresholds.fail_on_stale_labels:
         names.append(STALE_GATE)
     if pooled:

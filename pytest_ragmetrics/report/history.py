@@ -98,10 +98,18 @@ def _runs_table(group: Mapping[str, Any]) -> str:
             row.append(stale_cell(r.get("stale_labels")))
         if pooled:
             row += judged_cells(r.get("pooled"))
+        if no_answer_shown(group):
+            row += [r.get("no_answer", 0), r.get("false_retrieval_rate")]
         rows.append(row)
     headers = ["run", "created", "commit"] + [h for m in metrics for h in (m, "Δ")] + \
-              ["gate", "ok/regr/err", "marks"] + ["stale labels"] * aged + judged_headers(group) * pooled
+              ["gate", "ok/regr/err", "marks"] + ["stale labels"] * aged + judged_headers(group) * pooled + \
+              (["no answer", "false_retrieval_rate"] if no_answer_shown(group) else [])
     return markdown_table(headers, rows)
+
+
+def no_answer_shown(group: Mapping[str, Any]) -> bool:
+    """Whether any run of the group had questions marked answerable: false (their columns are shown then)."""
+    return any(r.get("no_answer") for r in group["runs"])
 
 
 def judged_headers(group: Mapping[str, Any]) -> list[str]:
@@ -175,6 +183,9 @@ def _group_text(group: Mapping[str, Any], md: bool, min_flips: int) -> list[str]
     if len(runs) > 1:
         say("Δ: change from the run before; ! fell more than the allowed drop in one step (the gate's to judge). "
             "Marks: R baseline refreshed, C retriever changed.")
+    if no_answer_shown(group):
+        say("No answer: questions marked answerable: false, outside n and the means; false_retrieval_rate is the "
+            "share that got a result counted as an answer (lower is better).")
     say(sample_size_note(runs[-1]["n"]))
     marks = [(r, line) for r in runs for line in timeline_marks(r)]
     if marks:

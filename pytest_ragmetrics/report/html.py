@@ -196,6 +196,7 @@ def render_html(artifact: Mapping[str, Any], metric: str | None = None, title: s
     changed = _retriever_section(comparison)
     labels = _labels_section(comparison.get("stale_labels"))
     pooled = pooled_html(artifact, texts)
+    no_answer = _no_answer_section(comparison.get("no_answer"))
 
     golden = meta.get("golden", {})
     head = (f"golden set <code>{escape(str(golden.get('source', '?')))}</code> "
@@ -211,10 +212,63 @@ def render_html(artifact: Mapping[str, Any], metric: str | None = None, title: s
         f"<h2>Per-query change in {escape(metric)}</h2>{_delta_chart(deltas, metric)}"
         f"<p class=note>{counted(len(deltas), 'query', 'queries')}, sorted by change; hover a bar for its query.</p>"
         f"<h2>Per tag</h2><p class=note>{escape(metric)}: grey bar baseline, blue bar now.</p>"
-        f"{_strata_chart(strata, metric)}{strata_table}{parents}{labels}{pooled}"
+        f"{_strata_chart(strata, metric)}{strata_table}{parents}{no_answer}{labels}{pooled}"
         f"<h2>Worst regressed queries</h2>{worst}",
         _CSS,
     )
+
+
+def _threshold(value: Any) -> str:
+    return "none" if value is None else f"{value:g}"
+
+
+def _no_answer_section(na: Any) -> str:
+    """The questions marked answerable: false: their false-retrieval rate, and the threshold
+    trade-off as a chart (recall blue, false-retrieval rate red, the threshold in force marked)."""
+    if not isinstance(na, Mapping):
+        return ""
+    rate, base = na.get("false_retrieval_rate"), na.get("baseline")
+    out = (f"<h2>Questions with no answer</h2><p>{counted(int(na.get('n', 0)), 'question', 'questions')} marked "
+           f"answerable: false, scored by false retrieval outside the other means: false_retrieval_rate "
+           f"<b>{num(rate)}</b>" + (f" (baseline {num(base)})" if base is not None else "")
+           + f"; answer threshold {escape(_threshold(na.get('answer_threshold')))}. Lower is better.</p>")
+    if na.get("retrieved"):
+        out += f"<p class=note>Got a result counted as an answer: {escape(listed(na['retrieved']))}</p>"
+    rows = [r for r in na.get("tradeoff") or [] if isinstance(r, Mapping)]
+    if not rows:
+        return out
+    k = na.get("k")
+    out += (f"<h2>Answer threshold trade-off</h2><p class=note>From this run's scores: recall@{escape(str(k))} of the "
+            "answerable questions keeping only results scoring at or above the threshold (blue), and the "
+            "false-retrieval rate (red). The threshold in force is marked; pick rag_answer_threshold here.</p>")
+    width, height, pad = 720, 240, 40
+    step = (width - 2 * pad) / max(1, len(rows) - 1)
+
+    def y(v: float) -> float:
+        return height - pad - v * (height - 2 * pad)
+
+    parts = [f'<svg role="img" aria-label="answer threshold trade-off" width="{width}" height="{height}" '
+             f'viewBox="0 0 {width} {height}">',
+             f'<line x1="{pad}" y1="{y(0)}" x2="{width - pad}" y2="{y(0)}" stroke="#8c959f"/>',
+             f'<text x="2" y="{y(1) + 4}">1</text><text x="2" y="{y(0) + 4}">0</text>']
+    for key, color in (("recall", "#0969da"), ("false_retrieval_rate", "#cf222e")):
+        points = [(pad + i * step, y(r[key])) for i, r in enumerate(rows) if r.get(key) is not None]
+        if points:
+            parts.append(f'<polyline fill="none" stroke="{color}" stroke-width="2" points="'
+                         + " ".join(f"{px:.1f},{py:.1f}" for px, py in points) + '"/>')
+    for i, r in enumerate(rows):
+        x = pad + i * step
+        label = escape(_threshold(r.get("threshold")))
+        if r.get("in_force"):
+            parts.append(f'<line x1="{x:.1f}" y1="{pad - 10}" x2="{x:.1f}" y2="{y(0)}" stroke="#1a7f37" '
+                         f'stroke-dasharray="4 3"><title>in force: {label}</title></line>'
+                         f'<text x="{x + 4:.1f}" y="{pad - 14}" fill="#1a7f37">in force</text>')
+        parts.append(f'<text x="{x:.1f}" y="{height - pad + 16}" text-anchor="middle">{label}</text>')
+    parts.append("</svg>")
+    body = [[f"<td>{escape(_threshold(r.get('threshold')))}{' (in force)' if r.get('in_force') else ''}</td>",
+             f'<td class="num">{num(r.get("recall"))}</td>',
+             f'<td class="num">{num(r.get("false_retrieval_rate"))}</td>'] for r in rows]
+    return out + "".join(parts) + table(["threshold", f"recall@{k}", "false_retrieval_rate"], body)
 
 
 _CSS = ".changed{background:#fff8c5;border:1px solid #d4a72c;border-radius:6px;padding:2px 14px;margin:0 0 16px}"

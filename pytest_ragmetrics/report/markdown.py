@@ -9,8 +9,8 @@ from __future__ import annotations
 from typing import Callable, Sequence
 
 from pytest_ragmetrics.gate.verdict import Drop, Regression, Verdict
-from pytest_ragmetrics.report.text import (aggregate_table, changes_hint, moved_heading, parent_table, retriever_note,
-                                          strata_table)
+from pytest_ragmetrics.report.text import (aggregate_table, changes_hint, moved_heading, no_answer_text, parent_table,
+                                          retriever_note, strata_table)
 from pytest_ragmetrics.report.tables import escape_cell, markdown_table
 
 __all__ = ["verdict_markdown"]
@@ -49,6 +49,13 @@ def verdict_markdown(v: Verdict, worst_n: int, title: str = "Retrieval gate",
     if parents:
         intro, _, table = parents.partition("\n")
         parts.append(intro + "\n\n" + table)
+    no_answer = no_answer_text(v)
+    if no_answer:  # its own lines are escaped; its table (from markdown_table) already is
+        text, _, table = no_answer.partition("\n\n")
+        parts.append("\n\n".join(escape_cell(line) for line in text.split("\n")))
+        if table:
+            heading, _, rows = table.partition("\n")
+            parts.append(f"<details><summary>{escape_cell(heading.rstrip(':'))}</summary>\n\n{rows}\n\n</details>")
     if v.labels is not None and (v.labels.stale or v.labels.undated):
         ages = v.labels
         parts.append(f"### Label ages: {len(ages.stale)} of {ages.checked} records stale, {len(ages.undated)} undated\n\n"
@@ -83,6 +90,6 @@ def _query_rows(entries: Sequence[Regression], shown: Callable[[Drop], bool]) ->
     for i, r in enumerate(entries, start=1):
         fell = "; ".join(f"{d.metric} {d.before:.4f} → {d.after:.4f}" for d in r.drops if shown(d))
         rows.append([i, r.qid, r.question, r.error or fell or "—",
-                     ", ".join(f"{d} ({g})" for d, g in r.gold),
+                     ", ".join(f"{d} ({g})" for d, g in r.gold) or ("none (answerable: false)" if not r.answerable else ""),
                      ", ".join(r.returned[:5]) or "nothing"])
     return rows

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from pytest_ragmetrics.gate.baseline import Baseline
 
 __all__ = ["REFRESH_COMMAND", "shown", "shown_lines", "aggregate_table", "strata_table", "parent_table", "regressions_text", "moved_heading", "moved_text",
-           "drops_text", "gate_line", "signed_delta", "verdict_text", "baseline_change_text", "retriever_warnings",
+           "drops_text", "gate_line", "no_answer_text", "tradeoff_rows", "tradeoff_heading", "signed_delta", "verdict_text", "baseline_change_text", "retriever_warnings",
            "retriever_changes", "RetrieverNote", "retriever_note", "retriever_text", "changes_hint",
            "retriever_hint"]
 
@@ -134,8 +134,10 @@ def drops_text(drops: Sequence[Drop], indent: str = "") -> str:
     """One line per fallen metric, the ones beyond tolerance first."""
     width = max((len(d.metric) for d in drops), default=0)
     lines = []
-    for d in sorted(drops, key=lambda d: (not d.exceeded, d.delta, d.metric)):
-        if d.exceeded:
+    for d in sorted(drops, key=lambda d: (not d.exceeded, -d.loss, d.metric)):
+        if d.rise and d.exceeded:
+            note = "an answer came back for a question marked answerable: false"
+        elif d.exceeded:
             note = f"beyond tolerance {d.tolerance:g}"
         elif d.tolerance is None:
             note = "not gated per query"
@@ -154,7 +156,9 @@ def _entries_text(entries: Sequence[Regression], limit: int, shown_returned: int
             lines.append(f"       ERROR: {shown(r.error)}")
         if r.drops:
             lines.append(drops_text(r.drops, indent="       "))
-        gold = ", ".join(f"{shown(d)} ({g})" for d, g in r.gold) or "— (not in the inputs; pass --golden or --qrels to name it)"
+        gold = ", ".join(f"{shown(d)} ({g})" for d, g in r.gold) or (
+            "none (answerable: false: anything that came back is a false retrieval)" if not r.answerable
+            else "— (not in the inputs; pass --golden or --qrels to name it)")
         lines.append(f"       gold:     {gold}")
         if r.returned:
             golds = {d for d, _ in r.gold}
@@ -215,6 +219,53 @@ def gate_line(v: Verdict, gate: Gate, named: int = 3) -> str:
     return line + " (full report in the ragmetrics summary)"
 
 
+def threshold_text(threshold: float | None) -> str:
+    return "none" if threshold is None else f"{threshold:g}"
+
+
+def tradeoff_rows(v: Verdict) -> list[list[object]]:
+    """The trade-off as table rows (threshold, recall@k, false_retrieval_rate), the one in force marked."""
+    na = v.no_answer
+    if na is None:
+        return []
+    return [[threshold_text(r.threshold) + (" (in force)" if r.in_force else ""), r.recall, r.rate]
+            for r in na.tradeoff]
+
+
+def tradeoff_heading(v: Verdict) -> str:
+    k = v.no_answer.k if v.no_answer is not None else None
+    return (f"Answer threshold trade-off (from this run's scores: recall@{k} of the answerable questions keeping "
+            "only results scoring at or above the threshold, and the false-retrieval rate of the unanswerable ones; "
+            "pick rag_answer_threshold from it)")
+
+
+def no_answer_text(v: Verdict) -> str:
+    """The questions marked answerable: false: their count, the false-retrieval rate against the
+    baseline and its gates, which ones got an answer, and the threshold trade-off ("" if none ran)."""
+    na = v.no_answer
+    if na is None:
+        return ""
+    lines = [f"Questions with no answer: {na.n} (answerable: false; scored by false retrieval, outside the means "
+             f"above; answer threshold: {threshold_text(na.threshold)})"]
+    line = f"false_retrieval_rate {na.now:.4f}" if na.now is not None else "false_retrieval_rate —"
+    if na.baseline is not None and na.delta is not None:
+        line += f" (baseline {na.baseline:.4f} over {counted(na.n_common, 'query', 'queries')}, {signed_delta(na.delta)})"
+    limits = [f"allowed rise {na.tolerance:g}" if na.tolerance is not None else "",
+              f"ceiling {na.maximum:g}" if na.maximum is not None else ""]
+    limits = [x for x in limits if x]
+    line += f"; {', '.join(limits)}" if limits else "; not gated (false_retrieval_rate_tolerance, _max)"
+    if na.rose_too_far or na.over_max:
+        line += "  FAIL"
+    lines.append(line + ". Lower is better.")
+    if na.retrieved:
+        lines.append(f"Got a result counted as an answer: {listed(na.retrieved)}")
+    if na.tradeoff:
+        lines.append("")
+        lines.append(tradeoff_heading(v) + ":")
+        lines.append(markdown_table(["threshold", f"recall@{na.k}", "false_retrieval_rate"], tradeoff_rows(v)))
+    return "\n".join(lines)
+
+
 def verdict_text(v: Verdict, worst_n: int) -> str:
     """The whole report: gates, aggregate table, strata, notes, worst-N list."""
     parts = []
@@ -251,6 +302,9 @@ def verdict_text(v: Verdict, worst_n: int) -> str:
         parts.append("\n".join(notes))
     if v.labels is not None and v.labels.lines():
         parts.append(shown_lines("\n".join(v.labels.lines())))
+    no_answer = no_answer_text(v)
+    if no_answer:
+        parts.append(no_answer)
     if v.has_baseline:
         if v.regressions or not v.moved:
             parts.append(regressions_text(v.regressions, worst_n))
@@ -303,6 +357,11 @@ def baseline_change_text(old: Baseline | None, new: Baseline, metrics: Sequence[
                      for word, q in (("up", ups), ("down", downs))]
             lines.append(f"  {m}: {before:.4f} -> {after:.4f} ({signed_delta(after - before)}); "
                          f"queries {', '.join(moved)}")
+    rate = new.aggregate.get("false_retrieval_rate")
+    if rate is not None:  # the questions marked answerable: false (higher is worse)
+        before = old.aggregate.get("false_retrieval_rate")
+        lines.append(f"  false_retrieval_rate: {rate:.4f} (new)" if before is None else
+                     f"  false_retrieval_rate: {before:.4f} -> {rate:.4f} ({signed_delta(rate - before)})")
     return "\n".join(lines)
 
 

@@ -22,6 +22,7 @@ from pytest_ragmetrics.report.history import (
     measured_line,
     judged_cells,
     judged_headers,
+    no_answer_shown,
     stale_cell,
     timeline_marks,
 )
@@ -126,6 +127,7 @@ def _runs_table(group: Mapping[str, Any]) -> str:
     commits = any(r.get("git_commit") for r in group["runs"])  # a project outside git records none
     aged = any(r.get("stale_labels") for r in group["runs"])  # a column only when a night aged its labels
     pooled = any(r.get("pooled") for r in group["runs"])  # likewise when a night's golden set was pooled
+    shown = no_answer_shown(group)  # questions marked answerable: false: their count and false-retrieval rate
     rows = []
     for r in group["runs"]:
         row = [f'<td class="num" title="{escape(str(r["path"]))}">#{r["index"]}</td>',
@@ -147,9 +149,13 @@ def _runs_table(group: Mapping[str, Any]) -> str:
             row.append(f"<td class=num>{escape(stale_cell(r.get('stale_labels')))}</td>")
         if pooled:
             row += [f"<td class=num>{escape(c)}</td>" for c in judged_cells(r.get("pooled"))]
+        if shown:
+            row.append(f'<td class="num">{int(r.get("no_answer") or 0)}</td>'
+                       f'<td class="num">{num(r.get("false_retrieval_rate"))}</td>')
         rows.append(row)
     headers = ["run", "created"] + ["commit"] * commits + [h for m in metrics for h in (m, "Δ")] + \
-              ["gate", "ok/regr/err", "marks"] + ["stale labels"] * aged + judged_headers(group) * pooled
+              ["gate", "ok/regr/err", "marks"] + ["stale labels"] * aged + judged_headers(group) * pooled + \
+              ["no answer", "false_retrieval_rate"] * shown
     return table(headers, rows)
 
 
@@ -210,6 +216,10 @@ def _group_html(group: Mapping[str, Any], min_flips: int) -> str:
                 figures.append(f"<figure>{line_chart(runs, series, f'{m} {tag}', width=250, height=110, small=True)}"
                                f"<figcaption>{escape(tag)} (n={escape(str(n))})</figcaption></figure>")
             out.append(f"<p class=note>{escape(m)} per tag:</p><div class=multiples>{''.join(figures)}</div>")
+    if no_answer_shown(group):
+        out.append("<h3>false_retrieval_rate</h3><p class=note>Questions marked answerable: false that got a result "
+                   "counted as an answer (lower is better; outside n and the means above).</p>")
+        out.append(line_chart(runs, [r.get("false_retrieval_rate") for r in runs], "false_retrieval_rate"))
     out.append("<h3>Flaky queries</h3>")
     if group["flaky"]:
         out.append(_flaky_table(group))

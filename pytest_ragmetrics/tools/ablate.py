@@ -247,6 +247,8 @@ class Ablation:
     title: str = ""
     #: how notes name the settings a reader can change (see :data:`PARAMETER_NAMES`)
     spelling: Mapping[str, str] = field(default_factory=lambda: PARAMETER_NAMES)
+    #: questions marked answerable: false, left out: they have no recall, MRR or nDCG to compare
+    no_answer: list[str] = field(default_factory=list)
 
     @property
     def measured(self) -> list[Row]:
@@ -398,7 +400,7 @@ def ablate(
         raise AblationError(f"two settings share the row label {dupes[0]!r}; give them distinct labels")
     columns, _ = bind_metrics(specs, settings[0].top_k)
     factory = _as_factory(retriever)
-    queries = list(golden)
+    queries = [q for q in golden if q.answerable]  # the others have no metric an ablation compares
     texts = [q.text for q in queries]
     ideals = {q.qid: ideal_grades(q.judgments) for q in queries}
     rows: list[Row] = []
@@ -441,6 +443,7 @@ def ablate(
         config=config,
         title=title,
         spelling=spelling,
+        no_answer=[q.qid for q in golden if not q.answerable],
     )
 
 

@@ -84,6 +84,9 @@ def ablation_notes(ab: Ablation) -> list[str]:
             f"{len(unscorable)} questions have no relevant document at level {level} and are not "
             f"scored (never counted as 0), e.g. {unscorable[0]!r}."
         )
+    if ab.no_answer:
+        out.append(f"{len(ab.no_answer)} questions marked answerable: false are left out (they have no recall, MRR "
+                   f"or nDCG; the gate scores them by false retrieval), e.g. {ab.no_answer[0]!r}.")
     if any(_follows_top_k(c) for c in ab.columns) and len({r.setting.top_k for r in ab.measured}) > 1:
         out.append("@k columns are cut at each row's top_k; nDCG@k is not comparable across different k.")
     return out
@@ -145,6 +148,7 @@ def ablation_dict(ab: Ablation, breakdown_column: str | None = None) -> dict[str
         "one_over_n": (1 / ab.n) if ab.n else None,
         "notes": ablation_notes(ab),
         "rows": [r.to_dict() for r in ab.rows],
+        "no_answer": ab.no_answer,
         "differing": {
             "column": column,
             "queries": [{"qid": q, "values": v} for q, v in ab.differing(column)],

@@ -31,9 +31,10 @@ from pytest_ragmetrics.golden import GoldenSet, Query, load_qrels
 from pytest_ragmetrics.measures import MeasurementConfig
 from pytest_ragmetrics.metrics import document_ranking
 from pytest_ragmetrics.report.pooled import pooled_counts
+from pytest_ragmetrics.unanswerable import FALSE_RETRIEVAL, false_retrieval, false_retrieval_rate
 
 __all__ = ["RunData", "pooled_text_of", "load_run_data", "is_run_artifact", "run_data_from_artifact", "compare", "describe_measurement",
-           "shared_only", "subset_of", "check_scorability", "check_recorded_metrics", "gated",
+           "shared_only", "subset_of", "check_scorability", "check_recorded_metrics", "check_false_retrieval", "gated",
            "metric_names", "missing_from", "mismatch"]
 
 
@@ -61,14 +62,28 @@ class RunData:
     pooled: dict[str, Any] | None = None
     #: per query of a pooled run, its artifact's ``unjudged`` entry (judged@k, docs, new, upper, inconclusive)
     unjudged: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: questions marked answerable: false, with their false retrieval (1: got a result counted as an answer)
+    no_answer: dict[str, int] = field(default_factory=dict)
+    #: per query, the score behind each ranked document, where recorded
+    scores: dict[str, list[float | None]] = field(default_factory=dict)
 
     def has_any(self) -> bool:
         """Whether this side holds a result for any query."""
-        return bool(self.metrics or self.errors or self.unscorable)
+        return bool(self.metrics or self.errors or self.unscorable or self.no_answer)
 
     def has(self, qid: str) -> bool:
-        """Whether this side has any result for ``qid`` (scored, errored or unscorable)."""
-        return qid in self.metrics or qid in self.errors or qid in self.unscorable
+        """Whether this side has any result for ``qid`` (scored, errored, unscorable or unanswerable)."""
+        return qid in self.metrics or qid in self.errors or qid in self.unscorable or qid in self.no_answer
+
+    @property
+    def answer_threshold(self) -> float | None:
+        """The rag_answer_threshold its unanswerable questions were scored with (``_meta.answer_threshold``)."""
+        value = self.meta.get("answer_threshold") if isinstance(self.meta, Mapping) else None
+        return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+    def false_retrieval_rate(self) -> float | None:
+        """The mean false retrieval of its unanswerable questions (None if it holds none)."""
+        return false_retrieval_rate(float(v) for v in self.no_answer.values())
 
 
 def stale_text(side: RunData) -> str:
@@ -129,6 +144,10 @@ def run_data_from_artifact(data: Mapping[str, Any], source: str) -> RunData:
             side.unscorable.append(qid)
             if isinstance(entry.get("error"), str):
                 side.unscorable_why[qid] = entry["error"]
+        elif entry.get("status") == "unanswerable":
+            side.no_answer[qid] = int(entry["false_retrieval"])
+        if isinstance(entry.get("scores"), list):
+            side.scores[qid] = list(entry["scores"])
         side.rankings[qid] = list(entry.get("ranking") or [])
         side.tags[qid] = list(entry.get("tags") or [])
         if side.pooled is not None and isinstance(entry.get("unjudged"), dict):
@@ -162,9 +181,11 @@ def load_run_data(path: str | Path, qrels: str | Path | Mapping[str, Mapping[str
             check_artifact(data, name)
             return run_data_from_artifact(data, name)
         baseline = load_baseline(path)
-        return RunData(name, {q: baseline.metrics_of(q) for q in baseline.per_query}, meta=baseline.meta,
+        no_answer = {q: int(e[FALSE_RETRIEVAL]) for q, e in baseline.per_query.items() if FALSE_RETRIEVAL in e}
+        return RunData(name, {q: baseline.metrics_of(q) for q in baseline.per_query if q not in no_answer},
+                       meta=baseline.meta,
                        judgments={q: e["_judgments"] for q, e in baseline.per_query.items()
-                                  if isinstance(e.get("_judgments"), str)})
+                                  if isinstance(e.get("_judgments"), str)}, no_answer=no_answer)
     if path.suffix.lower() in (".yaml", ".yml", ".jsonl") or text.lstrip().startswith(("- ", "-\n")):
         raise InputError(name, None, "looks like a golden set, not a run; compare takes run artifacts "
                                      "(--rag-report), baselines or TREC runs (pass a golden set with --golden)")
@@ -191,6 +212,9 @@ def mismatch(a: RunData, b: RunData, golden: GoldenSet | None = None) -> list[st
     Sides that record no per-query digests are compared by their golden-set hash.
     """
     problems = measurement_mismatch(a.meta, b.meta, ("A", "B"), ignore=("metrics",))
+    if a.no_answer and b.no_answer and a.answer_threshold != b.answer_threshold:
+        problems.append(f"rag_answer_threshold: A {a.answer_threshold}, B {b.answer_threshold} (a false retrieval of "
+                        "a question marked answerable: false depends on it)")
     changed = [q for q, digest in a.judgments.items() if q in b.judgments and b.judgments[q] != digest]
     if changed:
         problems.append(f"judgments or text changed for {len(changed)} queries between A and B: "
@@ -288,6 +312,36 @@ def check_recorded_metrics(a: RunData, b: RunData, golden: GoldenSet) -> None:
                                      f"{scored[metric]!r} against {golden.source}: {label} was edited")
 
 
+def check_false_retrieval(a: RunData, b: RunData, golden: GoldenSet) -> None:
+    """Refuse a side whose unanswerable questions do not say what ``golden`` and their own
+    recorded results say: ``false_retrieval`` recomputed from the recorded scores under the
+    rag_answer_threshold the side records (``_meta.answer_threshold``), and ``answerable: false``
+    where ``golden`` marks it. A question that newly got an answer, set back to 0, or a
+    regressed question turned unanswerable to leave the means, is an edit of the file, not a
+    result. Queries judged on other labels are :func:`mismatch`'s to report; a side that records
+    no ranking (a baseline) cannot be recomputed."""
+    for label, side in (("A", a), ("B", b)):
+        threshold = side.answer_threshold
+        for qid in [*side.metrics, *side.unscorable, *side.no_answer]:
+            if qid not in golden or side.judgments.get(qid) not in (None, golden[qid].judgments_digest()):
+                continue
+            claimed = qid in side.no_answer
+            if claimed == golden[qid].answerable:
+                said, truth = ("unanswerable", "does not mark it answerable: false") if claimed \
+                    else ("scored", "marks it answerable: false")
+                raise InputError(side.source, f"per_query.{qid}", f"{label} says {said}, but {golden.source} "
+                                                                  f"{truth}: {label} was edited")
+            if not claimed or qid not in side.rankings:
+                continue
+            ranking = side.rankings[qid]
+            found = false_retrieval(side.scores.get(qid) or [None] * len(ranking), threshold)
+            if found != side.no_answer[qid]:
+                raise InputError(side.source, f"per_query.{qid}",
+                                 f"{label} records false_retrieval = {side.no_answer[qid]}, but the "
+                                 f"{len(ranking)} results it recorded give {found} under rag_answer_threshold "
+                                 f"{threshold} (_meta.answer_threshold): {label} was edited")
+
+
 def _golden_hash(meta: Mapping[str, Any]) -> str | None:
     golden = meta.get("golden") if isinstance(meta, Mapping) else None
     sha = golden.get("sha256") if isinstance(golden, Mapping) else None
@@ -295,8 +349,8 @@ def _golden_hash(meta: Mapping[str, Any]) -> str | None:
 
 
 def missing_from(a: RunData, b: RunData) -> list[str]:
-    """Queries A scored that B has no result for at all: regressions, not silence."""
-    return [qid for qid in a.metrics if not b.has(qid)]
+    """Queries A scored (or judged by false retrieval) that B has no result for at all: regressions, not silence."""
+    return [qid for qid in [*a.metrics, *a.no_answer] if not b.has(qid)]
 
 
 def subset_of(side: RunData) -> str | None:
@@ -308,8 +362,8 @@ def subset_of(side: RunData) -> str | None:
 def shared_only(a: RunData, b: RunData) -> tuple[RunData, RunData, list[str], list[str]]:
     """A and B cut to the queries both hold a result for, and the queries left out of each
     (A's, B's): a full run compared with a smoke run, on the smoke run's queries."""
-    only_a = [q for q in dict.fromkeys([*a.metrics, *a.errors, *a.unscorable]) if not b.has(q)]
-    only_b = [q for q in dict.fromkeys([*b.metrics, *b.errors, *b.unscorable]) if not a.has(q)]
+    only_a = [q for q in dict.fromkeys([*a.metrics, *a.errors, *a.unscorable, *a.no_answer]) if not b.has(q)]
+    only_b = [q for q in dict.fromkeys([*b.metrics, *b.errors, *b.unscorable, *b.no_answer]) if not a.has(q)]
     return _without(a, set(only_a)), _without(b, set(only_b)), only_a, only_b
 
 
@@ -319,7 +373,7 @@ def _without(side: RunData, qids: set[str]) -> RunData:
 
     return RunData(side.source, keep(side.metrics), keep(side.rankings), keep(side.tags), keep(side.errors),
                    side.meta, keep(side.parent_levels), [q for q in side.unscorable if q not in qids],
-                   keep(side.judgments))
+                   keep(side.unscorable_why), keep(side.judgments), keep(side.no_answer), keep(side.scores))
 
 
 def describe_measurement(side: RunData) -> str:
@@ -368,15 +422,20 @@ def compare(a: RunData, b: RunData, thresholds: Thresholds, metrics: Sequence[st
     are metrics A measured and B did not: each one ``thresholds`` gate fails its gate,
     as the plugin fails a gated metric its baseline lacks (a gate that checks nothing
     must not pass).
+
+    Questions marked answerable: false are judged by false retrieval, as the plugin judges
+    them: one that gets an answer in B it did not get in A (0 -> 1) regressed, and
+    ``false_retrieval_rate`` is gated by the thresholds' ``false_retrieval_rate_*`` keys.
     """
     missing = missing_from(a, b)
-    qids = list(dict.fromkeys([*a.metrics, *b.metrics, *b.errors, *b.unscorable]))
+    qids = list(dict.fromkeys([*a.metrics, *a.no_answer, *b.metrics, *b.errors, *b.unscorable, *b.no_answer]))
     queries = []
     for qid in qids:
         if golden is not None and qid in golden:
             queries.append(golden[qid])
         else:
-            queries.append(Query(qid, "", {}, tuple(b.tags.get(qid) or a.tags.get(qid) or ())))
+            queries.append(Query(qid, "", {}, tuple(b.tags.get(qid) or a.tags.get(qid) or ()),
+                                 answerable=qid not in a.no_answer and qid not in b.no_answer))
     run_golden = GoldenSet(b.source, tuple(queries), judgments="pooled" if b.pooled is not None else "closed")
     records = {}
     for qid in qids:
@@ -386,15 +445,21 @@ def compare(a: RunData, b: RunData, thresholds: Thresholds, metrics: Sequence[st
             records[qid] = QueryRecord(qid, "error", error=f"missing from B: {b.source} has no result for this query")
         elif qid in b.unscorable:
             records[qid] = QueryRecord(qid, "unscorable")
+        elif qid in b.no_answer:
+            ranking = b.rankings.get(qid, [])
+            records[qid] = QueryRecord(qid, "unanswerable", None, ranking, [], len(ranking),
+                                       scores=b.scores.get(qid, []), false_retrieval=b.no_answer[qid])
         elif qid in b.metrics:
             m = {k: v for k, v in b.metrics[qid].items() if k in metrics}
             records[qid] = QueryRecord(qid, "scored", m, b.rankings.get(qid, []), [], len(b.rankings.get(qid, [])),
                                        parent_level=b.parent_levels.get(qid))
             _as_b_found(records[qid], b, a)
-    baseline = Baseline(a.meta, {}, {q: {k: v for k, v in m.items() if k in metrics} for q, m in a.metrics.items()},
-                        a.source)
+    base_q: dict[str, dict[str, Any]] = {q: {k: v for k, v in m.items() if k in metrics} for q, m in a.metrics.items()}
+    base_q.update({q: {FALSE_RETRIEVAL: float(v)} for q, v in a.no_answer.items()})
+    baseline = Baseline(a.meta, {}, base_q, a.source)
     verdict = build_verdict(records, run_golden, baseline, thresholds, metrics, relevance_level, reference="A",
-                            artifact_path=b.source if b.pooled is not None else None)
+                            artifact_path=b.source if b.pooled is not None else None,
+                            answer_threshold=b.answer_threshold)
     for metric in lacking:
         if gated(metric, thresholds):
             verdict.gates.append(Gate(metric, False, (

@@ -514,6 +514,8 @@ def measure_encoders(
     estimate: float | None = None
     if golden is not None:
         ran = _worth_scoring(results, reference)
+        # a question marked answerable: false has no nDCG: it is neither scored nor counted
+        golden = golden.subset([q.qid for q in golden if q.answerable])
         if full:
             queries = golden
             estimate = sum(all_chunks / (r.texts_per_second or 1.0) for r in ran)

@@ -183,6 +183,9 @@ def read_artifact(path: str | Path) -> Artifact:
     verdicts = {}
     for qid, entry in data["per_query"].items():
         status = entry["status"]
+        if status == "unanswerable":  # one that newly got an answer regressed; the others are counted apart
+            verdicts[qid] = "regressed" if qid in regressed else status
+            continue
         verdicts[qid] = ("ok" if qid not in regressed else "regressed") if status == "scored" else status
     baseline = meta.get("baseline")
     per_query_baseline = {q: e["baseline"] for q, e in data["per_query"].items() if isinstance(e.get("baseline"), dict)}
@@ -264,6 +267,10 @@ class RunPoint:
     stale_labels: dict[str, Any] | None = None
     #: {"judged", "unjudged", "unjudged_new", "inconclusive", "to_judge", "k"} for a pooled golden set, else None
     pooled: dict[str, Any] | None = None
+    #: questions marked answerable: false that ran (outside ``n`` and every mean)
+    no_answer: int = 0
+    #: their mean false retrieval (lower is better; None when none ran)
+    false_retrieval_rate: float | None = None
 
 
 @dataclass
@@ -404,6 +411,8 @@ def _means(a: Artifact) -> tuple[int, dict[str, float | None], dict[str, dict[st
     records: dict[str, QueryRecord] = {}
     queries = []
     for qid in a.verdicts:
+        if qid in a.side.no_answer:
+            continue  # outside every mean: its rate is RunPoint.false_retrieval_rate
         if qid in a.side.errors:
             records[qid] = QueryRecord(qid, "error", error=a.side.errors[qid])
         elif qid in a.side.unscorable:
@@ -503,6 +512,7 @@ def _group(number: int, runs: list[Artifact], newest: bool, min_flips: int) -> G
             baseline=a.meta.get("baseline"), refresh=refresh, retriever_changes=changes, segment=segment,
             stale_labels=a.stale_labels,
             pooled={**a.side.pooled, "k": a.meta.get("k")} if a.side.pooled else None,
+            no_answer=len(a.side.no_answer), false_retrieval_rate=a.side.false_retrieval_rate(),
         ))
     drift = []
     last_segment = points[-1].segment
