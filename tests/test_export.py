@@ -159,3 +159,55 @@ def test_export_yaml_keeps_judgment_dates_per_judgment(tmp_path) -> None:
     assert entry["gold_chunks"] == {"a": {"grade": 2, "judged_at": old}, "b": 0}
     assert entry["judged_at"] == new
     assert load_golden(out)["q"].judgment_dates() == {"a": old, "b": new}
+
+
+@pytest.mark.parametrize("suffix", [".yaml", ".jsonl"])
+def test_export_merge_keeps_dates_and_questions_with_no_answer(tmp_path, suffix: str) -> None:
+    """A merged golden set reads back with every date and every answerable: false flag it had,
+    and with the annotator's dates on the grades they added."""
+    import datetime as dt
+    import json as _json
+
+    from pytest_ragmetrics.cli import main
+    from pytest_ragmetrics.golden import load_golden
+
+    old, new = dt.date.today() - dt.timedelta(days=300), dt.date.today() - dt.timedelta(days=1)
+    golden = tmp_path / "golden.jsonl"
+    golden.write_text("".join(_json.dumps(r) + "\n" for r in [
+        {"qid": "q1", "query": "how to patch a tube", "judged_at": old.isoformat(),
+         "candidates": [{"doc_id": "patch", "rel": 2}]},
+        {"qid": "q2", "query": "best sourdough starter", "answerable": False,
+         "candidates": [{"doc_id": "patch", "rel": 0, "judged_at": old.isoformat()}]},
+        {"qid": "q3", "query": "passport renewal", "answerable": False},
+    ]), encoding="utf-8")
+    grades = tmp_path / "grades.jsonl"
+    grades.write_text("".join(_json.dumps(r) + "\n" for r in [
+        {"qid": "q1", "query": "how to patch a tube", "candidates": [{"doc_id": "levers", "rel": 1, "judged_at": new.isoformat()}]},
+        {"qid": "q2", "query": "best sourdough starter", "answerable": False,
+         "candidates": [{"doc_id": "bread", "rel": 0, "judged_at": new.isoformat()}]},
+    ]), encoding="utf-8")
+    out = tmp_path / f"merged{suffix}"
+    assert main(["export", "--golden", str(golden), "--merge", str(grades), "--golden-out", str(out)]) == 0
+    merged = load_golden(out)
+    assert merged["q1"].judgment_dates() == {"patch": old, "levers": new}
+    assert not merged["q2"].answerable and merged["q2"].judgments == {"patch": 0, "bread": 0}
+    assert merged["q2"].judgment_dates() == {"patch": old, "bread": new}
+    assert not merged["q3"].answerable and dict(merged["q3"].judgments) == {}
+
+
+def test_export_merge_says_when_a_question_with_no_answer_gets_one(tmp_path, capsys) -> None:
+    import json as _json
+
+    from pytest_ragmetrics.cli import main
+    from pytest_ragmetrics.golden import load_golden
+
+    golden = tmp_path / "golden.jsonl"
+    golden.write_text(_json.dumps({"qid": "q2", "query": "tyre pressure for a car", "answerable": False}) + "\n",
+                      encoding="utf-8")
+    grades = tmp_path / "grades.jsonl"
+    grades.write_text(_json.dumps({"qid": "q2", "query": "tyre pressure for a car",
+                                   "candidates": [{"doc_id": "tire-pressure", "rel": 1}]}) + "\n", encoding="utf-8")
+    out = tmp_path / "merged.yaml"
+    assert main(["export", "--golden", str(golden), "--merge", str(grades), "--golden-out", str(out)]) == 0
+    assert "q2: was marked answerable: false, but tire-pressure graded relevant" in capsys.readouterr().err
+    assert load_golden(out)["q2"].answerable

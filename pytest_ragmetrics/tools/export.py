@@ -51,7 +51,13 @@ def golden_yaml(queries: Any) -> str:
         gold: Any = list(grades) if grades and all(g == 1 for g in grades.values()) and not own else grades
         if own:
             gold = {d: {"grade": g, "judged_at": own[d]} if d in own else g for d, g in grades.items()}
-        entry: dict[str, Any] = {"id": q.qid, "question": q.text, "gold_chunks": gold}
+        entry: dict[str, Any] = {"id": q.qid, "question": q.text}
+        if getattr(q, "answerable", True):
+            entry["gold_chunks"] = gold
+        else:  # a question with no answer: its grade-0 judgments, if any, and the flag
+            entry["answerable"] = False
+            if grades:
+                entry["gold_chunks"] = gold
         if q.tags:
             entry["tags"] = list(q.tags)
         if record_date is not None:
@@ -106,7 +112,7 @@ def merge_judgments(golden: Any, annotated: Any) -> tuple[list[Any], list[str]]:
     """The golden set's queries with the grades of ``annotated`` (an annotator's or adjudicated
     file) merged in: a document it grades takes that grade, a question it adds is appended.
     Returns the queries and a note per grade that changed (a regrade, not a new judgment)."""
-    from pytest_ragmetrics.golden import Query
+    from dataclasses import replace
 
     changed: list[str] = []
     merged = []
@@ -117,7 +123,15 @@ def merge_judgments(golden: Any, annotated: Any) -> tuple[list[Any], list[str]]:
         extra = annotated[q.qid].judgments
         changed += [f"{q.qid}: {d} {q.judgments[d]} -> {g}" for d, g in extra.items()
                     if d in q.judgments and q.judgments[d] != g]
-        merged.append(Query(q.qid, q.text, {**q.judgments, **extra}, q.tags))
+        found = annotated[q.qid]
+        dates = {d: day for d, day in q.judgment_dates().items() if day is not None}
+        dates.update({d: day for d, day in found.judgment_dates().items() if day is not None})
+        grades = {**q.judgments, **extra}
+        answerable = q.answerable or any(g > 0 for g in grades.values())
+        if answerable != q.answerable:
+            changed.append(f"{q.qid}: was marked answerable: false, but {', '.join(d for d, g in extra.items() if g > 0)} "
+                           "graded relevant: written as answerable")
+        merged.append(replace(q, judgments=grades, judged_at=None, judged_dates=dates, answerable=answerable))
     merged += [q for q in annotated if q.qid not in golden]
     return merged, changed
 
@@ -138,6 +152,10 @@ def golden_file_text(queries: Any, path: str | Path, judgments: str = "pooled") 
         record: dict[str, Any] = {"qid": q.qid, "query": q.text}
         if q.tags:
             record["tags"] = list(q.tags)
-        record["candidates"] = [{"doc_id": d, "rel": g} for d, g in q.judgments.items()]
+        if not q.answerable:
+            record["answerable"] = False
+        dates = q.judgment_dates()
+        record["candidates"] = [{"doc_id": d, "rel": g, **({"judged_at": dates[d].isoformat()} if dates.get(d) else {})}
+                                for d, g in q.judgments.items()]
         lines.append(record)
     return "".join(json.dumps(line, ensure_ascii=False, sort_keys=False) + "\n" for line in lines)
