@@ -348,7 +348,8 @@ def test_json_keys_are_the_documented_ones(nights: Path, capsys: pytest.CaptureF
     assert group["tags"] == sorted(["standard", "smoke", "paraphrase", HOSTILE_TAG])
     assert set(group["runs"][0]) == {"index", "path", "created", "git_commit", "retriever", "n", "aggregate",
                                      "delta", "beyond", "tolerance", "tags", "verdicts", "passed", "baseline",
-                                     "refresh", "retriever_changes", "segment", "stale_labels", "pooled"}
+                                     "refresh", "retriever_changes", "segment", "stale_labels", "pooled",
+                                     "no_answer", "false_retrieval_rate"}
     assert group["runs"][0]["verdicts"] == {"ok": 6, "regressed": 0, "error": 0, "unscorable": 0}
     assert group["runs"][1]["verdicts"] == {"ok": 5, "regressed": 1, "error": 0, "unscorable": 0}
     assert [r["passed"] for r in group["runs"]] == [True, False, True, False, False, None, True, False]
