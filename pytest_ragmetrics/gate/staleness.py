@@ -75,17 +75,19 @@ class LabelAges:
                 + ("; fail_on_stale_labels" if self.fail else ""))
 
     def problem(self) -> str | None:
-        """One sentence naming the stale and undated records, or None when there is none."""
+        """One sentence naming the stale and undated records (their details are in :meth:`lines`),
+        or None when there is none."""
         parts = []
         if self.stale:
-            parts.append(f"{len(self.stale)} of {self.checked} records have labels older than their limit: "
-                         f"{listed([r.text() for r in self.stale])}")
+            parts.append(f"{len(self.stale)} of {self.checked} records {'has' if len(self.stale) == 1 else 'have'} "
+                         f"labels older than their limit ({listed([r.qid for r in self.stale])})")
         if self.undated:
-            parts.append(f"{len(self.undated)} records under an age limit have a label without judged_at, so "
-                         f"its age is not known: {listed([r.text() for r in self.undated])}")
+            parts.append(f"{len(self.undated)} {'is' if len(self.undated) == 1 else 'are'} undated: under an age "
+                         f"limit, with a label that has no judged_at ({listed([r.qid for r in self.undated])})")
         if not parts:
             return None
-        return "; ".join(parts) + ". Judge them again (ragmetrics annotate dates every grade) and update judged_at"
+        return ("; ".join(parts) + "; see 'Label ages' for dates and limits. Judge them again (ragmetrics annotate "
+                "dates every grade) and update judged_at")
 
     def warning(self) -> str | None:
         """What a run says when stale labels only warn (``fail_on_stale_labels`` is false)."""
