@@ -8,7 +8,7 @@ mapping and dedup). Each row keeps its per-query values, because a mean that
 moved says nothing about which questions did.
 
 This module is the data model (:class:`Setting`, :class:`Row`, :class:`Ablation`)
-and the runner (:func:`ablate`); :mod:`pytest_ragmetrics.tools.ablate_report`
+and the runner (:func:`ablate`); :mod:`pytest_ragmetrics.report.ablation`
 renders it. It works on plain objects: a retriever with the reference stack's
 ``search_batch(queries, top_k, fetch_k, mode, threshold, rerank=, rrf_k=,
 unique_docs=)``, or a factory that builds one per chunking (chunking changes the
