@@ -73,7 +73,7 @@ class QueryRecord:
     n_docs: int = 0
     error: str | None = None
     truncated_from: int | None = None
-    #: chunk- and parent-level hit rates when the results carried parent ids (see _parents)
+    #: chunk- and parent-level hit rates when the results carried parent ids (see pytest_ragmetrics.parents)
     parent_level: dict[str, dict[str, float]] | None = None
     #: pooled golden sets (see :mod:`pytest_ragmetrics.unjudged`): judged@k, the unjudged documents of the
     #: top k, the new ones among them (None: the baseline has no ``_top``), and the metrics' upper bounds

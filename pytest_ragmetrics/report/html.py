@@ -5,7 +5,7 @@ file opens offline and as a CI artifact; the page shell, CSS, cells and tables a
 :mod:`.html_parts`'s, shared with the history page. Every text taken from the data
 (query text, ids, tags, explanations) goes through ``html.escape``.
 
-Input is the JSON run artifact (see ``RagSession.artifact``), so the plugin's
+Input is the JSON run artifact (``docs/run-artifact.md``), so the plugin's
 ``--rag-html`` and the CLI's ``compare --html`` draw the same page.
 """
 
