@@ -278,36 +278,14 @@ class Retriever:
 
     # -- searching ------------------------------------------------------------------
 
-    def search(
-        self,
-        query: str,
-        top_k: int | None = None,
-        fetch_k: int | None = None,
-        mode: str | None = None,
-        threshold: float | None = None,
-        *,
-        rerank: bool | None = None,
-        rrf_k: int | None = None,
-        unique_docs: bool | None = None,
-        fusion: str | None = None,
-        route_weights: Mapping[str, float] | str | None = None,
-    ) -> list[Hit]:
+    def search(self, query: str, top_k: int | None = None, fetch_k: int | None = None, mode: str | None = None,
+               threshold: float | None = None, **options: Any) -> list[Hit]:
         """Ranked hits for one query, best first; at most ``top_k``, fewer under ``threshold``.
 
-        See :meth:`search_batch` for the meaning of each argument.
+        The arguments and ``options`` (``rerank``, ``rrf_k``, ``unique_docs``, ``fusion``,
+        ``route_weights``) are :meth:`search_batch`'s.
         """
-        return self.search_batch(
-            [query],
-            top_k,
-            fetch_k,
-            mode,
-            threshold,
-            rerank=rerank,
-            rrf_k=rrf_k,
-            unique_docs=unique_docs,
-            fusion=fusion,
-            route_weights=route_weights,
-        )[0]
+        return self.search_batch([query], top_k, fetch_k, mode, threshold, **options)[0]
 
     def search_batch(
         self,
