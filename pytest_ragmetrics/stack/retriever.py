@@ -56,6 +56,8 @@ class Retriever:
     The settings (mode, chunking, models, backends, progress) are one
     :class:`StackSettings`, given whole or as keywords of the same names:
     ``Retriever(corpus, mode="bm25")`` or ``Retriever(corpus, StackSettings(mode="bm25"))``.
+    :attr:`settings` keeps them; the attributes of the same names (``mode``, ``top_k``, ...)
+    are what searches default to.
     """
 
     def __init__(
