@@ -36,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     from pytest_ragmetrics import MeasurementConfig, load_golden
     from pytest_ragmetrics.stack.factory import stack_factory
     from pytest_ragmetrics.tools.ablate import Setting, ablate, sweep_settings
-    from pytest_ragmetrics.tools.ablate_report import render_markdown
+    from pytest_ragmetrics.report.ablation import render_markdown
 
     golden = load_golden(ROOT / "eval" / "golden.yaml")
     retrievers = stack_factory(ROOT / "eval" / "corpus", rerank_model=args.rerank_model, unique_docs=True)

@@ -16,7 +16,7 @@ from typing import Iterable, Mapping, Sequence
 from pytest_ragmetrics.measures import MeasurementConfig
 from pytest_ragmetrics.metrics import document_ranking, ideal_grades, judge, score
 
-__all__ = ["Evaluation", "score_query", "evaluate", "mean_metrics", "id_rule"]
+__all__ = ["Evaluation", "score_query", "evaluate", "mean_metrics", "id_rule", "below_one_query", "drop_beyond_one_query"]
 
 
 def id_rule(separator: str | None) -> str:
@@ -51,6 +51,24 @@ def mean_metrics(per_query: Iterable[Mapping[str, float]], metrics: Sequence[str
     if not rows:
         return {}
     return {m: math.fsum(r[m] for r in rows) / len(rows) for m in metrics}
+
+
+#: baselines keep 10 decimals: a change of exactly one query's worth must read as neither less nor more
+ONE_QUERY_EPS = 1e-9
+
+
+def below_one_query(change: float, n: int) -> bool:
+    """Whether a change of a mean over ``n`` queries is smaller than one query's worth.
+
+    Each query's score lies in [0, 1], so one query moves the mean by up to 1/n: a
+    nonzero change below that is a single question, not evidence of a better or worse system.
+    """
+    return n > 0 and 0 < abs(change) < 1 / n - ONE_QUERY_EPS
+
+
+def drop_beyond_one_query(change: float, n: int) -> bool:
+    """Whether a mean over ``n`` queries fell by more than one query's worth (1/n)."""
+    return n > 0 and change < -(1 / n) - ONE_QUERY_EPS
 
 
 @dataclass

@@ -4,7 +4,7 @@ Retrievers return ranked results, best first, each a ``str`` id, an ``(id, score
 pair, an object with an ``id`` attribute (and optionally ``score``, an
 explanation: ``explain_text()`` or ``explain`` as text or a mapping, and a
 ``parent_id``: the larger chunk the application hands to its generator, see
-``_parents``), or a mapping with the same keys (``{"id": ..., "score": ...}``, as
+:mod:`pytest_ragmetrics.parents`), or a mapping with the same keys (``{"id": ..., "score": ...}``, as
 many vector-database clients return; other keys such as ``metadata`` are
 ignored). The order is the ranking; nothing here re-sorts it.
 """

@@ -24,6 +24,8 @@ from typing import Sequence
 
 import numpy as np
 
+from pytest_ragmetrics.evaluation import below_one_query
+
 __all__ = ["DeltaStats", "bootstrap_ci", "permutation_pvalue", "detectable_change", "delta_stats"]
 
 DEFAULT_RESAMPLES = 10_000
@@ -116,8 +118,7 @@ class DeltaStats:
     @property
     def below_granularity(self) -> bool:
         """True when the change is smaller than one query's worth (1/n)."""
-        # baselines keep 10 decimals: a change of exactly one query's worth must not read as less
-        return self.n > 0 and 0 < abs(self.mean) < 1 / self.n - 1e-9
+        return below_one_query(self.mean, self.n)
 
     def to_dict(self) -> dict[str, float | int | None]:
         return {"n": self.n, "mean": self.mean, "ci95": [self.ci_low, self.ci_high],

@@ -1,4 +1,4 @@
-"""Ablations and sweeps (pytest_ragmetrics.tools.ablate and .ablate_report, `ragmetrics ablate`,
+"""Ablations and sweeps (pytest_ragmetrics.tools.ablate and report.ablation, `ragmetrics ablate`,
 eval/eval_retrieval.py).
 
 Two kinds of tests: exact ones over a scripted retriever (fixed rankings per mode,
@@ -34,7 +34,7 @@ from pytest_ragmetrics.tools.ablate import (
     bind_metrics,
     sweep_settings,
 )
-from pytest_ragmetrics.tools.ablate_report import (
+from pytest_ragmetrics.report.ablation import (
     ablation_breakdown,
     ablation_notes,
     ablation_table,

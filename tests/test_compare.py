@@ -80,6 +80,18 @@ def test_json_output_and_html(runs: tuple[Path, Path], tmp_path: Path, capsys: p
     assert "<svg" in html.read_text() and "q2" in html.read_text()
 
 
+def test_a_change_of_one_whole_query_is_not_marked_below_one_query(tmp_path: Path) -> None:
+    """Stored scores keep 10 decimals: a fall of one query out of one, read back as 0.9999999999,
+    is one query's worth (the gate says so too) and must not be marked (<1/n); half a query is."""
+    a = artifact(tmp_path / "a.json", {"q1": (0.9999999999, 0.5)}, {"q1": ["standard"]})
+    b = artifact(tmp_path / "b.json", {"q1": (0.0, 0.0)}, {"q1": ["standard"]})
+    html = tmp_path / "cmp.html"
+    assert main([str(a), str(b), "--html", str(html)]) == 0
+    rows = {row.split("</td>", 1)[0]: row for row in html.read_text().split("<tr><td>")[1:]}
+    assert "-0.5000 <span class=note>(&lt;1/n)</span>" in rows["ndcg@10"]
+    assert "-1.0000</td>" in rows["recall@10"] and "&lt;1/n" not in rows["recall@10"]
+
+
 def test_trec_runs_are_scored_against_qrels(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     qrels = tmp_path / "qrels.txt"
     qrels.write_text("q1 0 a 1\nq2 0 b 1\n")

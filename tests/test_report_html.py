@@ -22,7 +22,7 @@ HOSTILE = '<script>alert("x")</script> | and </td> & "quotes"'
 
 
 def artifact() -> dict:
-    """A run artifact as RagSession.artifact() writes it: two queries, one regressed."""
+    """A run artifact as the plugin writes it (docs/run-artifact.md): two queries, one regressed."""
     return {
         "_meta": {"golden": {"source": "eval/golden.yaml", "n_queries": 2}, "k": 10,
                   "measurement": {"metrics": ["recall@10", "ndcg@10"]}, "subset": "full",

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import scipy.stats
 
+from pytest_ragmetrics.evaluation import below_one_query, drop_beyond_one_query
 from pytest_ragmetrics.stats import bootstrap_ci, delta_stats, detectable_change, permutation_pvalue
 
 
@@ -89,3 +90,15 @@ def test_delta_stats_bundle() -> None:
     assert stats.below_granularity  # smaller than one question of fifteen
     assert stats.p_value == 1.0  # a single changed query: both signs are equally extreme
     assert stats.to_dict()["ci95"][0] <= stats.mean <= stats.to_dict()["ci95"][1]
+
+
+@pytest.mark.parametrize("n", [1, 3, 7, 72])
+def test_one_query_rule_reads_a_stored_one_query_change_as_one_query(n: int) -> None:
+    """The gate, the statistics and every report share one 1/n rule: a change of exactly one
+    query's worth, stored to 10 decimals, is neither below one query nor beyond it."""
+    worth = round(1 / n, 10)
+    assert not below_one_query(worth, n) and not below_one_query(-worth, n)
+    assert not drop_beyond_one_query(-worth, n)
+    assert below_one_query(worth / 2, n) and not below_one_query(0.0, n) and not below_one_query(0.1, 0)
+    assert drop_beyond_one_query(-worth - 1e-6, n) and not drop_beyond_one_query(-worth, 0)
+    assert delta_stats([-worth] + [0.0] * (n - 1)).below_granularity is below_one_query(-worth / n, n)

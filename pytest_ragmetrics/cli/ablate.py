@@ -69,7 +69,7 @@ def register(verbs: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from pytest_ragmetrics.golden import load_golden
     from pytest_ragmetrics.tools.ablate import Setting, ablate, bind_metrics, sweep_settings
-    from pytest_ragmetrics.tools.ablate_report import render_json, render_markdown
+    from pytest_ragmetrics.report.ablation import render_json, render_markdown
 
     modes = parse_modes(args.modes)
     sweeps = [parse_sweep(s) for s in args.sweep]

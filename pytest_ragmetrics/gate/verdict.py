@@ -27,13 +27,13 @@ from pytest_ragmetrics.errors import listed
 from pytest_ragmetrics.gate.baseline import Baseline
 from pytest_ragmetrics.gate.staleness import GATE as STALE_GATE, LabelAges
 from pytest_ragmetrics.gate.thresholds import Thresholds
-from pytest_ragmetrics.evaluation import mean_metrics
+from pytest_ragmetrics.evaluation import drop_beyond_one_query, mean_metrics
 from pytest_ragmetrics.golden import GoldenSet
 from pytest_ragmetrics.measures import parse_measure
 from pytest_ragmetrics.parents import ParentLevel, summarize_parents
 from pytest_ragmetrics.unanswerable import FALSE_RETRIEVAL, RATE, false_retrieval_rate
 
-if TYPE_CHECKING:  # numpy (behind _stats) loads only when a comparison is made
+if TYPE_CHECKING:  # numpy (behind stats) loads only when a comparison is made
     from pytest_ragmetrics.stats import DeltaStats
 
 __all__ = [
@@ -73,7 +73,7 @@ class QueryRecord:
     n_docs: int = 0
     error: str | None = None
     truncated_from: int | None = None
-    #: chunk- and parent-level hit rates when the results carried parent ids (see _parents)
+    #: chunk- and parent-level hit rates when the results carried parent ids (see pytest_ragmetrics.parents)
     parent_level: dict[str, dict[str, float]] | None = None
     #: pooled golden sets (see :mod:`pytest_ragmetrics.unjudged`): judged@k, the unjudged documents of the
     #: top k, the new ones among them (None: the baseline has no ``_top``), and the metrics' upper bounds
@@ -219,14 +219,14 @@ class AggregateRow:
     def untestable_drop(self) -> bool:
         """Fell by more than 1/n, on too few changed queries for any p-value under SIGNIFICANT_P."""
         d, st = self.delta, self.stats
-        return (d is not None and st is not None and st.n > 0 and d < -(1 / st.n) - EPS
+        return (d is not None and st is not None and drop_beyond_one_query(d, st.n)
                 and st.smallest_p >= SIGNIFICANT_P)
 
     @property
     def significant_drop(self) -> bool:
         """Fell beyond chance (p < SIGNIFICANT_P) and by more than one query's worth (1/n)."""
         d, st = self.delta, self.stats
-        return (d is not None and st is not None and st.n > 0 and d < -(1 / st.n) - EPS
+        return (d is not None and st is not None and drop_beyond_one_query(d, st.n)
                 and st.p_value < SIGNIFICANT_P)
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from pytest_ragmetrics.errors import listed
-from pytest_ragmetrics.report.tables import counted, escape_cell, markdown_table, sample_size_note
+from pytest_ragmetrics.report.tables import counted, escape_cell, markdown_table, one_query_mark, sample_size_note
 from pytest_ragmetrics.report.text import signed_delta
 
 __all__ = ["history_text", "short_time", "measured_line", "drift_line", "flip_text", "timeline_marks", "gate_label",
@@ -87,8 +87,8 @@ def _runs_table(group: Mapping[str, Any]) -> str:
             row.append(r["aggregate"].get(m))
             d = r["delta"].get(m)
             text = "—" if d is None else signed_delta(d)
-            if d is not None and text != "±0" and n and abs(d) < 1 / n - 1e-12:
-                text += " (<1/n)"
+            if text != "±0":
+                text += one_query_mark(d, n)
             row.append(text + (" !" if m in r["beyond"] else ""))
         v = r["verdicts"]
         row.append(gate_label(r))

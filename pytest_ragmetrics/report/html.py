@@ -5,7 +5,7 @@ file opens offline and as a CI artifact; the page shell, CSS, cells and tables a
 :mod:`.html_parts`'s, shared with the history page. Every text taken from the data
 (query text, ids, tags, explanations) goes through ``html.escape``.
 
-Input is the JSON run artifact (see ``RagSession.artifact``), so the plugin's
+Input is the JSON run artifact (``docs/run-artifact.md``), so the plugin's
 ``--rag-html`` and the CLI's ``compare --html`` draw the same page.
 """
 
@@ -17,7 +17,7 @@ from typing import Any, Mapping, Sequence
 from pytest_ragmetrics.errors import listed
 from pytest_ragmetrics.report.html_parts import delta_cell, num, page, table
 from pytest_ragmetrics.report.pooled import pooled_html
-from pytest_ragmetrics.report.tables import counted, p_text
+from pytest_ragmetrics.report.tables import counted, p_text, sample_size_note
 from pytest_ragmetrics.report.text import changes_hint, retriever_note
 
 __all__ = ["render_html"]
@@ -135,9 +135,7 @@ def render_html(artifact: Mapping[str, Any], metric: str | None = None, title: s
         ])
     aggregate = table(["metric", "baseline", "now", "delta", "95% CI", "p", "detectable", "allowed drop", "floor"],
                        agg_rows)
-    note = (f"n = {counted(n, 'query', 'queries')}: one query moves a mean by up to 1/n = {1 / n:.4f}; "
-            "a smaller difference "
-            "is a single question, not evidence." if n else "n = 0: nothing was compared.")
+    note = sample_size_note(n, empty="n = 0: nothing was compared.")
 
     deltas = []
     for qid, entry in per_query.items():

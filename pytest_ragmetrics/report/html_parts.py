@@ -12,6 +12,8 @@ from __future__ import annotations
 from html import escape
 from typing import Any, Sequence
 
+from pytest_ragmetrics.report.tables import one_query_mark
+
 __all__ = ["CSS", "num", "delta_cell", "table", "page"]
 
 CSS = """
@@ -43,7 +45,8 @@ def delta_cell(value: Any, n: int) -> str:
     if abs(value) < 1e-9:
         return '<td class="num">±0</td>'
     cls = "down" if value < 0 else "up"
-    note = " <span class=note>(&lt;1/n)</span>" if n and abs(value) < 1 / n - 1e-12 else ""
+    mark = one_query_mark(value, n)
+    note = f" <span class=note>{escape(mark.strip())}</span>" if mark else ""
     return f'<td class="num {cls}">{value:+.4f}{note}</td>'
 
 

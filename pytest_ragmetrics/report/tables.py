@@ -7,8 +7,13 @@ import unicodedata
 from typing import Sequence
 
 from pytest_ragmetrics.errors import shown
+from pytest_ragmetrics.evaluation import below_one_query
 
-__all__ = ["p_text", "display_width", "markdown_table", "sample_size_note", "fmt", "escape_cell", "counted"]
+__all__ = ["p_text", "display_width", "markdown_table", "sample_size_note", "one_query_mark", "fmt", "escape_cell",
+           "counted"]
+
+#: what follows a change smaller than one query's worth in every report
+ONE_QUERY_MARK = "(<1/n)"
 
 _LINE_BREAKS = re.compile(r"[\t\r\n\v\f\x1c-\x1e\x85\u2028\u2029]+")
 _ESCAPED_BACKSLASH = re.compile(r"\\(?=[!-/:-@\[-`{-~])")  # a backslash that would escape punctuation
@@ -70,15 +75,20 @@ def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[object]], dig
     return "\n".join(out)
 
 
-def sample_size_note(n: int) -> str:
+def sample_size_note(n: int, empty: str = "n = 0: no query was scored, so these numbers say nothing.") -> str:
     """Printed under every table: one query moves a mean by up to 1/n, so a smaller
     difference is a single question, not evidence of a better or worse system."""
     if n <= 0:
-        return "n = 0: no query was scored, so these numbers say nothing."
+        return empty
     return (
         f"n = {counted(n, 'query', 'queries')}: one query moves a mean by up to 1/n = {1 / n:.4f}; "
         f"a difference smaller than that is a single question, not evidence."
     )
+
+
+def one_query_mark(change: float | None, n: int) -> str:
+    """`` (<1/n)`` after a change smaller than one query's worth of ``n``, else nothing."""
+    return f" {ONE_QUERY_MARK}" if change is not None and below_one_query(change, n) else ""
 
 
 def p_text(p_value: float | None) -> str:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Iterable, NamedTuple, Sequence
 
 from pytest_ragmetrics.errors import brief_repr, listed, shown, shown_lines
 from pytest_ragmetrics.gate.verdict import EPS, Drop, Gate, Regression, Verdict
-from pytest_ragmetrics.report.tables import counted, markdown_table, p_text, sample_size_note
+from pytest_ragmetrics.report.tables import counted, markdown_table, one_query_mark, p_text, sample_size_note
 
 if TYPE_CHECKING:
     from pytest_ragmetrics.gate.baseline import Baseline
@@ -37,11 +37,7 @@ def _delta(value: float | None, n: int) -> str:
     if value is None:
         return "—"
     text = signed_delta(value)
-    if text == "±0":
-        return text
-    if n and value != 0 and abs(value) < 1 / n - 1e-12:
-        text += " (<1/n)"
-    return text
+    return text if text == "±0" else text + one_query_mark(value, n)
 
 
 def _ci(stats: Any) -> str:

@@ -4,7 +4,7 @@ Importing this package is cheap: torch, chromadb, sentence-transformers, jieba
 and bm25s are imported only when an index is built or a model is used.
 
     from pytest_ragmetrics.stack import Retriever
-    r = Retriever("eval/corpus", mode="hybrid")
+    r = Retriever("eval/corpus", mode="hybrid")  # or Retriever("eval/corpus", StackSettings(mode="hybrid"))
     for hit in r.search("why does my app freeze", 5):
         print(hit.id, hit.explain_text())
 """
@@ -30,6 +30,7 @@ from .index import DEFAULT_HNSW, HnswSettings, VectorIndex, connect
 from .paths import ragmetrics_home
 from .rerank import Reranker
 from .retriever import ENV_VARS, MODES, Hit, Retriever
+from .settings import StackSettings
 
 __all__ = [
     "BACKENDS",
@@ -51,6 +52,7 @@ __all__ = [
     "Reranker",
     "Retriever",
     "RetrieverFactory",
+    "StackSettings",
     "VectorIndex",
     "cached_factory",
     "chinese_tokenizer",

@@ -115,16 +115,7 @@ def stack_factory(
         else:  # the BM25 index alone, through the public search (it builds on first use)
             t0 = time.perf_counter()
             r.search_batch(["index warm-up"], top_k=1, mode="bm25")
-            r.build_stats = {
-                "documents": len(r.documents),
-                "chunks": len(r.chunks),
-                "encoded": 0,
-                "vector_index_rebuilt": None,
-                "bm25_seconds": round(time.perf_counter() - t0, 3),
-                "vector_seconds": None,
-                "manifest_seconds": round(r._manifest_seconds(), 3),
-                "repaired": list(r.repaired),
-            }
+            r._record_build(time.perf_counter() - t0)
         if on_build is not None:
             on_build(chunking, r)
         return r

@@ -8,7 +8,7 @@ mapping and dedup). Each row keeps its per-query values, because a mean that
 moved says nothing about which questions did.
 
 This module is the data model (:class:`Setting`, :class:`Row`, :class:`Ablation`)
-and the runner (:func:`ablate`); :mod:`pytest_ragmetrics.tools.ablate_report`
+and the runner (:func:`ablate`); :mod:`pytest_ragmetrics.report.ablation`
 renders it. It works on plain objects: a retriever with the reference stack's
 ``search_batch(queries, top_k, fetch_k, mode, threshold, rerank=, rrf_k=,
 unique_docs=)``, or a factory that builds one per chunking (chunking changes the
@@ -35,6 +35,7 @@ from pytest_ragmetrics.metrics import ideal_grades
 from pytest_ragmetrics.progress import resolve as resolve_progress
 from pytest_ragmetrics.results import normalize_results
 from pytest_ragmetrics.stack.factory import Chunking, RetrieverFactory
+from pytest_ragmetrics.tools.sources import SEARCH_SLICE, search_in_slices
 
 __all__ = [
     "NO_RERANKER",
@@ -70,10 +71,6 @@ NO_RERANKER = (
 
 _EPS = 1e-9
 
-#: Questions per ``search_batch`` call: what ``pytest --rag-eval`` asks at a time by default
-#: (``--rag-batch-size``), so a row is measured as the plugin measures it, and how far a
-#: long row has got can be shown.
-SEARCH_SLICE = 32
 
 
 class AblationError(RagMetricsError, ValueError):
@@ -335,23 +332,14 @@ def _describe(retriever: Any) -> Any:
 def _search(retriever: Any, texts: list[str], setting: Setting, row: Row, progress: Any, task: str) -> list[Any]:
     """Every question's results, asked :data:`SEARCH_SLICE` at a time; the time spent goes to ``row``."""
     kwargs = setting.search_kwargs()
-    results: list[Any] = []
-    progress.start(task, len(texts), "questions")
-    try:
-        for start in range(0, len(texts), SEARCH_SLICE):
-            part = texts[start:start + SEARCH_SLICE]
-            t0 = time.perf_counter()
-            found = list(retriever.search_batch(part, **kwargs))
-            row.seconds += time.perf_counter() - t0
-            if len(found) != len(part):
-                raise AblationError(
-                    f"{setting.name}: search_batch returned {len(found)} result lists for {len(part)} questions"
-                )
-            results.extend(found)
-            progress.advance(len(part))
-    finally:
-        progress.finish()
-    return results
+
+    def timed(part: list[str]) -> list[Any]:
+        t0 = time.perf_counter()
+        found = list(retriever.search_batch(part, **kwargs))
+        row.seconds += time.perf_counter() - t0
+        return found
+
+    return search_in_slices(timed, texts, progress, task, setting.name, wrap_errors=False, error=AblationError)
 
 
 def ablate(

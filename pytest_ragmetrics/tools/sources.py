@@ -303,15 +303,16 @@ def _call_factory(spec: str, factory: Any, fixture: bool, root: Path) -> Any:
         raise RagMetricsError(f"retriever {spec!r}: calling it raised {_raised(exc)}{_where(exc, root)}") from None
 
 
-#: Questions per ``search_batch`` call: what ``pytest --rag-eval`` asks at a time by default, and
+#: Questions per ``search_batch`` call: what ``pytest --rag-eval`` asks at a time by default
+#: (``--rag-batch-size``), so a source or an ablation row is searched as the plugin searches, and
 #: how often the progress of a long search is told.
 SEARCH_SLICE = 32
 
 
-def _batched(search_batch: Any, texts: list[str], progress: Any, task: str, what: str,
-             wrap_errors: bool) -> list[Any]:
+def search_in_slices(search_batch: Any, texts: list[str], progress: Any, task: str, what: str,
+                     wrap_errors: bool, error: type[RagMetricsError] = RagMetricsError) -> list[Any]:
     """``search_batch`` over ``texts`` in slices of :data:`SEARCH_SLICE`, each checked to answer
-    one result list per question; ``what`` names the source in messages, and with
+    one result list per question (else ``error``); ``what`` names the source in messages, and with
     ``wrap_errors`` what the call raises becomes a :class:`RagMetricsError` saying where."""
     results: list[Any] = []
     progress.start(task, len(texts), "questions")
@@ -327,7 +328,7 @@ def _batched(search_batch: Any, texts: list[str], progress: Any, task: str, what
                     raise
                 raise RagMetricsError(f"{what}: search_batch raised {_raised(exc)}{_where(exc)}") from None
             if len(found) != len(part):
-                raise RagMetricsError(f"{what}: search_batch returned {len(found)} lists for {len(part)} questions")
+                raise error(f"{what}: search_batch returned {len(found)} lists for {len(part)} questions")
             results.extend(found)
             progress.advance(len(part))
     finally:
@@ -360,7 +361,7 @@ def retriever_rankings(
     batch = getattr(retriever, "search_batch", None)
     results: list[Any]
     if callable(batch):
-        results = _batched(lambda part: batch(part, depth), texts, progress, task, label, wrap_errors=True)
+        results = search_in_slices(lambda part: batch(part, depth), texts, progress, task, label, wrap_errors=True)
     else:
         results = []
         progress.start(task, len(questions), "questions")
@@ -420,7 +421,7 @@ def stack_rankings(
     out = []
     for mode in dict.fromkeys(modes):
         source = Source(mode, "stack", f"mode={mode} {spec}".strip())
-        results = _batched(
+        results = search_in_slices(
             lambda part: retriever.search_batch(part, top_k=depth, mode=mode, threshold=None, unique_docs=True),
             texts, progress, f"searching mode {mode}", f"mode {mode}", wrap_errors=False)
         rankings: dict[str, list[Entry]] = {}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from pytest_ragmetrics.stack import (
     Hit,
     Reranker,
     Retriever,
+    StackSettings,
     chunk_documents,
     connect,
 )
@@ -49,6 +51,41 @@ def test_construction_errors(car_docs: list[Document], tmp_path: Path) -> None:
     # checked before the corpus is read; the message lists every allowed value
     with pytest.raises(ValueError, match=r"unknown language 'fr': expected 'auto', 'en', 'zh' or 'mixed'"):
         Retriever(tmp_path / "no-such-corpus", language="fr")  # type: ignore[arg-type]
+
+
+def test_settings_whole_or_as_keywords(car_docs: list[Document], tmp_path: Path) -> None:
+    """One StackSettings, or its fields as keywords (with keywords over a given one): the same retriever."""
+    keywords = {"data_dir": tmp_path, "mode": "bm25", "chunk_size": 120, "overlap": 20, "top_k": 4,
+                "route_weights": "bm25=1,vector=0.5", "fusion": "convex-minmax", "unique_docs": True}
+    by_keywords = Retriever(car_docs, **keywords)
+    settings = StackSettings(**keywords)
+    assert settings.route_weights == {"bm25": 1.0, "vector": 0.5}  # the string is kept as a mapping
+    whole = Retriever(car_docs, settings)
+    on_top = Retriever(car_docs, StackSettings(data_dir=tmp_path, mode="bm25"), **{
+        k: v for k, v in keywords.items() if k not in ("data_dir", "mode")})
+    assert by_keywords.describe() == whole.describe() == on_top.describe()
+    assert by_keywords.collection_name == whole.collection_name == on_top.collection_name
+    assert whole.settings is settings and on_top.settings == settings
+    assert [h.id for h in whole.search("brake pads")] == [h.id for h in by_keywords.search("brake pads")]
+    varied = Retriever(car_docs, replace(settings, top_k=2))
+    assert varied.top_k == 2 and len(varied.search("brake pads")) == 2
+    assert Retriever.from_env(car_docs, {"RAGMETRICS_TOP_K": "3"}, settings=settings).top_k == 3
+    # settings are checked when made, before any corpus is read
+    with pytest.raises(ValueError, match="unknown mode"):
+        StackSettings(mode="semantic")
+    with pytest.raises(ValueError, match="top_k"):
+        replace(settings, top_k=0)
+
+
+def test_an_unknown_setting_is_a_type_error_naming_the_nearest(car_docs: list[Document], tmp_path: Path) -> None:
+    with pytest.raises(TypeError, match=r"unexpected keyword argument 'topk' \(did you mean 'top_k'\?\); "
+                                        r"the settings are StackSettings' fields: data_dir, chunk_size"):
+        Retriever(car_docs, data_dir=tmp_path, topk=3)
+    with pytest.raises(TypeError, match=r"Retriever.from_env\(\) got an unexpected keyword argument 'chunksize'"):
+        Retriever.from_env(car_docs, {}, chunksize=100)
+    with pytest.raises(TypeError, match=r"takes the corpus and a StackSettings, got str: pass other settings as "
+                                        r"keywords, e.g. Retriever\(corpus, mode='bm25'\)"):
+        Retriever(car_docs, "bm25")  # type: ignore[arg-type]
 
 
 def test_loads_a_corpus_folder(tmp_path: Path) -> None:

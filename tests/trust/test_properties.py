@@ -40,6 +40,7 @@ from pytest_ragmetrics.golden import GoldenSet, Query, load_golden, load_qrels
 from pytest_ragmetrics.measures import MEASURE_NAMES, MeasurementConfig
 from pytest_ragmetrics.metrics import document_ranking
 from pytest_ragmetrics.report.html import render_html
+from pytest_ragmetrics.report.markdown import verdict_markdown
 from pytest_ragmetrics.report.text import verdict_text
 from pytest_ragmetrics.report.text import baseline_change_text as describe_change
 from pytest_ragmetrics.trec import read_run
@@ -337,12 +338,7 @@ def test_the_verdict_and_every_report_never_crash(inputs: tuple) -> None:  # typ
     golden, records, baseline, thresholds = inputs
     verdict = build_verdict(records, golden, baseline, thresholds, METRICS, 1, golden)
     assert verdict_text(verdict, thresholds.worst_n)
-    try:  # the job-summary Markdown (issue 7's module)
-        from pytest_ragmetrics.report.markdown import verdict_markdown
-    except ImportError:  # pragma: no cover
-        pass
-    else:
-        assert verdict_markdown(verdict, thresholds.worst_n)
+    assert verdict_markdown(verdict, thresholds.worst_n)  # the job-summary Markdown
     per_query = {qid: {"status": r.status, "metrics": r.metrics, "ranking": r.ranking, "tags": list(golden[qid].tags),
                        "error": r.error, "n_docs": r.n_docs} for qid, r in records.items()}
     artifact = {"_meta": {"golden": {"source": "golden.yaml", "n_queries": len(golden)},
