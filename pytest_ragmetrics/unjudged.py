@@ -15,10 +15,11 @@ baseline and the run artifact record):
   (``unjudged_new@k`` is their count, not a [0, 1] metric, so it is no gated metric);
 - an upper bound of every metric: the query re-scored with each unjudged document in
   its top k judged at the set's top grade (today's number counts them 0); and the
-  same with only the new ones, which decides whether a drop is ``inconclusive``. Judging a
-  document relevant changes the baseline's numbers too (recall's denominator, nDCG's ideal), so
-  the baseline's ``_top`` is re-scored with the same judgments and the two are compared; a
-  baseline without ``_top`` is compared as it stands.
+  same with only the new ones, which decides whether a drop is ``inconclusive``; failing
+  that, the same with every unjudged document of the top k (one the baseline held too can
+  explain a drop by moving up). Judging a document relevant changes the baseline's numbers too
+  (recall's denominator, nDCG's ideal), so the baseline's ``_top`` is re-scored with the same
+  judgments and the two are compared; a baseline without ``_top`` is compared as it stands.
 """
 
 from __future__ import annotations
@@ -57,6 +58,9 @@ class Unjudged:
     upper: dict[str, float] | None  # every metric with every unjudged document at the top grade
     upper_new: dict[str, float] | None  # the same with only the new ones (all of them without a baseline _top)
     baseline_upper_new: dict[str, float] | None = None  # the baseline's _top re-scored with those judgments
+    #: the baseline's _top re-scored with every unjudged document of ``top`` judged (None: no _top, or none):
+    #: an unjudged document both tops held can still explain a drop by moving up
+    baseline_upper: dict[str, float] | None = None
 
 
 def _bound(top: Sequence[str], judgments: Mapping[str, int], docs: Sequence[str], grade: int,
@@ -80,9 +84,11 @@ def measure_unjudged(top: Sequence[str], judgments: Mapping[str, int], metrics: 
     """
     docs = [d for d in top if d not in judgments]
     new = None if baseline_top is None else [d for d in docs if d not in set(baseline_top)]
-    base = None
+    base = base_all = None
     if new:
         _, base = score_query(list(baseline_top or ()), {**judgments, **{d: grade for d in new}}, config)
+    if baseline_top is not None and docs:
+        _, base_all = score_query(list(baseline_top), {**judgments, **{d: grade for d in docs}}, config)
     return Unjudged(
         judged=judged_share(top, judgments),
         docs=docs,
@@ -90,4 +96,5 @@ def measure_unjudged(top: Sequence[str], judgments: Mapping[str, int], metrics: 
         upper=_bound(top, judgments, docs, grade, config, metrics),
         upper_new=_bound(top, judgments, docs if new is None else new, grade, config, metrics),
         baseline_upper_new=base,
+        baseline_upper=base_all,
     )

@@ -177,7 +177,7 @@ class Controller:
         if problems:
             rag.summary += "\n\n" + "\n".join(problems)
         retriever = retriever_text(rag.baseline.meta.get("retriever") if rag.baseline is not None else None,
-                                   rag.retriever_description)
+                                   rag.retriever_description, unjudged=bool(verdict.to_judge))
         if retriever:
             rag.summary += "\n\n" + retriever
         leakage = outputs.leakage_warning(rag)

@@ -179,23 +179,25 @@ class QueryItem(pytest.Function):
             raise QueryRegression(self._regression_text(rag, record, drops))
 
     def _inconclusive(self, rag: RagSession, record: QueryRecord) -> bool:
-        from pytest_ragmetrics.gate.verdict import is_inconclusive
+        return self._undecided(rag, record) is not None
+
+    def _undecided(self, rag: RagSession, record: QueryRecord) -> Any:
+        from pytest_ragmetrics.gate.verdict import undecided
 
         entry = rag.baseline_id.get(record.qid, record.qid)
-        return rag.baseline is not None and is_inconclusive(record, rag.baseline.metrics_of(entry), rag.thresholds)
+        return None if rag.baseline is None else undecided(record, rag.baseline.metrics_of(entry), rag.thresholds)
 
     def _inconclusive_text(self, rag: RagSession, record: QueryRecord, exceeded: list[Drop]) -> str:
         """An inconclusive query's failure: what fell, how far the unjudged documents could lift it, which."""
-        from pytest_ragmetrics.gate.verdict import to_judge
-
-        docs = to_judge(record)
-        upper, base = record.upper_new or {}, record.baseline_upper_new or {}
+        basis = self._undecided(rag, record)
+        docs, upper, base = basis.docs, basis.upper, basis.baseline_upper
         head = "; ".join(f"{d.metric} fell {d.before:.4f} -> {d.after:.4f} (allowed drop {d.tolerance:g}), but "
                          f"{base.get(d.metric, d.before):.4f} -> {upper.get(d.metric, d.after):.4f} if the unjudged "
                          "documents are relevant" for d in exceeded)
-        return (f"inconclusive: {head}\n  judge these {len(docs)} {'document' if len(docs) == 1 else 'documents'} "
+        new = record.unjudged_new is not None and set(docs) <= set(record.unjudged_new)
+        return (f"inconclusive: {head}\n  judge {'this 1 document' if len(docs) == 1 else f'these {len(docs)} documents'} "
                 f"for {shown(record.qid)}: {', '.join(map(shown, docs))} (unjudged in its top {rag.options.k}"
-                f"{'' if record.unjudged_new is None else ', not in the baseline top'}); see gate unjudged")
+                f"{', not in the baseline top' if new else ''}); see gate unjudged")
 
     def _first_search(self) -> Any:
         """The first search of this process shows a build on the terminal too, as the fixture's

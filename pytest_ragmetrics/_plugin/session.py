@@ -265,6 +265,7 @@ class RagSession:
                                      top if isinstance(top, list) else None)
             record.judged, record.unjudged, record.upper, record.upper_new, record.baseline_upper_new = \
                 found.judged, found.docs, found.upper, found.upper_new, found.baseline_upper_new
+            record.baseline_upper = found.baseline_upper
             record.unjudged_new = found.new if compared else None
         return record, drops
 
@@ -301,7 +302,7 @@ class RagSession:
         """A pooled run compared with a baseline written before ``_top`` existed: new unjudged
         documents cannot be told from old ones until the baseline is refreshed."""
         return self.pooled and self.baseline is not None and not self.options.update_baseline and \
-            any("_top" not in e for e in self.baseline.per_query.values())
+            any("_top" not in e for e in self.baseline.per_query.values() if FALSE_RETRIEVAL not in e)
 
     # -------------------------------------------------------------- controller side
 

@@ -41,7 +41,7 @@ class StaleRecord:
 
     def text(self) -> str:
         if self.oldest is None:
-            return f"{shown(self.qid)} (undated; limit {self.limit} days, {self.limit_key})"
+            return f"{shown(self.qid)} (a label without judged_at; limit {self.limit} days, {self.limit_key})"
         return f"{shown(self.qid)} (oldest label {self.oldest}, {self.age} days old; limit {self.limit} days, {self.limit_key})"
 
     def to_dict(self) -> dict[str, Any]:
@@ -159,7 +159,9 @@ def label_ages(golden: GoldenSet, thresholds: Thresholds, today: _dt.date | None
         if limit is None:
             continue
         result.checked += 1
-        dates = query.judgment_dates()
+        dates: dict[str, _dt.date | None] = dict(query.judgment_dates())
+        if not query.answerable:  # "the corpus has no answer" is a label too, dated by its record
+            dates[""] = query.judged_at
         dated = [d for d in dates.values() if d is not None]
         oldest = min(dated) if dated else None
         if oldest is not None and (day - oldest).days > limit[0]:

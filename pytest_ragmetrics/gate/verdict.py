@@ -50,6 +50,8 @@ __all__ = [
     "evaluate_gates",
     "gate_names",
     "is_inconclusive",
+    "undecided",
+    "Undecided",
     "to_judge",
     "unjudged_gate",
     "fix_command",
@@ -84,6 +86,8 @@ class QueryRecord:
     upper_new: dict[str, float] | None = None
     #: the baseline's ``_top`` re-scored with the same new documents judged relevant (None: no ``_top``)
     baseline_upper_new: dict[str, float] | None = None
+    #: the baseline's ``_top`` re-scored with every unjudged document of this top k judged (None: no ``_top``)
+    baseline_upper: dict[str, float] | None = None
     #: the score behind each document of ``ranking`` (None where the retriever gave none)
     scores: list[float | None] = field(default_factory=list)
     #: an ``answerable: false`` question's score: 1 if it got a result the generator would answer from
@@ -497,9 +501,10 @@ def build_verdict(
         record = records[qid]
         drops = query_drops(None if record.status == "error" else record.metrics, baseline.metrics_of(qid), thresholds)  # type: ignore[union-attr]
         regressed = any(d.exceeded for d in drops) or record.status == "error"
-        if regressed and pooled and is_inconclusive(record, baseline.metrics_of(qid), thresholds):  # type: ignore[union-attr]
+        basis = undecided(record, baseline.metrics_of(qid), thresholds) if regressed and pooled else None  # type: ignore[union-attr]
+        if basis is not None:
             inconclusive.append(Regression(qid, golden[qid].text, drops, golden[qid].gold(relevance_level),
-                                           record.ranking, record.explains, None, to_judge(record)))
+                                           record.ranking, record.explains, None, basis.docs))
             continue
         if regressed or any(d.metric in failing for d in drops):
             entry = Regression(qid, golden[qid].text, drops, golden[qid].gold(relevance_level), record.ranking,
@@ -516,9 +521,15 @@ def build_verdict(
 
     not_run = [q.qid for q in golden if q.qid not in records]
     compared = {m for q in base_q.values() for m in q if not m.startswith("_")} if baseline else None
+    # a query the baseline scored that no longer can be (its gold left the corpus) would drop out of every mean
+    unscored = {q: records[q].error for q in unscorable
+                if q in base_q and any(not m.startswith("_") and m != FALSE_RETRIEVAL for m in base_q[q])}
     gates = evaluate_gates(aggregate, regressions, thresholds, baseline is not None, not_run, reference,
-                           baseline_path, compared, removed)
+                           baseline_path, compared, removed, unscored)
     warnings = _untestable(aggregate, thresholds, reference)
+    cost = _threshold_cost(no_answer, len(counted))
+    if cost:
+        warnings.append(cost)
     if _gates_no_answer(thresholds):
         gates.append(_no_answer_gate(no_answer, reference, baseline is not None))
     if labels is not None:
@@ -554,12 +565,40 @@ def to_judge(record: QueryRecord) -> list[str]:
     return list(record.unjudged if record.unjudged_new is None else record.unjudged_new)
 
 
+@dataclass(frozen=True)
+class Undecided:
+    """Why a pooled query's drop is inconclusive: the unjudged documents that could explain it,
+    and its numbers and the baseline's with them judged relevant."""
+
+    docs: list[str]
+    upper: dict[str, float]
+    baseline_upper: Mapping[str, float]
+
+
+def undecided(record: QueryRecord, before: Mapping[str, float], thresholds: Thresholds) -> Undecided | None:
+    """The basis on which a pooled query that fell beyond its tolerance is ``inconclusive``, or None.
+
+    First its new unjudged documents (not in the baseline's top k): would it still fall with them
+    relevant, at the set's top grade? Failing that, every unjudged document of its top k, the
+    baseline re-scored with the same judgments: one both tops held can explain a drop by moving up.
+    """
+    if record.status != "scored":
+        return None
+    new = to_judge(record)
+    if new and record.upper_new is not None:
+        base = record.baseline_upper_new or before
+        if not any(d.exceeded for d in query_drops(record.upper_new, base, thresholds)):
+            return Undecided(new, record.upper_new, base)
+    if record.unjudged and record.upper is not None and record.baseline_upper is not None:
+        if not any(d.exceeded for d in query_drops(record.upper, record.baseline_upper, thresholds)):
+            return Undecided(list(record.unjudged), record.upper, record.baseline_upper)
+    return None
+
+
 def is_inconclusive(record: QueryRecord, before: Mapping[str, float], thresholds: Thresholds) -> bool:
-    """A pooled query that fell beyond its tolerance, but would not if its new unjudged documents
-    were relevant (at the set's top grade): neither a regression nor a pass until they are judged."""
-    if record.status != "scored" or record.upper_new is None or not to_judge(record):
-        return False
-    return not any(d.exceeded for d in query_drops(record.upper_new, record.baseline_upper_new or before, thresholds))
+    """A pooled query that fell beyond its tolerance, but would not if its unjudged documents were
+    relevant (see :func:`undecided`): neither a regression nor a pass until they are judged."""
+    return undecided(record, before, thresholds) is not None
 
 
 def _rescue_aggregates(gates: list[Gate], aggregate: Sequence[AggregateRow], common: Sequence[str],
@@ -601,12 +640,14 @@ def unjudged_gate(inconclusive: Sequence[Regression], pairs: Sequence[tuple[str,
     if not pairs:
         return Gate("unjudged", True, "no drop waits on unjudged documents")
     n = len(pairs)
-    who = (f"{len(inconclusive)} {'query is' if len(inconclusive) == 1 else 'queries are'} inconclusive "
-           f"({listed([r.qid for r in inconclusive])})") if inconclusive else "an aggregate drop is inconclusive"
+    one = len(inconclusive) == 1
+    who = (f"{len(inconclusive)} {'query is' if one else 'queries are'} inconclusive "
+           f"({listed([r.qid for r in inconclusive])}): {'it' if one else 'they'} fell beyond tolerance, but not if "
+           f"{'its' if one else 'their'} unjudged documents are relevant") if inconclusive else \
+        "an aggregate drop is inconclusive: it is beyond tolerance, but not if the unjudged documents are relevant"
     return Gate("unjudged", False,
-                f"judge these {n} {'document' if n == 1 else 'documents'}: {who}: they fell beyond tolerance, but "
-                "not if their new unjudged documents are relevant, so this is neither a regression nor a pass; "
-                f"{fix_command(artifact_path)}")
+                f"judge {'this 1 document' if n == 1 else f'these {n} documents'}: {who}, so this is neither a "
+                f"regression nor a pass; {fix_command(artifact_path)}")
 
 
 def fix_command(artifact_path: str | None) -> str:
@@ -669,6 +710,22 @@ def _no_answer(records: Mapping[str, QueryRecord], golden: GoldenSet, baseline: 
         if scored_any else [],
         k=k,
     )
+
+
+def _threshold_cost(row: NoAnswerRow | None, n: int) -> str | None:
+    """The answerable recall a ``rag_answer_threshold`` gives up, when it is more than one query's
+    worth: the gate measures the whole ranking, so an application that drops results under the
+    threshold would lose recall no gate sees."""
+    if row is None or row.threshold is None or not row.tradeoff or not n:
+        return None
+    whole = next((t.recall for t in row.tradeoff if t.threshold is None), None)
+    held = next((t.recall for t in row.tradeoff if t.in_force), None)
+    if whole is None or held is None or not drop_beyond_one_query(held - whole, n):
+        return None
+    k = f"@{row.k}" if row.k else ""
+    return (f"rag_answer_threshold {row.threshold:g}: an application that drops results scoring under it "
+            f"keeps recall{k} {held:.4f} of the answerable questions, against {whole:.4f} for the whole "
+            "ranking the gate measures; see the answer threshold trade-off")
 
 
 def _gates_no_answer(thresholds: Thresholds) -> bool:
@@ -760,6 +817,7 @@ def evaluate_gates(
     baseline_path: str | None = None,
     compared: Collection[str] | None = None,
     removed: Sequence[str] = (),
+    unscored: Mapping[str, str | None] | None = None,
 ) -> list[Gate]:
     """One :class:`Gate` per name of :func:`gate_names`, in the same order.
 
@@ -781,6 +839,13 @@ def evaluate_gates(
                      f"the golden set ({listed(list(removed))}): a query removed (or whose judgments were dropped) "
                      "is no longer checked, so its removal must show in the baseline's diff: refresh the baseline "
                      "in the same change")
+    if unscored:
+        n = len(unscored)
+        why = [f"{q} ({reason})" if reason else q for q, reason in unscored.items()]
+        unmet.append(f"{n} {'query' if n == 1 else 'queries'} that {reference} scored cannot be scored now: "
+                     f"{listed(why)}. A gold document gone from the corpus (removed, renamed, or missing from "
+                     "doc_ids()) hides any regression of its query: restore it or fix the golden set; or, if it is "
+                     "gone on purpose, refresh the baseline with --rag-allow-missing-gold in the same change")
     gates = [Gate("baseline", not unmet, "; ".join(unmet) or "baseline found")]
     for row in aggregate:
         if row.tolerance is None and row.minimum is None:

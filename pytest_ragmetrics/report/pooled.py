@@ -43,7 +43,7 @@ def pooled_text(v: Verdict, k: int, texts: Mapping[str, str] | None = None, lack
                   markdown_table(["metric", "unjudged = 0 (now)", "unjudged at the top grade"], rows)]
     if v.inconclusive:
         lines += ["", f"Inconclusive queries ({len(v.inconclusive)}): they fell beyond tolerance, but not if their "
-                      "new unjudged documents are relevant; judge these documents to decide them:"]
+                      "unjudged documents are relevant; judge these documents to decide them:"]
         for i, r in enumerate(v.inconclusive, start=1):
             lines.append(f"{i:>3}. {shown(r.qid)}  {shown(repr(r.question))}")
             for d in r.drops:
@@ -90,7 +90,7 @@ def pooled_markdown(v: Verdict, k: int, texts: Mapping[str, str] | None = None, 
             docs = "; ".join(d + (f" ({snippet(texts[d], 80)})" if texts and texts.get(d) else "") for d in r.unjudged)
             rows.append([i, r.qid, r.question, fell or "—", docs])
         parts.append(f"#### Inconclusive queries ({len(v.inconclusive)})\n\n"
-                     "They fell beyond tolerance, but not if their new unjudged documents are relevant: "
+                     "They fell beyond tolerance, but not if their unjudged documents are relevant: "
                      "judge these documents to decide them.\n\n"
                      + markdown_table(["#", "query", "question", "fell", "unjudged documents"], rows))
     if v.to_judge:
@@ -140,7 +140,7 @@ def pooled_html(artifact: Mapping[str, Any], texts: Mapping[str, str] | None = N
                           f"<td>{escape(str(r.get('question') or ''))}</td>", f"<td>{escape(fell) or '—'}</td>",
                           f"<td><ul>{docs}</ul></td>"])
         out.append(f"<h2>Inconclusive queries ({len(inconclusive)})</h2><p class=note>They fell beyond tolerance, "
-                   "but not if their new unjudged documents are relevant: judge these documents to decide them.</p>"
+                   "but not if their unjudged documents are relevant: judge these documents to decide them.</p>"
                    + table(["#", "query", "question", "fell", "unjudged documents"], qrows))
     pairs = comparison.get("to_judge") or []
     if pairs:

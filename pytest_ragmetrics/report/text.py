@@ -302,7 +302,12 @@ def verdict_text(v: Verdict, worst_n: int) -> str:
     if no_answer:
         parts.append(no_answer)
     if v.has_baseline:
-        if v.regressions or not v.moved:
+        if not v.regressions and v.inconclusive:
+            n = len(v.inconclusive)
+            parts.append(f"No query regressed beyond its per-query tolerance; {n} fell beyond it only as far as "
+                         f"unjudged documents can explain ({'it is' if n == 1 else 'they are'} inconclusive, "
+                         "listed below).")
+        elif v.regressions or not v.moved:
             parts.append(regressions_text(v.regressions, worst_n))
         else:
             parts.append("No query regressed beyond its per-query tolerance.")
@@ -436,7 +441,7 @@ class RetrieverNote(NamedTuple):
     advice: str | None
 
 
-def retriever_note(changes: Sequence[str], refreshing: bool = False) -> RetrieverNote | None:
+def retriever_note(changes: Sequence[str], refreshing: bool = False, unjudged: bool = False) -> RetrieverNote | None:
     """The wording of the retriever change, for the terminal, the Markdown summary and the HTML
     report alike (``changes`` as :func:`retriever_changes` gives them); None when nothing changed.
 
@@ -450,18 +455,22 @@ def retriever_note(changes: Sequence[str], refreshing: bool = False) -> Retrieve
                              list(changes), None)
     return RetrieverNote("Retriever settings differ from the baseline's (the gate compares them as they are):",
                          list(changes),
+                         ("If the change is meant to stay, judge the documents gate unjudged names first (a refresh "
+                          "now would record them as not relevant), then refresh the baseline once "
+                          f"({REFRESH_COMMAND}) so later runs are compared with this retriever.") if unjudged else
                          f"If the change is meant to stay, refresh the baseline once ({REFRESH_COMMAND}) so later "
                          "runs are compared with this retriever.")
 
 
-def retriever_text(before: Any, now: Any, refreshing: bool = False) -> str | None:
+def retriever_text(before: Any, now: Any, refreshing: bool = False, unjudged: bool = False) -> str | None:
     """What the summary says about the retriever: its warnings and notes, and what changed since the baseline.
 
     ``refreshing``: the run writes a new baseline over ``before``'s, which the
     changes then describe (a refresh must not swap the retriever unnoticed).
+    ``unjudged``: the run waits on documents nobody judged (a pooled set's ``unjudged`` gate).
     """
     lines = [f"Retriever: {m}" for m in retriever_warnings([now])]
-    note = retriever_note(retriever_changes(before, now), refreshing)
+    note = retriever_note(retriever_changes(before, now), refreshing, unjudged)
     if note is not None:
         lines.append(note.head + "\n  - " + "\n  - ".join(note.changes))
         if note.advice:

@@ -444,7 +444,7 @@ def compare(a: RunData, b: RunData, thresholds: Thresholds, metrics: Sequence[st
         elif qid in missing:
             records[qid] = QueryRecord(qid, "error", error=f"missing from B: {b.source} has no result for this query")
         elif qid in b.unscorable:
-            records[qid] = QueryRecord(qid, "unscorable")
+            records[qid] = QueryRecord(qid, "unscorable", error=b.unscorable_why.get(qid))
         elif qid in b.no_answer:
             ranking = b.rankings.get(qid, [])
             records[qid] = QueryRecord(qid, "unanswerable", None, ranking, [], len(ranking),
@@ -460,6 +460,8 @@ def compare(a: RunData, b: RunData, thresholds: Thresholds, metrics: Sequence[st
     verdict = build_verdict(records, run_golden, baseline, thresholds, metrics, relevance_level, reference="A",
                             artifact_path=b.source if b.pooled is not None else None,
                             answer_threshold=b.answer_threshold)
+    # a query A scored that B could not (its gold left B's corpus) is named, with why, by the baseline gate
+    verdict.unscorable = [q for q in verdict.unscorable if not (b.unscorable_why.get(q) and q in a.metrics)]
     for metric in lacking:
         if gated(metric, thresholds):
             verdict.gates.append(Gate(metric, False, (

@@ -182,16 +182,47 @@ def test_a_doc_ids_that_raises_is_said_not_skipped(project: TrustProject, xdist:
                          "index not loaded") == 1, summary
 
 
-def test_compare_takes_a_run_that_found_gold_missing_for_what_it_says(project: TrustProject, tmp_path: Path) -> None:
-    """A run with a corpus makes a query unscorable that a run without one scored: not an edit."""
+GONE = ("tire-repair", "chain-lube", "chain-clean", "brake-pads", "brake-cable", "derailleur", "shifter-cable",
+        "cassette", "degreaser")  # tire-pressure, q-005's only gold, is not there
+
+
+def test_compare_takes_a_run_that_found_gold_missing_for_what_it_says(project: TrustProject, tmp_path: Path,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """A run with a corpus makes a query unscorable that a run without one scored: not an edit (exit 2),
+    but a failed baseline gate (exit 1), as in the plugin: the query's regressions would hide."""
     from pytest_ragmetrics.cli import main
 
     project.make_baseline("--rag-report=without.json")
-    corpus = project.path / "corpus"
-    corpus.mkdir()
-    for doc in ("tire-repair", "chain-lube", "chain-clean", "brake-pads", "brake-cable", "derailleur",
-                "shifter-cable", "cassette", "degreaser"):  # tire-pressure (q-005's only gold) is not there
-        (corpus / f"{doc}.md").write_text(f"# {doc}\n\ntext\n", encoding="utf-8")
-    project.run(f"--rag-corpus={corpus}", "--rag-report=with.json")
-    code = main(["compare", str(project.path / "without.json"), str(project.path / "with.json")])
-    assert code == 0
+    write_corpus(project, list(GONE))
+    project.run("--rag-corpus=corpus", "--rag-report=with.json")
+    capsys.readouterr()
+    code = main(["compare", str(project.path / "without.json"), str(project.path / "with.json"),
+                 "--fail-on-regression"])
+    out = capsys.readouterr().out
+    assert code == 1, out
+    assert "1 query that A scored cannot be scored now: q-005 (none of its relevant gold ids is in the corpus" in out
+
+
+@pytest.mark.parametrize("via", ["corpus", "doc_ids"])
+def test_a_gold_document_gone_from_the_corpus_does_not_hide_a_regression(project: TrustProject, via: str) -> None:
+    """The baseline scored q-005; then its only gold document leaves the corpus and the retriever stops
+    finding it. Leaving q-005 out as unscorable would pass a real regression: the baseline gate fails."""
+    project.make_baseline()
+    project.answer(q_005=["cassette", "degreaser"])
+    if via == "corpus":
+        write_corpus(project, list(GONE))
+        result = project.run("--rag-corpus=corpus")
+    else:
+        project.conftest_text += DOC_IDS_CONFTEST
+        (project.path / "conftest.py").write_text(project.conftest_text, encoding="utf-8")
+        (project.path / "doc_ids.json").write_text(json.dumps(list(GONE)), encoding="utf-8")
+        result = project.run()
+    assert result.ret == 1, result.stdout.str()
+    summary = rag_summary(result)
+    assert "gate baseline: 1 query that the baseline scored cannot be scored now: q-005 (none of its relevant gold " \
+           "ids is in the corpus" in summary
+    assert "--rag-allow-missing-gold" in summary
+    # gone on purpose: the refresh records it, and the next run passes
+    args = ("--rag-corpus=corpus",) if via == "corpus" else ()
+    assert project.run("--rag-update-baseline", "--rag-allow-missing-gold", *args).ret == 0
+    assert project.run(*args).ret == 0

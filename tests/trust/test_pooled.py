@@ -71,7 +71,7 @@ def test_a_pooled_set_calls_an_unjudged_find_inconclusive_and_fails_with_judge_t
     assert outcomes(result)["golden.yaml::q-004"] == "failed"
     assert "inconclusive: recall@10 fell 1.0000 -> 0.5000" in out
     summary = rag_summary(result)
-    assert "gate unjudged: judge these 1 document: 1 query is inconclusive (q-004)" in summary
+    assert "gate unjudged: judge this 1 document: 1 query is inconclusive (q-004): it fell beyond tolerance" in summary
     assert "ragmetrics pool --run run.json --unjudged-only -o unjudged.jsonl" in summary
     assert re.search(r"unjudged: hanger-alignment", summary)
     # not a regression: the recall gate and the regressed list leave it to the unjudged gate
@@ -360,7 +360,7 @@ def test_compare_shows_both_runs_pooled_counts_and_keeps_an_inconclusive_query_o
     assert re.fullmatch(r"Judgments: A: pooled, judged@10 0\.\d{4}, 0 inconclusive, 3 unjudged in the top 10 "
                         r"\(0 new\); B: pooled, judged@10 0\.\d{4}, 1 inconclusive \(q-004\), 4 unjudged in the top "
                         r"10 \(1 new\)", line), line
-    assert "gate unjudged: judge these 1 document: 1 query is inconclusive (q-004)" in out
+    assert "gate unjudged: judge this 1 document: 1 query is inconclusive (q-004): it fell beyond tolerance" in out
     assert f"ragmetrics pool --run {b} --unjudged-only" in out
     assert "Inconclusive: q-004: judge hanger-alignment" in out
     assert "gate regressed-queries" not in out and "Worst regressed" not in out
@@ -417,7 +417,7 @@ def test_a_pooled_run_under_xdist_gives_the_serial_verdict_judged_and_unjudged_c
     assert serial.ret == pooled_run.ret == 1
     assert outcomes(pooled_run)[GATE] == outcomes(serial)[GATE] == "failed"
     assert outcomes(pooled_run)["golden.yaml::q-004"] == outcomes(serial)["golden.yaml::q-004"] == "failed"
-    assert "gate unjudged: judge these 1 document: 1 query is inconclusive (q-004)" in rag_summary(pooled_run)
+    assert "gate unjudged: judge this 1 document: 1 query is inconclusive (q-004): it fell beyond tolerance" in rag_summary(pooled_run)
     one, two = (json.loads((project.path / f"{n}.json").read_text(encoding="utf-8")) for n in ("serial", "xdist"))
     for key in ("judged", "unjudged_new", "upper", "to_judge", "regressed"):
         assert two["comparison"][key] == one["comparison"][key], key

@@ -86,7 +86,7 @@ def test_jsonl_record_and_candidate_dates(baselined: TrustProject) -> None:
     no_traceback(result)
     summary = rag_summary(result)
     assert f"  stale    q-002 (oldest label {days_ago(90).isoformat()}, 90 days old; limit 30 days" in summary
-    assert "  undated  q-004 (undated; limit 30 days, max_label_age_days)" in summary
+    assert "  undated  q-004 (a label without judged_at; limit 30 days, max_label_age_days)" in summary
     assert "q-001 (" not in summary.split("Label ages (", 1)[1]
 
 
@@ -142,7 +142,19 @@ def test_per_tag_limit_is_the_strictest_and_undated_records_are_listed(baselined
     for qid in ("q-003", "q-006"):
         assert f"  stale    {qid} (oldest label {days_ago(20).isoformat()}, 20 days old; limit 14 days, " \
                "tag:paraphrase/max_label_age_days)" in summary
-    assert "  undated  q-005 (undated; limit 14 days, tag:paraphrase/max_label_age_days)" in summary
+    assert "  undated  q-005 (a label without judged_at; limit 14 days, tag:paraphrase/max_label_age_days)" in summary
+
+
+def test_a_question_with_no_answer_ages_by_its_record_date(baselined: TrustProject) -> None:
+    """'The corpus has no answer' is a judgment too: undated without judged_at, stale when old."""
+    date_all(baselined, days_ago(2))
+    baselined.add_query({"id": "q-no-1", "question": "passport renewal", "answerable": False}, [])
+    baselined.add_query({"id": "q-no-2", "question": "sourdough starter", "answerable": False,
+                         "judged_at": days_ago(500)}, [])
+    baselined.thresholds({"max_label_age_days": 365})
+    summary = rag_summary(baselined.run())
+    assert "  stale    q-no-2 (oldest label " + days_ago(500).isoformat() in summary
+    assert "  undated  q-no-1 (a label without judged_at; limit 365 days, max_label_age_days)" in summary
 
 
 def test_fail_on_stale_labels_fails_a_gate_naming_the_queries(baselined: TrustProject) -> None:
@@ -161,7 +173,7 @@ def test_fail_on_stale_labels_fails_a_gate_naming_the_queries(baselined: TrustPr
            "age limit, with a label that has no judged_at (q-004)" in summary
     assert f"  stale    q-001 (oldest label {days_ago(100).isoformat()}, 100 days old; limit 60 days, " \
            "max_label_age_days)" in summary
-    assert "  undated  q-004 (undated; limit 60 days, max_label_age_days)" in summary
+    assert "  undated  q-004 (a label without judged_at; limit 60 days, max_label_age_days)" in summary
     # fresh labels: the gate passes
     baselined.edit_query("q-001", judged_at=days_ago(1))
     baselined.edit_query("q-004", judged_at=days_ago(1))
