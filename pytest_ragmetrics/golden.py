@@ -185,8 +185,8 @@ def check_date(value: Any, path: str, where: str, what: str = "judged_at",
     """A ``judged_at``: an ISO date (``2026-03-01``; a full ISO time is kept as its date; YAML's
     unquoted dates arrive as dates). A date after today (UTC, one day allowed for time zones) is a
     typo: a label from the future would never go stale."""
-    if isinstance(value, _dt.datetime):
-        day = value.date()
+    if isinstance(value, _dt.datetime):  # YAML's unquoted timestamps: a zone-aware one counts in UTC
+        day = (value.astimezone(_dt.timezone.utc) if value.tzinfo else value).date()
     elif isinstance(value, _dt.date):
         day = value
     elif isinstance(value, str):
@@ -195,13 +195,16 @@ def check_date(value: Any, path: str, where: str, what: str = "judged_at",
             if _ISO_DATE.fullmatch(text):
                 day = _dt.date.fromisoformat(text)
             elif _ISO_DATE.match(text) and text[10:11] in ("T", " "):
-                day = _dt.datetime.fromisoformat(text.replace("Z", "+00:00")).date()
+                moment = _dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+                day = (moment.astimezone(_dt.timezone.utc) if moment.tzinfo else moment).date()
             else:
                 raise ValueError(text)
         except ValueError:
             raise InputError(path, where, f"{what} {brief_repr(value)} is not a date; write an ISO date "
                                           "such as 2026-03-01") from None
     else:
+        if isinstance(value, dict):
+            value = {k: v for k, v in value.items() if k != "__line__"}  # the loader's own bookkeeping
         raise InputError(path, where, f"{what} must be an ISO date such as 2026-03-01, got "
                                       f"{type(value).__name__} {brief_repr(value)}")
     latest = (today or _dt.datetime.now(_dt.timezone.utc).date()) + _dt.timedelta(days=1)

@@ -253,6 +253,8 @@ class NoAnswerRow:
     tradeoff: list[Any] = field(default_factory=list)
     #: the cutoff of the recall the trade-off shows
     k: int | None = None
+    #: those not in the baseline (scored, not compared); empty without a baseline
+    new: list[str] = field(default_factory=list)
 
     @property
     def delta(self) -> float | None:
@@ -709,6 +711,7 @@ def _no_answer(records: Mapping[str, QueryRecord], golden: GoldenSet, baseline: 
         tradeoff=tradeoff(answerable, unanswerable, k or 10**9, relevance_level, answer_threshold)
         if scored_any else [],
         k=k,
+        new=[q for q in ran if q not in common] if baseline else [],
     )
 
 

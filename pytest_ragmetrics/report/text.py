@@ -253,6 +253,9 @@ def no_answer_text(v: Verdict) -> str:
     if na.rose_too_far or na.over_max:
         line += "  FAIL"
     lines.append(line + ". Lower is better.")
+    if na.new:
+        lines.append(f"{counted(len(na.new), 'new question', 'new questions')} not in the baseline (scored, not "
+                     f"compared): {listed(na.new)}")
     if na.retrieved:
         lines.append(f"Got a result counted as an answer: {listed(na.retrieved)}")
     if na.tradeoff:

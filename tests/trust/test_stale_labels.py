@@ -96,6 +96,9 @@ def test_jsonl_record_and_candidate_dates(baselined: TrustProject) -> None:
     (None, "is in the future"),
     ("12", "judged_at must be an ISO date such as 2026-03-01, got int 12"),
     ("[2026-01-01]", "judged_at must be an ISO date such as 2026-03-01, got list"),
+    ("{a: 1}", "judged_at must be an ISO date such as 2026-03-01, got dict {'a': 1}"),
+    # 23:59 on the day after tomorrow at UTC-12 is already two days ahead in UTC
+    ("'" + (TODAY + dt.timedelta(days=1)).isoformat() + "T23:59:00-12:00'", "is in the future"),
 ])
 def test_bad_judged_at_in_yaml_names_file_and_record(project: TrustProject, value: str | None, problem: str) -> None:
     value = value or (TODAY + dt.timedelta(days=5)).isoformat()
@@ -155,6 +158,7 @@ def test_a_question_with_no_answer_ages_by_its_record_date(baselined: TrustProje
     summary = rag_summary(baselined.run())
     assert "  stale    q-no-2 (oldest label " + days_ago(500).isoformat() in summary
     assert "  undated  q-no-1 (a label without judged_at; limit 365 days, max_label_age_days)" in summary
+    assert "2 new questions not in the baseline (scored, not compared): q-no-1, q-no-2" in summary
 
 
 def test_fail_on_stale_labels_fails_a_gate_naming_the_queries(baselined: TrustProject) -> None:
