@@ -84,6 +84,21 @@ class RagSession:
         #: why an existing baseline could not be read when --rag-update-baseline replaces it
         self.unreadable_baseline: str | None = None
         self.mismatch: list[str] = []
+        #: relevant gold ids checked against the corpus (rag_corpus now, else the retriever's doc_ids())
+        self.gold_check: GoldCheck | None = None
+        #: why rag_corpus could not be read for the check (the leakage check says it again)
+        self.gold_unchecked: str | None = None
+        self._gold_from_retriever = False
+        if options.corpus is not None:
+            from pytest_ragmetrics.corpus import load_corpus
+
+            try:
+                ids = [d.doc_id for d in load_corpus(options.corpus)]
+            except RagMetricsError as exc:
+                self.gold_unchecked = str(exc)
+            else:
+                self.gold_check = check_gold(self.full_golden, ids, self._shown_path(options.corpus),
+                                             self.config.relevance_level, self.config.id_separator)
         if options.update_baseline:
             try:  # unsealed is fine here: it is about to be replaced, and the diff is still shown
                 self.baseline = load_baseline(options.baseline, sealed=False)
@@ -117,22 +132,6 @@ class RagSession:
         self.baseline_written: str | None = None
         #: one time for every file this run writes, so the artifact and the HTML agree
         self.created = _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
-        #: relevant gold ids checked against the corpus (rag_corpus now, else the retriever's doc_ids())
-        self.gold_check: GoldCheck | None = None
-        #: why rag_corpus could not be read for the check (the leakage check says it again)
-        self.gold_unchecked: str | None = None
-        self._gold_from_retriever = False
-        if options.corpus is not None:
-            from pytest_ragmetrics.corpus import load_corpus
-
-            try:
-                ids = [d.doc_id for d in load_corpus(options.corpus)]
-            except RagMetricsError as exc:
-                self.gold_unchecked = str(exc)
-            else:
-                self.gold_check = check_gold(self.full_golden, ids, self._shown_path(options.corpus),
-                                             self.config.relevance_level, self.config.id_separator)
-
     def _shown_path(self, path: Path) -> str:
         try:
             return Path(path).resolve().relative_to(self.rootdir.resolve()).as_posix()
@@ -186,6 +185,10 @@ class RagSession:
             problems.append(f"judgments or text changed for {counted(len(changed), 'query', 'queries')} "
                             "since the baseline: "
                             f"{listed(changed)}")
+            typos = [m.text() for m in (self.gold_check.missing if self.gold_check else []) if m.qid in changed]
+            if typos:  # an edit that brought in a gold id the corpus lacks: fix it before re-measuring
+                problems.append(f"of those, gold ids not in the corpus ({self.gold_check.source}): "  # type: ignore[union-attr]
+                                f"{listed(typos)}; fix them before re-measuring")
         if baseline.per_query and not any(q.qid in baseline.per_query for q in self.full_golden):
             golden = baseline.meta.get("golden")
             source = golden.get("source") if isinstance(golden, dict) else None

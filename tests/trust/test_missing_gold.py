@@ -226,3 +226,16 @@ def test_a_gold_document_gone_from_the_corpus_does_not_hide_a_regression(project
     args = ("--rag-corpus=corpus",) if via == "corpus" else ()
     assert project.run("--rag-update-baseline", "--rag-allow-missing-gold", *args).ret == 0
     assert project.run(*args).ret == 0
+
+
+def test_a_typo_brought_in_by_an_edit_is_named_when_the_baseline_is_refused(project: TrustProject) -> None:
+    """Editing a gold id refuses the baseline (judgments changed); the refusal names the typo too,
+    so re-measuring does not bake it in."""
+    project.make_baseline()
+    write_corpus(project)
+    project.edit_query("q-002", gold_chunks=["chain-lube", "chain-clen"])
+    result = project.run("--rag-corpus=corpus")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    out = result.stdout.str() + result.stderr.str()
+    assert "judgments or text changed for 1 query since the baseline: q-002" in out
+    assert "of those, gold ids not in the corpus (corpus): 'q-002' gold 'chain-clen' (did you mean 'chain-clean'?)" in out
