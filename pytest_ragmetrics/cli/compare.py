@@ -25,6 +25,7 @@ from pytest_ragmetrics.tools.compare import (
     stale_text,
     pooled_text_of,
     gated,
+    labels_of,
     load_run_data,
     metric_names,
     mismatch,
@@ -126,7 +127,13 @@ def run(args: argparse.Namespace) -> int:
             thresholds = recorded_b or recorded_a or Thresholds.defaults(gating)
     thresholds_source = thresholds.path or "defaults (recall@k may not drop; other metrics are reported, not gated)"
     level = b.meta.get("measurement", {}).get("relevance_level", 1) if isinstance(b.meta, Mapping) else 1
-    verdict, tally = compare(a, b, thresholds, metrics, golden, level if isinstance(level, int) else 1, only_a)
+    labels = labels_of(b, thresholds)
+    verdict, tally = compare(a, b, thresholds, metrics, golden, level if isinstance(level, int) else 1, only_a,
+                             labels)
+    if labels is None and thresholds.fail_on_stale_labels:
+        verdict.warnings.append(f"stale-labels not checked: fail_on_stale_labels is true ({thresholds_source}), but "
+                                f"B ({b.source}) records no label ages (comparison.stale_labels); run it under "
+                                "an age limit (max_label_age_days) to gate them")
     not_compared = [f"{m} (measured by A, not by B; {'its gate fails' if gated(m, thresholds) else 'not gated'})"
                     for m in only_a] + [f"{m} (measured by B, not by A)" for m in only_b]
     missing = missing_from(a, b)
