@@ -15,7 +15,7 @@ from pytest_ragmetrics.gate.thresholds import Thresholds, load_thresholds, recor
 from pytest_ragmetrics.golden import GoldenSet, Query, load_golden, load_qrels
 from pytest_ragmetrics.measures import MeasurementConfig
 from pytest_ragmetrics.report.tables import markdown_table
-from pytest_ragmetrics.report.text import verdict_text
+from pytest_ragmetrics.report.text import tradeoff_rows, verdict_text
 from pytest_ragmetrics.tools.compare import (
     check_false_retrieval,
     check_recorded_metrics,
@@ -218,7 +218,19 @@ def run(args: argparse.Namespace) -> int:
         if subset_note:
             print(subset_note + ".")
         print()
+        tradeoff = verdict.no_answer.tradeoff if verdict.no_answer is not None else []
+        no_recall = bool(tradeoff) and all(row.recall is None for row in tradeoff)
+        rates = [[threshold, rate] for threshold, _, rate in tradeoff_rows(verdict)]
+        if no_recall:  # a recall column of dashes says nothing: B's false-retrieval rates alone, after the report
+            verdict.no_answer.tradeoff = []  # type: ignore[union-attr]
         print(verdict_text(verdict, worst))
+        if no_recall:
+            print(f"\nAnswer threshold trade-off of B (from its scores: the false-retrieval rate of the unanswerable "
+                  "questions keeping only results scoring at or above the threshold; "
+                  + ("pass --golden for the recall of the answerable questions beside it" if not args.golden else
+                     "B records no scores for its answerable questions, so their recall is not known")
+                  + "):")
+            print(markdown_table(["threshold", "false_retrieval_rate"], rates))
         for r in verdict.inconclusive:
             print(f"Inconclusive: {shown(r.qid)}: judge {shown(', '.join(r.unjudged))} (B's new unjudged documents; "
                   "its drop against A is within tolerance if they are relevant)")

@@ -470,7 +470,7 @@ def compare(a: RunData, b: RunData, thresholds: Thresholds, metrics: Sequence[st
         elif qid in b.metrics:
             m = {k: v for k, v in b.metrics[qid].items() if k in metrics}
             records[qid] = QueryRecord(qid, "scored", m, b.rankings.get(qid, []), [], len(b.rankings.get(qid, [])),
-                                       parent_level=b.parent_levels.get(qid))
+                                       parent_level=b.parent_levels.get(qid), scores=b.scores.get(qid, []))
             _as_b_found(records[qid], b, a)
     base_q: dict[str, dict[str, Any]] = {q: {k: v for k, v in m.items() if k in metrics} for q, m in a.metrics.items()}
     base_q.update({q: {FALSE_RETRIEVAL: float(v)} for q, v in a.no_answer.items()})
