@@ -69,6 +69,16 @@ def register(verbs: Any) -> None:
                         help="a table for people (default) or JSON for scripts")
 
 
+def recorded_golden_of(side: Any, path: str) -> str | None:
+    """The golden set a run artifact records it was judged with, where it is found from here (None if not)."""
+    from pytest_ragmetrics.tools.pool import recorded_golden
+
+    recorded = side.meta.get("golden") if isinstance(side.meta, Mapping) else None
+    source = recorded.get("source") if isinstance(recorded, Mapping) else None
+    found = recorded_golden(source, path)[0] if isinstance(source, str) and source else None
+    return str(found) if found is not None else None
+
+
 def run(args: argparse.Namespace) -> int:
     trec_config = MeasurementConfig(tuple(args.metrics) if args.metrics else MeasurementConfig().measures,
                                     relevance_level=args.relevance_level, gain=args.gain,
@@ -129,7 +139,7 @@ def run(args: argparse.Namespace) -> int:
     level = b.meta.get("measurement", {}).get("relevance_level", 1) if isinstance(b.meta, Mapping) else 1
     labels = labels_of(b, thresholds)
     verdict, tally = compare(a, b, thresholds, metrics, golden, level if isinstance(level, int) else 1, only_a,
-                             labels)
+                             labels, args.golden or (recorded_golden_of(b, args.b) if b.pooled is not None else None))
     if labels is None and thresholds.fail_on_stale_labels:
         verdict.warnings.append(f"stale-labels not checked: fail_on_stale_labels is true ({thresholds_source}), but "
                                 f"B ({b.source}) records no label ages (comparison.stale_labels); run it under "

@@ -428,7 +428,8 @@ def compare(a: RunData, b: RunData, thresholds: Thresholds, metrics: Sequence[st
             golden: GoldenSet | None = None,
             relevance_level: int = 1,
             lacking: Sequence[str] = (),
-            labels: LabelAges | None = None) -> tuple[Verdict, dict[str, tuple[int, int, int]]]:
+            labels: LabelAges | None = None,
+            golden_of_b: str | None = None) -> tuple[Verdict, dict[str, tuple[int, int, int]]]:
     """Verdict of B against A, and per metric the (wins, ties, losses) of B.
 
     A query A scored and B has no result for counts as errored in B (every metric 0),
@@ -443,7 +444,8 @@ def compare(a: RunData, b: RunData, thresholds: Thresholds, metrics: Sequence[st
     ``false_retrieval_rate`` is gated by the thresholds' ``false_retrieval_rate_*`` keys.
 
     ``labels`` are B's label ages (:func:`labels_of`): under ``fail_on_stale_labels`` they fail the
-    ``stale-labels`` gate as they failed B's own run.
+    ``stale-labels`` gate as they failed B's own run. ``golden_of_b``: the golden set B was judged with,
+    named in the command that writes a pooled B's unjudged documents out.
     """
     missing = missing_from(a, b)
     qids = list(dict.fromkeys([*a.metrics, *a.no_answer, *b.metrics, *b.errors, *b.unscorable, *b.no_answer]))
@@ -454,7 +456,7 @@ def compare(a: RunData, b: RunData, thresholds: Thresholds, metrics: Sequence[st
         else:
             queries.append(Query(qid, "", {}, tuple(b.tags.get(qid) or a.tags.get(qid) or ()),
                                  answerable=qid not in a.no_answer and qid not in b.no_answer))
-    run_golden = GoldenSet(b.source, tuple(queries), judgments="pooled" if b.pooled is not None else "closed")
+    run_golden = GoldenSet(golden_of_b or "", tuple(queries), judgments="pooled" if b.pooled is not None else "closed")
     records = {}
     for qid in qids:
         if qid in b.errors:

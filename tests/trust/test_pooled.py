@@ -327,6 +327,17 @@ def test_pool_unjudged_only_finds_the_recorded_golden_set_from_another_folder(
     assert "Traceback" not in err and not (elsewhere / "unjudged.jsonl").exists()
 
 
+def test_the_pool_command_the_gate_prints_names_the_golden_set(pooled_baseline: TrustProject) -> None:
+    """The printed command works as printed, wherever the artifact's recorded golden set would resolve."""
+    project = pooled_baseline
+    found_unjudged(project)
+    (project.path / "runs").mkdir()
+    result = project.run("--rag-report=runs/v2.json")
+    assert "gate unjudged: judge these 1 document" in rag_summary(result)
+    assert "`ragmetrics pool --run runs/v2.json --unjudged-only -o unjudged.jsonl --golden golden.yaml`" \
+        in rag_summary(result)
+
+
 def test_pool_unjudged_only_says_how_many_candidates_have_no_text(
         pooled_baseline: TrustProject, capsys: pytest.CaptureFixture[str]) -> None:
     from pytest_ragmetrics.cli import main
@@ -413,7 +424,7 @@ def test_compare_shows_both_runs_pooled_counts_and_keeps_an_inconclusive_query_o
                         r"\(0 new\); B: pooled, judged@10 0\.\d{4}, 1 inconclusive \(q-004\), 4 unjudged in the top "
                         r"10 \(1 new\)", line), line
     assert "gate unjudged: judge these 1 document: 1 query is inconclusive (q-004)" in out
-    assert f"ragmetrics pool --run {b} --unjudged-only" in out
+    assert f"ragmetrics pool --run {b} --unjudged-only -o unjudged.jsonl --golden golden.yaml" in out
     assert "Inconclusive: q-004: judge hanger-alignment" in out
     assert "gate regressed-queries" not in out and "Worst regressed" not in out
     assert main(["compare", a, b, "--format", "json"]) == 0
