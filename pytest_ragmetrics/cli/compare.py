@@ -235,7 +235,7 @@ def run(args: argparse.Namespace) -> int:
             verdict.no_answer.tradeoff = []  # type: ignore[union-attr]
         print(verdict_text(verdict, worst))
         if no_recall:
-            print(f"\nAnswer threshold trade-off of B (from its scores: the false-retrieval rate of the unanswerable "
+            print("\nAnswer threshold trade-off of B (from its scores: the false-retrieval rate of the unanswerable "
                   "questions keeping only results scoring at or above the threshold; "
                   + ("pass --golden for the recall of the answerable questions beside it" if not args.golden else
                      "B records no scores for its answerable questions, so their recall is not known")
