@@ -15,7 +15,7 @@ from pytest_ragmetrics.gate.thresholds import Thresholds, load_thresholds, recor
 from pytest_ragmetrics.golden import GoldenSet, Query, load_golden, load_qrels
 from pytest_ragmetrics.measures import MeasurementConfig
 from pytest_ragmetrics.report.tables import markdown_table
-from pytest_ragmetrics.report.text import verdict_text
+from pytest_ragmetrics.report.text import tradeoff_rows, verdict_text
 from pytest_ragmetrics.tools.compare import (
     check_false_retrieval,
     check_recorded_metrics,
@@ -25,6 +25,7 @@ from pytest_ragmetrics.tools.compare import (
     stale_text,
     pooled_text_of,
     gated,
+    labels_of,
     load_run_data,
     metric_names,
     mismatch,
@@ -66,6 +67,16 @@ def register(verbs: Any) -> None:
     parser.add_argument("--html", metavar="PATH", help="also write the self-contained HTML report")
     parser.add_argument("--format", choices=("table", "json"), default="table",
                         help="a table for people (default) or JSON for scripts")
+
+
+def recorded_golden_of(side: Any, path: str) -> str | None:
+    """The golden set a run artifact records it was judged with, where it is found from here (None if not)."""
+    from pytest_ragmetrics.tools.pool import recorded_golden
+
+    recorded = side.meta.get("golden") if isinstance(side.meta, Mapping) else None
+    source = recorded.get("source") if isinstance(recorded, Mapping) else None
+    found = recorded_golden(source, path)[0] if isinstance(source, str) and source else None
+    return str(found) if found is not None else None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -126,7 +137,13 @@ def run(args: argparse.Namespace) -> int:
             thresholds = recorded_b or recorded_a or Thresholds.defaults(gating)
     thresholds_source = thresholds.path or "defaults (recall@k may not drop; other metrics are reported, not gated)"
     level = b.meta.get("measurement", {}).get("relevance_level", 1) if isinstance(b.meta, Mapping) else 1
-    verdict, tally = compare(a, b, thresholds, metrics, golden, level if isinstance(level, int) else 1, only_a)
+    labels = labels_of(b, thresholds)
+    verdict, tally = compare(a, b, thresholds, metrics, golden, level if isinstance(level, int) else 1, only_a,
+                             labels, args.golden or (recorded_golden_of(b, args.b) if b.pooled is not None else None))
+    if labels is None and thresholds.fail_on_stale_labels:
+        verdict.warnings.append(f"stale-labels not checked: fail_on_stale_labels is true ({thresholds_source}), but "
+                                f"B ({b.source}) records no label ages (comparison.stale_labels); run it under "
+                                "an age limit (max_label_age_days) to gate them")
     not_compared = [f"{m} (measured by A, not by B; {'its gate fails' if gated(m, thresholds) else 'not gated'})"
                     for m in only_a] + [f"{m} (measured by B, not by A)" for m in only_b]
     missing = missing_from(a, b)
@@ -211,7 +228,19 @@ def run(args: argparse.Namespace) -> int:
         if subset_note:
             print(subset_note + ".")
         print()
+        tradeoff = verdict.no_answer.tradeoff if verdict.no_answer is not None else []
+        no_recall = bool(tradeoff) and all(row.recall is None for row in tradeoff)
+        rates = [[threshold, rate] for threshold, _, rate in tradeoff_rows(verdict)]
+        if no_recall:  # a recall column of dashes says nothing: B's false-retrieval rates alone, after the report
+            verdict.no_answer.tradeoff = []  # type: ignore[union-attr]
         print(verdict_text(verdict, worst))
+        if no_recall:
+            print("\nAnswer threshold trade-off of B (from its scores: the false-retrieval rate of the unanswerable "
+                  "questions keeping only results scoring at or above the threshold; "
+                  + ("pass --golden for the recall of the answerable questions beside it" if not args.golden else
+                     "B records no scores for its answerable questions, so their recall is not known")
+                  + "):")
+            print(markdown_table(["threshold", "false_retrieval_rate"], rates))
         for r in verdict.inconclusive:
             print(f"Inconclusive: {shown(r.qid)}: judge {shown(', '.join(r.unjudged))} (B's new unjudged documents; "
                   "its drop against A is within tolerance if they are relevant)")

@@ -126,7 +126,7 @@ def run_unjudged(args: argparse.Namespace) -> int:
     """``pool --run run.json --unjudged-only``: a run artifact's unjudged top-k documents, for annotate."""
     from pytest_ragmetrics.gate.artifact import load_artifact
     from pytest_ragmetrics.golden import load_golden
-    from pytest_ragmetrics.tools.pool import fill_texts, unjudged_pool, write_pool
+    from pytest_ragmetrics.tools.pool import fill_texts, recorded_golden, textless_note, unjudged_pool, write_pool
     from pytest_ragmetrics.tools.sources import Source
 
     runs = [spec for kind, spec in args.sources or [] if kind == "run"]
@@ -141,8 +141,16 @@ def run_unjudged(args: argparse.Namespace) -> int:
         source = golden_meta.get("source")
         if not source:
             raise RagMetricsError(f"{spec}: the artifact names no golden set (_meta.golden.source); pass --golden")
-        here = Path(source)
-        golden_path = str(here if here.is_absolute() or here.exists() else Path(spec).parent / here)
+        found, tried = recorded_golden(source, spec)
+        if found is None:
+            above = Path(spec).resolve().parent
+            where = (f"{tried[0]}" if len(tried) == 1 else
+                     f"{tried[0]} (from the current directory), then {tried[1]} and the same under each folder "
+                     f"above {above}")
+            raise RagMetricsError(f"{spec}: the golden set the run was judged with, {source} (_meta.golden.source, "
+                                  f"relative to the project root it ran in), is not found: tried {where}; pass "
+                                  "--golden PATH to name it")
+        golden_path = str(found)
     out = Path(args.out)
     if out.exists() and not args.force:
         raise RagMetricsError(f"{out} already exists; pass --force to overwrite it (it may hold annotations)")
@@ -162,7 +170,11 @@ def run_unjudged(args: argparse.Namespace) -> int:
         from pytest_ragmetrics.corpus import load_corpus
 
         texts = {d.doc_id: f"{d.title}\n{d.text}" if d.title else d.text for d in load_corpus(args.corpus)}
-        fill_texts(pooled, [Source(name, "run", spec)], texts)
+        absent = fill_texts(pooled, [Source(name, "run", spec)], texts)
+        if absent:
+            qid, doc = absent[0]
+            log(f"note: {len(absent)} candidates are not in the corpus {args.corpus}, e.g. {doc!r} for {qid!r}: "
+                "does the run search this corpus, with these document ids?")
     seed = args.seed if args.seed is not None else secrets.randbelow(2**31)
     path = write_pool(pooled, out, sources=[Source(name, "run", spec)], seed=seed,
                       depth=artifact["_meta"].get("k") or 10, force=args.force)
@@ -170,6 +182,9 @@ def run_unjudged(args: argparse.Namespace) -> int:
             "(inconclusive queries first)") if everything else (
         f"the {counted(pairs, 'document')} gate unjudged asks to judge, for {counted(len(pooled), 'query', 'queries')} "
         "(--all writes every unjudged document of the top k)")
+    note = textless_note(pooled)
+    if note:
+        print(note)
     print(f"Wrote {path}: {what}. Judge them with "
           f"`ragmetrics annotate {path}`, then merge the grades into the golden set with `ragmetrics export "
           f"--golden {golden_path} --merge JUDGMENTS --golden-out {golden_path} --force`.")

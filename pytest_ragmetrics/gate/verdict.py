@@ -20,7 +20,9 @@ Policies:
 from __future__ import annotations
 
 import math
+import shlex
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Collection, Iterable, Mapping, Sequence
 
 from pytest_ragmetrics.errors import listed
@@ -546,7 +548,7 @@ def build_verdict(
         inconclusive.sort(key=lambda r: (-r.severity, r.qid))
         pairs = [(r.qid, d) for r in inconclusive for d in r.unjudged]
         pairs += _rescue_aggregates(gates, aggregate, common, records, baseline, thresholds, reference, pairs)
-        gates.append(unjudged_gate(inconclusive, pairs, artifact_path))
+        gates.append(unjudged_gate(inconclusive, pairs, artifact_path, str(golden.source or "") or None))
     return Verdict(
         n=len(counted), metrics=list(metrics), aggregate=aggregate, strata=strata,
         regressions=regressions, gates=gates, n_common=len(common), new=new, removed=removed,
@@ -637,7 +639,7 @@ def _rescue_aggregates(gates: list[Gate], aggregate: Sequence[AggregateRow], com
 
 
 def unjudged_gate(inconclusive: Sequence[Regression], pairs: Sequence[tuple[str, str]],
-                  artifact_path: str | None) -> Gate:
+                  artifact_path: str | None, golden: str | None = None) -> Gate:
     """The pooled set's own gate: it fails while a drop waits on documents nobody judged."""
     if not pairs:
         return Gate("unjudged", True, "no drop waits on unjudged documents")
@@ -649,13 +651,24 @@ def unjudged_gate(inconclusive: Sequence[Regression], pairs: Sequence[tuple[str,
         "an aggregate drop is inconclusive: it is beyond tolerance, but not if the unjudged documents are relevant"
     return Gate("unjudged", False,
                 f"judge {'this 1 document' if n == 1 else f'these {n} documents'}: {who}, so this is neither a "
-                f"regression nor a pass; {fix_command(artifact_path)}")
+                f"regression nor a pass; {fix_command(artifact_path, golden)}")
 
 
-def fix_command(artifact_path: str | None) -> str:
-    """The one command that writes a run's unjudged documents out for ``ragmetrics annotate``."""
+def fix_command(artifact_path: str | None, golden: str | None = None) -> str:
+    """The one command that writes a run's unjudged documents out for ``ragmetrics annotate``; with the
+    ``golden`` set the run used (relative to the current directory when inside it), so that the command
+    does not depend on finding the artifact's recorded one."""
     if artifact_path:
-        return f"write them out for annotation with `ragmetrics pool --run {artifact_path} --unjudged-only -o unjudged.jsonl`"
+        named = ""
+        if golden:
+            path = Path(golden)
+            try:
+                path = path.resolve().relative_to(Path.cwd().resolve()) if path.is_absolute() else path
+            except ValueError:
+                pass
+            named = f" --golden {shlex.quote(path.as_posix())}"
+        return (f"write them out for annotation with `ragmetrics pool --run {artifact_path} --unjudged-only "
+                f"-o unjudged.jsonl{named}`")
     return ("write them out for annotation with `ragmetrics pool --run run.json --unjudged-only -o unjudged.jsonl` "
             "(rerun with --rag-report=run.json to write the run artifact it reads)")
 

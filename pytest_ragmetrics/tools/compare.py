@@ -22,6 +22,7 @@ from typing import Any, Mapping, Sequence
 
 from pytest_ragmetrics.gate.artifact import check_artifact, is_run_artifact
 from pytest_ragmetrics.gate.baseline import Baseline, load_baseline, measurement_mismatch
+from pytest_ragmetrics.gate.staleness import LabelAges
 from pytest_ragmetrics.gate.thresholds import Thresholds
 from pytest_ragmetrics.errors import InputError, listed
 from pytest_ragmetrics.evaluation import evaluate, id_rule
@@ -33,7 +34,7 @@ from pytest_ragmetrics.metrics import document_ranking
 from pytest_ragmetrics.report.pooled import pooled_counts
 from pytest_ragmetrics.unanswerable import FALSE_RETRIEVAL, false_retrieval, false_retrieval_rate
 
-__all__ = ["RunData", "pooled_text_of", "load_run_data", "is_run_artifact", "run_data_from_artifact", "compare", "describe_measurement",
+__all__ = ["RunData", "labels_of", "pooled_text_of", "load_run_data", "is_run_artifact", "run_data_from_artifact", "compare", "describe_measurement",
            "shared_only", "subset_of", "check_scorability", "check_recorded_metrics", "check_false_retrieval", "gated",
            "metric_names", "missing_from", "mismatch"]
 
@@ -93,6 +94,17 @@ def stale_text(side: RunData) -> str:
         return "no age limit"
     return (f"{len(ages['stale'])} of {ages['checked']} records stale, {len(ages['undated'])} undated"
             + (f" ({', '.join(f'{k} {v}' for k, v in ages.get('limits', {}).items())})" if ages.get("limits") else ""))
+
+
+def labels_of(side: RunData, thresholds: Thresholds) -> LabelAges | None:
+    """A side's label ages as its run found them (its artifact's ``comparison.stale_labels``), failing
+    the ``stale-labels`` gate when ``thresholds`` (those compare gates with) set ``fail_on_stale_labels``:
+    a run that failed on stale labels must not pass once compared. None when the run set no age limit."""
+    if not side.stale_labels:
+        return None
+    ages = LabelAges.from_dict(side.stale_labels)
+    ages.fail = thresholds.fail_on_stale_labels
+    return ages
 
 
 def pooled_text_of(side: RunData) -> str:
@@ -373,7 +385,9 @@ def _without(side: RunData, qids: set[str]) -> RunData:
 
     return RunData(side.source, keep(side.metrics), keep(side.rankings), keep(side.tags), keep(side.errors),
                    side.meta, keep(side.parent_levels), [q for q in side.unscorable if q not in qids],
-                   keep(side.unscorable_why), keep(side.judgments), keep(side.no_answer), keep(side.scores))
+                   keep(side.unscorable_why), keep(side.judgments), stale_labels=side.stale_labels,
+                   pooled=side.pooled, unjudged=keep(side.unjudged), no_answer=keep(side.no_answer),
+                   scores=keep(side.scores))
 
 
 def describe_measurement(side: RunData) -> str:
@@ -413,7 +427,9 @@ def _as_b_found(record: QueryRecord, b: RunData, a: RunData) -> None:
 def compare(a: RunData, b: RunData, thresholds: Thresholds, metrics: Sequence[str],
             golden: GoldenSet | None = None,
             relevance_level: int = 1,
-            lacking: Sequence[str] = ()) -> tuple[Verdict, dict[str, tuple[int, int, int]]]:
+            lacking: Sequence[str] = (),
+            labels: LabelAges | None = None,
+            golden_of_b: str | None = None) -> tuple[Verdict, dict[str, tuple[int, int, int]]]:
     """Verdict of B against A, and per metric the (wins, ties, losses) of B.
 
     A query A scored and B has no result for counts as errored in B (every metric 0),
@@ -426,6 +442,10 @@ def compare(a: RunData, b: RunData, thresholds: Thresholds, metrics: Sequence[st
     Questions marked answerable: false are judged by false retrieval, as the plugin judges
     them: one that gets an answer in B it did not get in A (0 -> 1) regressed, and
     ``false_retrieval_rate`` is gated by the thresholds' ``false_retrieval_rate_*`` keys.
+
+    ``labels`` are B's label ages (:func:`labels_of`): under ``fail_on_stale_labels`` they fail the
+    ``stale-labels`` gate as they failed B's own run. ``golden_of_b``: the golden set B was judged with,
+    named in the command that writes a pooled B's unjudged documents out.
     """
     missing = missing_from(a, b)
     qids = list(dict.fromkeys([*a.metrics, *a.no_answer, *b.metrics, *b.errors, *b.unscorable, *b.no_answer]))
@@ -436,7 +456,7 @@ def compare(a: RunData, b: RunData, thresholds: Thresholds, metrics: Sequence[st
         else:
             queries.append(Query(qid, "", {}, tuple(b.tags.get(qid) or a.tags.get(qid) or ()),
                                  answerable=qid not in a.no_answer and qid not in b.no_answer))
-    run_golden = GoldenSet(b.source, tuple(queries), judgments="pooled" if b.pooled is not None else "closed")
+    run_golden = GoldenSet(golden_of_b or "", tuple(queries), judgments="pooled" if b.pooled is not None else "closed")
     records = {}
     for qid in qids:
         if qid in b.errors:
@@ -452,14 +472,14 @@ def compare(a: RunData, b: RunData, thresholds: Thresholds, metrics: Sequence[st
         elif qid in b.metrics:
             m = {k: v for k, v in b.metrics[qid].items() if k in metrics}
             records[qid] = QueryRecord(qid, "scored", m, b.rankings.get(qid, []), [], len(b.rankings.get(qid, [])),
-                                       parent_level=b.parent_levels.get(qid))
+                                       parent_level=b.parent_levels.get(qid), scores=b.scores.get(qid, []))
             _as_b_found(records[qid], b, a)
     base_q: dict[str, dict[str, Any]] = {q: {k: v for k, v in m.items() if k in metrics} for q, m in a.metrics.items()}
     base_q.update({q: {FALSE_RETRIEVAL: float(v)} for q, v in a.no_answer.items()})
     baseline = Baseline(a.meta, {}, base_q, a.source)
     verdict = build_verdict(records, run_golden, baseline, thresholds, metrics, relevance_level, reference="A",
                             artifact_path=b.source if b.pooled is not None else None,
-                            answer_threshold=b.answer_threshold)
+                            answer_threshold=b.answer_threshold, labels=labels)
     # a query A scored that B could not (its gold left B's corpus) is named, with why, by the baseline gate
     verdict.unscorable = [q for q in verdict.unscorable if not (b.unscorable_why.get(q) and q in a.metrics)]
     for metric in lacking:

@@ -51,6 +51,8 @@ __all__ = [
     "pool_sources",
     "pool_summary",
     "read_queries",
+    "recorded_golden",
+    "textless_note",
     "write_pool",
     "unjudged_pool",
 ]
@@ -382,11 +384,31 @@ def pool_summary(pooled: Sequence[PooledQuery], sources: Sequence[Source | str],
             f"{len(missed)} relevant judged documents were found by no source at depth {depth} "
             f"(kept, with found_by []), e.g. {doc!r} for {qid!r}."
         )
-    textless = sum(1 for p in pooled for c in p.candidates if c.text is None)
-    if textless:
-        lines.append(f"{counted(textless, 'candidate')} {'has' if textless == 1 else 'have'} no text; "
-                     "pass --corpus to annotate them.")
+    note = textless_note(pooled)
+    if note:
+        lines.append(note)
     return "\n".join(lines)
+
+
+def textless_note(pooled: Sequence[PooledQuery]) -> str | None:
+    """How many candidates have no text (``ragmetrics annotate`` cannot show them), or None."""
+    textless = sum(1 for p in pooled for c in p.candidates if c.text is None)
+    if not textless:
+        return None
+    return f"{counted(textless, 'candidate')} {'has' if textless == 1 else 'have'} no text; pass --corpus to annotate them."
+
+
+def recorded_golden(source: str, artifact: str | Path) -> tuple[Path | None, list[Path]]:
+    """The golden set a run artifact names (``_meta.golden.source``, written relative to the project
+    root the run had) and the paths tried: from the current directory first, then from the artifact's
+    folder and each folder above it, so the command works from anywhere in the project. None when
+    none exists."""
+    named = Path(source)
+    if named.is_absolute():
+        return (named if named.exists() else None), [named]
+    folder = Path(artifact).resolve().parent
+    tried = [named, *(base / named for base in (folder, *folder.parents))]
+    return next((p for p in tried if p.exists()), None), tried
 
 
 def unjudged_pool(artifact: Mapping[str, Any], golden: Any, name: str = "run",

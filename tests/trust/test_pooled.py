@@ -292,6 +292,69 @@ def test_pool_unjudged_only_refuses_a_file_that_is_not_a_run_artifact(pooled_bas
     assert "Traceback" not in err
 
 
+def test_pool_unjudged_only_finds_the_recorded_golden_set_from_another_folder(
+        pooled_baseline: TrustProject, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The artifact records golden.yaml relative to the project root: found from runs/ (the artifact's
+    folder's parent), and when found nowhere the error names the paths tried and --golden."""
+    import shutil
+
+    from pytest_ragmetrics.cli import main
+    from pytest_ragmetrics.tools.candidates import read_candidates
+
+    project = pooled_baseline
+    found_unjudged(project)
+    (project.path / "runs").mkdir()
+    result = project.run("--rag-report=runs/v2.json")
+    assert outcomes(result)[GATE] == "failed"
+    assert json.loads((project.path / "runs" / "v2.json").read_text())["_meta"]["golden"]["source"] == "golden.yaml"
+    monkeypatch.chdir(project.path / "runs")
+    capsys.readouterr()
+    assert main(["pool", "--run", "v2.json", "--unjudged-only", "-o", "unjudged.jsonl", "--seed", "1"]) == 0, \
+        capsys.readouterr().err
+    assert f"--golden {project.path / 'golden.yaml'}" in capsys.readouterr().out
+    pool = read_candidates(project.path / "runs" / "unjudged.jsonl")
+    assert [(q.qid, c.doc_id) for q in pool.questions for c in q.candidates] == [("q-004", "hanger-alignment")]
+
+    elsewhere = tmp_path_factory.mktemp("elsewhere")
+    shutil.copy(project.path / "runs" / "v2.json", elsewhere / "v2.json")
+    monkeypatch.chdir(elsewhere)
+    assert main(["pool", "--run", "v2.json", "--unjudged-only", "-o", "unjudged.jsonl"]) == 2
+    err = capsys.readouterr().err
+    assert "v2.json: the golden set the run was judged with, golden.yaml (_meta.golden.source" in err, err
+    assert f"tried golden.yaml (from the current directory), then {elsewhere / 'golden.yaml'} and the same " \
+           f"under each folder above {elsewhere}; pass --golden PATH to name it" in err, err
+    assert "Traceback" not in err and not (elsewhere / "unjudged.jsonl").exists()
+
+
+def test_the_pool_command_the_gate_prints_names_the_golden_set(pooled_baseline: TrustProject) -> None:
+    """The printed command works as printed, wherever the artifact's recorded golden set would resolve."""
+    project = pooled_baseline
+    found_unjudged(project)
+    (project.path / "runs").mkdir()
+    result = project.run("--rag-report=runs/v2.json")
+    assert "gate unjudged: judge these 1 document" in rag_summary(result)
+    assert "`ragmetrics pool --run runs/v2.json --unjudged-only -o unjudged.jsonl --golden golden.yaml`" \
+        in rag_summary(result)
+
+
+def test_pool_unjudged_only_says_how_many_candidates_have_no_text(
+        pooled_baseline: TrustProject, capsys: pytest.CaptureFixture[str]) -> None:
+    from pytest_ragmetrics.cli import main
+
+    project = pooled_baseline
+    found_unjudged(project)
+    project.run("--rag-report=run.json")
+    run, out = str(project.path / "run.json"), str(project.path / "unjudged.jsonl")
+    capsys.readouterr()
+    assert main(["pool", "--run", run, "--unjudged-only", "--all", "-o", out]) == 0
+    assert "4 candidates have no text; pass --corpus to annotate them." in capsys.readouterr().out
+    corpus = with_corpus(project)
+    assert main(["pool", "--run", run, "--unjudged-only", "--all", "-o", out, "--force", "--corpus",
+                 str(corpus)]) == 0
+    assert "no text" not in capsys.readouterr().out
+
+
 # ------------------------------------------------------------------ everywhere
 
 
@@ -361,7 +424,7 @@ def test_compare_shows_both_runs_pooled_counts_and_keeps_an_inconclusive_query_o
                         r"\(0 new\); B: pooled, judged@10 0\.\d{4}, 1 inconclusive \(q-004\), 4 unjudged in the top "
                         r"10 \(1 new\)", line), line
     assert "gate unjudged: judge this 1 document: 1 query is inconclusive (q-004): it fell beyond tolerance" in out
-    assert f"ragmetrics pool --run {b} --unjudged-only" in out
+    assert f"ragmetrics pool --run {b} --unjudged-only -o unjudged.jsonl --golden golden.yaml" in out
     assert "Inconclusive: q-004: judge hanger-alignment" in out
     assert "gate regressed-queries" not in out and "Worst regressed" not in out
     assert main(["compare", a, b, "--format", "json"]) == 0

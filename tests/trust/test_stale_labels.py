@@ -274,3 +274,43 @@ def test_a_hand_edited_stale_count_is_refused(baselined: TrustProject) -> None:
     data["comparison"]["stale_labels"]["checked"] = "6"
     with pytest.raises(InputError, match=r"run\.json: comparison\.stale_labels\.checked is '6'"):
         check_artifact(seal_artifact(data), str(baselined.path / "run.json"))
+
+
+def test_compare_fails_the_stale_labels_gate_a_run_failed(
+        baselined: TrustProject, capsys: pytest.CaptureFixture[str]) -> None:
+    """B failed its stale-labels gate: compare --fail-on-regression must fail it too, with the thresholds
+    B recorded, with --thresholds that say fail_on_stale_labels, in JSON and with --shared-only."""
+    from pytest_ragmetrics.cli import main
+
+    date_all(baselined, days_ago(5))
+    baselined.thresholds({"max_label_age_days": 30})
+    assert baselined.run("--rag-report=night1.json").ret == 0
+    baselined.edit_query("q-002", judged_at=days_ago(45))
+    baselined.thresholds({"max_label_age_days": 30, "fail_on_stale_labels": True})
+    second = baselined.run("--rag-report=night2.json")
+    assert outcomes(second)["golden.yaml::gate::stale-labels"] == "failed"
+    a, b = str(baselined.path / "night1.json"), str(baselined.path / "night2.json")
+
+    capsys.readouterr()
+    assert main(["compare", a, b, "--fail-on-regression"]) == 1
+    out = capsys.readouterr().out
+    assert "All gates passed" not in out
+    assert "gate stale-labels: 1 of 6 records has labels older than their limit (q-002)" in out, out
+    assert main(["compare", a, b, "--fail-on-regression", "--shared-only"]) == 1
+    assert "gate stale-labels: 1 of 6 records" in capsys.readouterr().out
+
+    assert main(["compare", a, b, "--format", "json"]) == 0
+    payload = json.loads(capsys.readouterr().out)
+    assert {g["name"]: g["passed"] for g in payload["gates"]}["stale-labels"] is False
+    assert payload["passed"] is False
+
+    # A's artifact recorded labels that only warn, B's too: --thresholds asking to fail on them decides
+    baselined.thresholds({"max_label_age_days": 30})
+    assert baselined.run("--rag-report=night2.json").ret == 0
+    strict = baselined.path / "strict.json"
+    strict.write_text(json.dumps({"max_label_age_days": 30, "fail_on_stale_labels": True}), encoding="utf-8")
+    assert main(["compare", a, b, "--fail-on-regression"]) == 0
+    out = capsys.readouterr().out
+    assert "All gates passed" in out and "WARNING: stale labels: 1 of 6 records" in out, out
+    assert main(["compare", a, b, "--fail-on-regression", "--thresholds", str(strict)]) == 1
+    assert "gate stale-labels: 1 of 6 records has labels older than their limit (q-002)" in capsys.readouterr().out

@@ -393,3 +393,31 @@ def test_an_errored_unanswerable_question_fails_but_stays_out_of_the_means(proje
     assert data["per_query"]["q-none"]["status"] == "error"
     assert data["n"] == 6 and data["aggregate"]["recall@10"] == 1.0  # not a 0 among the answerable questions
     assert data["comparison"]["no_answer"]["false_retrieval_rate"] == 1.0  # an error is no proof of no answer
+
+
+def test_compare_tradeoff_has_recall_only_with_golden(project: RagProject) -> None:
+    """Without --golden compare holds no judgments: no recall column of dashes, a note that --golden
+    gives it; with --golden the recall of the answerable questions is computed from B's scores."""
+    _scored_project(project)
+    project.make_baseline("--rag-answer-threshold=0.7")
+    a = project.path / "a.json"
+    _artifact(project, "--rag-answer-threshold=0.7")
+    (project.path / "run.json").replace(a)
+    b = project.path / "b.json"
+    _artifact(project, "--rag-answer-threshold=0.7")
+    (project.path / "run.json").replace(b)
+
+    code, out, err = _compare(a, b)
+    assert code == 0, out + err
+    table = out.partition("Answer threshold trade-off")[2].partition("Per query")[0]
+    assert table, out
+    assert "recall@" not in table and "—" not in table, table
+    assert "pass --golden for the recall of the answerable questions" in table
+    assert re.search(r"\|\s+0\.7\s+\(in force\)\s+\|\s+0\.0000\s+\|", table)
+    assert re.search(r"\|\s+none\s+\|\s+1\.0000\s+\|", table)
+
+    code, out, err = _compare(a, b, "--golden", project.path / "golden.yaml")
+    assert code == 0, out + err
+    table = out.partition("Answer threshold trade-off")[2].partition("\n\n")[0]
+    assert "recall@" in table and "—" not in table, table
+    assert re.search(r"\|\s+none\s+\|\s+1\.0000\s+\|\s+1\.0000\s+\|", table)
