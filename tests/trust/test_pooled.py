@@ -333,7 +333,7 @@ def test_the_pool_command_the_gate_prints_names_the_golden_set(pooled_baseline: 
     found_unjudged(project)
     (project.path / "runs").mkdir()
     result = project.run("--rag-report=runs/v2.json")
-    assert "gate unjudged: judge these 1 document" in rag_summary(result)
+    assert "gate unjudged: judge this 1 document" in rag_summary(result)
     assert "`ragmetrics pool --run runs/v2.json --unjudged-only -o unjudged.jsonl --golden golden.yaml`" \
         in rag_summary(result)
 
