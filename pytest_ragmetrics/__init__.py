@@ -32,6 +32,12 @@ _EXPORTS = {
     "MeasurementConfig": "measures",
     "parse_measure": "measures",
     "parse_measures": "measures",
+    "BatchRetriever": "protocol",
+    "CorpusRetriever": "protocol",
+    "DescribedRetriever": "protocol",
+    "Result": "protocol",
+    "ResultWithId": "protocol",
+    "Retriever": "protocol",
     "document_ranking": "metrics",
     "judge": "metrics",
     "score": "metrics",
@@ -62,4 +68,6 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from pytest_ragmetrics.golden import GoldenSet, Query, load_golden, load_qrels
     from pytest_ragmetrics.measures import MEASURE_NAMES, Measure, MeasurementConfig, parse_measure, parse_measures
     from pytest_ragmetrics.metrics import document_ranking, judge, score
+    from pytest_ragmetrics.protocol import (BatchRetriever, CorpusRetriever, DescribedRetriever, Result, ResultWithId,
+                                            Retriever)
     from pytest_ragmetrics.trec import read_run, write_qrels, write_run

@@ -6,11 +6,14 @@ Without ``--rag-eval`` every hook returns at once and nothing heavy is imported.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 
 from pytest_ragmetrics.measures import DEFAULT_ID_SEPARATOR
+
+if TYPE_CHECKING:
+    from pytest_ragmetrics.protocol import Retriever
 
 _INI = {
     "rag_golden": ("golden set: YAML, JSONL, a queries.jsonl+qrels folder or qrels file", "eval/golden.yaml"),
@@ -240,12 +243,13 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 
 @pytest.fixture(scope="session")
-def rag_retriever(request: pytest.FixtureRequest) -> Any:
+def rag_retriever(request: pytest.FixtureRequest) -> Retriever:
     """Override this fixture (session scope, in conftest.py) to give the plugin your retriever.
 
-    It returns an object with ``search(query: str, k: int)`` returning ranked
+    It returns a :class:`pytest_ragmetrics.Retriever`: an object with ``search(query: str, k: int)`` returning ranked
     results, best first (``str`` ids, ``(id, score)`` pairs, objects with an
-    ``.id`` or mappings with ``"id"``), and optionally ``search_batch(queries, k)``. With ``--rag-timeout``
+    ``.id`` or mappings with ``"id"``), and optionally ``search_batch(queries, k)``
+    (:class:`pytest_ragmetrics.BatchRetriever`). With ``--rag-timeout``
     each query gets its own ``search`` call (a batch cannot be timed query by
     query) from a worker thread, one call at a time, even while
     a call abandoned at its deadline still runs; a class attribute
@@ -254,5 +258,5 @@ def rag_retriever(request: pytest.FixtureRequest) -> Any:
     from pytest_ragmetrics._plugin.retriever import MISSING, PROTOCOL, retriever_problem
 
     if request.config.getoption("rag_eval"):
-        return MISSING  # the first query reports it, once for the whole run
+        return cast("Retriever", MISSING)  # the first query reports it, once for the whole run
     pytest.fail(f"ragmetrics: {retriever_problem(MISSING)}. {PROTOCOL}", pytrace=False)
