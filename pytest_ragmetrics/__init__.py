@@ -8,9 +8,13 @@ imports this package, costs next to nothing when ``--rag-eval`` is not given.
 from __future__ import annotations
 
 import importlib
+from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+try:  # written once, in pyproject.toml; an editable install reads it from its metadata too
+    __version__ = version("pytest-ragmetrics")
+except PackageNotFoundError:  # run from a source tree that was never installed
+    __version__ = "0+unknown"
 
 _EXPORTS = {
     "BaselineError": "errors",
