@@ -10,90 +10,19 @@ from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 
-from pytest_ragmetrics.measures import DEFAULT_ID_SEPARATOR
+from pytest_ragmetrics._plugin.options import OPTIONS
 
 if TYPE_CHECKING:
     from pytest_ragmetrics.protocol import Retriever
 
-_INI = {
-    "rag_golden": ("golden set: YAML, JSONL, a queries.jsonl+qrels folder or qrels file", "eval/golden.yaml"),
-    "rag_baseline": ("baseline file", "baselines/baseline.json"),
-    # No default value: a path the user sets must exist, while the conventional
-    # baselines/thresholds.json is read only when present (else the defaults apply).
-    "rag_thresholds": ("thresholds file; a path set here must exist (unset: baselines/thresholds.json "
-                       "when present, else the default tolerances)", None),
-    "rag_metrics": ("metrics, e.g. 'recall@10 ndcg@10' (default recall, hit_rate, mrr, ndcg at rag_k)", ""),
-    "rag_k": ("results asked of the retriever per query (default: deepest metric cutoff, or 10)", ""),
-    "rag_relevance_level": ("grade >= this counts as relevant (default 1)", "1"),
-    "rag_gain": ("nDCG gain: exponential (default) or linear", "exponential"),
-    "rag_id_separator": ("ranked ids map to documents by the prefix before this ('none' to keep ids)", DEFAULT_ID_SEPARATOR),
-    "rag_judgments": ("how the golden set was judged, overriding its own declaration: closed (unlisted documents "
-                      "are not relevant) or pooled (unlisted documents are unjudged)", ""),
-    "rag_subset": ("default subset: full or smoke", "full"),
-    "rag_smoke": ("smoke subset rule: tag:NAME, sample:N or sample:N:SEED", "tag:smoke"),
-    "rag_corpus": ("corpus the retriever indexes; gold ids it lacks and golden questions found in it are warned "
-                   "about", ""),
-    "rag_timeout": ("seconds (> 0) one query's retrieval may take before its item errors (default: no limit)", ""),
-    "rag_answer_threshold": ("retriever score at or above which a result counts as an answer: a question marked "
-                             "answerable: false that gets one is a false retrieval (default: any result is)", ""),
-    "rag_setup_timeout": ("seconds (> 0) the rag_retriever fixture may take to build the retriever before the run "
-                          "stops (default: no limit)", ""),
-}
-
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("ragmetrics", "retrieval regression gating (pytest-ragmetrics)")
-    group.addoption("--rag-eval", action="store_true", default=False,
-                    help="run the golden set through rag_retriever, one test item per query, and gate on the baseline")
-    group.addoption("--rag-golden", dest="rag_golden", metavar="PATH", help="golden set (overrides ini rag_golden)")
-    group.addoption("--rag-baseline", dest="rag_baseline", metavar="PATH", help="baseline.json (overrides ini)")
-    group.addoption("--rag-thresholds", dest="rag_thresholds", metavar="PATH",
-                    help="thresholds.json, which must exist (overrides ini)")
-    group.addoption("--rag-metrics", dest="rag_metrics", metavar="LIST", help="metrics, comma or space separated")
-    group.addoption("--rag-k", dest="rag_k", metavar="K", help="results asked of the retriever per query")
-    group.addoption("--rag-relevance-level", dest="rag_relevance_level", metavar="L")
-    group.addoption("--rag-gain", dest="rag_gain", choices=("exponential", "linear"))
-    group.addoption("--rag-id-separator", dest="rag_id_separator", metavar="SEP")
-    group.addoption("--rag-judgments", dest="rag_judgments", choices=("closed", "pooled"),
-                    help="how the golden set was judged: closed (unlisted documents are not relevant) or pooled "
-                         "(unlisted documents are unjudged); overrides the golden set and ini rag_judgments")
-    group.addoption("--rag-subset", dest="rag_subset", choices=("smoke", "full"),
-                    help="smoke: the subset chosen by ini rag_smoke (pull requests); full: everything (nightly)")
-    group.addoption("--rag-update-baseline", action="store_true", default=False,
-                    help="after a full run, rewrite the baseline atomically and print what changed")
-    group.addoption("--rag-allow-missing-gold", action="store_true", default=False,
-                    help="let --rag-update-baseline write a baseline although relevant gold ids are not in the "
-                         "corpus (--rag-corpus or the retriever's doc_ids()); the baseline lists them in "
-                         "_meta.allowed_missing_gold")
-    group.addoption("--rag-accept-mismatch", action="store_true", default=False,
-                    help="compare with a baseline measured under another config or judgments anyway")
-    group.addoption("--rag-report", dest="rag_report", metavar="PATH", help="write the JSON run artifact here")
-    group.addoption("--rag-html", dest="rag_html", metavar="PATH",
-                    help="write a self-contained HTML report (charts, worst-N table) here")
-    group.addoption("--rag-markdown", dest="rag_markdown", metavar="PATH",
-                    help="append the verdict as Markdown here (also to $GITHUB_STEP_SUMMARY when set)")
-    group.addoption("--rag-corpus", dest="rag_corpus", metavar="PATH",
-                    help="check the gold ids against this corpus (a gold id it lacks is reported) and the golden "
-                         "questions for leakage (overrides ini rag_corpus)")
-    group.addoption("--rag-worst", dest="rag_worst", type=int, metavar="N", help="worst regressed queries to list")
-    group.addoption("--rag-repeat", dest="rag_repeat", type=int, default=1, metavar="N",
-                    help="run each query N times; an item fails if its ranking changes")
-    group.addoption("--rag-batch-size", dest="rag_batch_size", type=int, default=32, metavar="N",
-                    help="queries per search_batch call when the retriever offers one (not used with --rag-timeout)")
-    group.addoption("--rag-timeout", dest="rag_timeout", metavar="SECONDS",
-                    help="a query whose retrieval takes longer (> 0; 'none': no limit, the default) errors and "
-                         "the rest run; each query is then searched alone (search_batch is not used) from a "
-                         "worker thread, where a hung call is abandoned (it cannot be killed) and the next call "
-                         "waits for it to return (one limit more, outside its own; queries still blocked then are "
-                         "not run), unless the retriever has thread_safe = True; overrides ini rag_timeout")
-    group.addoption("--rag-answer-threshold", dest="rag_answer_threshold", metavar="SCORE",
-                    help="a result scoring at or above this counts as an answer to a question marked answerable: "
-                         "false (a false retrieval); overrides ini rag_answer_threshold")
-    group.addoption("--rag-setup-timeout", dest="rag_setup_timeout", metavar="SECONDS",
-                    help="stop the run when the rag_retriever fixture takes longer than this to build the "
-                         "retriever (> 0; 'none': no limit, the default); overrides ini rag_setup_timeout")
-    for name, (help_text, default) in _INI.items():
-        parser.addini(name, help_text, default=default)
+    for spec in OPTIONS:  # declared once, in _plugin/options.py; docs/configuration.md is tested against it
+        if spec.flag:
+            group.addoption(spec.flag, **spec.flag_kwargs())
+        if spec.ini:
+            parser.addini(spec.ini, spec.ini_help, default=spec.ini_default)
 
 
 def _rag(config: pytest.Config) -> Any:
