@@ -63,7 +63,7 @@ def pytest_configure(config: pytest.Config) -> None:
     def get(flag: str, ini: str) -> Any:
         if flag:
             return config.getoption(flag)
-        return config.getini(ini)
+        return _getini(config, ini)
 
     def resolve(value: str, from_cli: bool) -> Path:
         return (cwd if from_cli else ini_base) / value
@@ -82,8 +82,28 @@ def pytest_configure(config: pytest.Config) -> None:
     golden = str(rag.options.golden)
     if config.args_source != pytest.Config.ArgsSource.ARGS:
         config.args[:] = [golden]
-    elif golden not in config.args:
-        config.args.append(golden)
+    elif not any((cwd / arg.split("::")[0]).resolve() == rag.options.golden.resolve() for arg in config.args):
+        config.args.append(golden)  # pytest before 8 keeps args as typed: compare the files, not the spelling
+
+
+_PYTEST_BEFORE_8 = int(pytest.__version__.split(".")[0]) < 8
+
+#: ini keys declared with default None, whose "unset" differs from a value set empty
+_UNSET_IS_NONE = frozenset(spec.ini for spec in OPTIONS if spec.ini and spec.ini_default is None)
+
+
+def _getini(config: pytest.Config, name: str) -> Any:
+    """``config.getini(name)``, with None for an unset key declared with default None.
+
+    pytest before 8.0 returns "" for it, which reads as ``rag_thresholds = ""``
+    (the built-in defaults on purpose): baselines/thresholds.json would be ignored.
+    """
+    value = config.getini(name)
+    if value == "" and name in _UNSET_IS_NONE and _PYTEST_BEFORE_8:
+        override = config._get_override_ini_value(name)  # type: ignore[attr-defined]  # pytest < 8 has it
+        if name not in config.inicfg and override is None:  # neither the ini file nor -o sets it
+            return None
+    return value
 
 
 _PATH_FLAGS = ("--rag-golden", "--rag-baseline", "--rag-thresholds", "--rag-report", "--rag-html", "--rag-markdown",
