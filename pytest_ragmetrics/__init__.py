@@ -8,9 +8,13 @@ imports this package, costs next to nothing when ``--rag-eval`` is not given.
 from __future__ import annotations
 
 import importlib
+from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+try:  # written once, in pyproject.toml; an editable install reads it from its metadata too
+    __version__ = version("pytest-ragmetrics")
+except PackageNotFoundError:  # run from a source tree that was never installed
+    __version__ = "0+unknown"
 
 _EXPORTS = {
     "BaselineError": "errors",
@@ -32,6 +36,12 @@ _EXPORTS = {
     "MeasurementConfig": "measures",
     "parse_measure": "measures",
     "parse_measures": "measures",
+    "BatchRetriever": "protocol",
+    "CorpusRetriever": "protocol",
+    "DescribedRetriever": "protocol",
+    "Result": "protocol",
+    "ResultWithId": "protocol",
+    "Retriever": "protocol",
     "document_ranking": "metrics",
     "judge": "metrics",
     "score": "metrics",
@@ -62,4 +72,6 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from pytest_ragmetrics.golden import GoldenSet, Query, load_golden, load_qrels
     from pytest_ragmetrics.measures import MEASURE_NAMES, Measure, MeasurementConfig, parse_measure, parse_measures
     from pytest_ragmetrics.metrics import document_ranking, judge, score
+    from pytest_ragmetrics.protocol import (BatchRetriever, CorpusRetriever, DescribedRetriever, Result, ResultWithId,
+                                            Retriever)
     from pytest_ragmetrics.trec import read_run, write_qrels, write_run

@@ -6,91 +6,23 @@ Without ``--rag-eval`` every hook returns at once and nothing heavy is imported.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 
-from pytest_ragmetrics.measures import DEFAULT_ID_SEPARATOR
+from pytest_ragmetrics._plugin.options import OPTIONS
 
-_INI = {
-    "rag_golden": ("golden set: YAML, JSONL, a queries.jsonl+qrels folder or qrels file", "eval/golden.yaml"),
-    "rag_baseline": ("baseline file", "baselines/baseline.json"),
-    # No default value: a path the user sets must exist, while the conventional
-    # baselines/thresholds.json is read only when present (else the defaults apply).
-    "rag_thresholds": ("thresholds file; a path set here must exist (unset: baselines/thresholds.json "
-                       "when present, else the default tolerances)", None),
-    "rag_metrics": ("metrics, e.g. 'recall@10 ndcg@10' (default recall, hit_rate, mrr, ndcg at rag_k)", ""),
-    "rag_k": ("results asked of the retriever per query (default: deepest metric cutoff, or 10)", ""),
-    "rag_relevance_level": ("grade >= this counts as relevant (default 1)", "1"),
-    "rag_gain": ("nDCG gain: exponential (default) or linear", "exponential"),
-    "rag_id_separator": ("ranked ids map to documents by the prefix before this ('none' to keep ids)", DEFAULT_ID_SEPARATOR),
-    "rag_judgments": ("how the golden set was judged, overriding its own declaration: closed (unlisted documents "
-                      "are not relevant) or pooled (unlisted documents are unjudged)", ""),
-    "rag_subset": ("default subset: full or smoke", "full"),
-    "rag_smoke": ("smoke subset rule: tag:NAME, sample:N or sample:N:SEED", "tag:smoke"),
-    "rag_corpus": ("corpus the retriever indexes; gold ids it lacks and golden questions found in it are warned "
-                   "about", ""),
-    "rag_timeout": ("seconds (> 0) one query's retrieval may take before its item errors (default: no limit)", ""),
-    "rag_answer_threshold": ("retriever score at or above which a result counts as an answer: a question marked "
-                             "answerable: false that gets one is a false retrieval (default: any result is)", ""),
-    "rag_setup_timeout": ("seconds (> 0) the rag_retriever fixture may take to build the retriever before the run "
-                          "stops (default: no limit)", ""),
-}
+if TYPE_CHECKING:
+    from pytest_ragmetrics.protocol import Retriever
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("ragmetrics", "retrieval regression gating (pytest-ragmetrics)")
-    group.addoption("--rag-eval", action="store_true", default=False,
-                    help="run the golden set through rag_retriever, one test item per query, and gate on the baseline")
-    group.addoption("--rag-golden", dest="rag_golden", metavar="PATH", help="golden set (overrides ini rag_golden)")
-    group.addoption("--rag-baseline", dest="rag_baseline", metavar="PATH", help="baseline.json (overrides ini)")
-    group.addoption("--rag-thresholds", dest="rag_thresholds", metavar="PATH",
-                    help="thresholds.json, which must exist (overrides ini)")
-    group.addoption("--rag-metrics", dest="rag_metrics", metavar="LIST", help="metrics, comma or space separated")
-    group.addoption("--rag-k", dest="rag_k", metavar="K", help="results asked of the retriever per query")
-    group.addoption("--rag-relevance-level", dest="rag_relevance_level", metavar="L")
-    group.addoption("--rag-gain", dest="rag_gain", choices=("exponential", "linear"))
-    group.addoption("--rag-id-separator", dest="rag_id_separator", metavar="SEP")
-    group.addoption("--rag-judgments", dest="rag_judgments", choices=("closed", "pooled"),
-                    help="how the golden set was judged: closed (unlisted documents are not relevant) or pooled "
-                         "(unlisted documents are unjudged); overrides the golden set and ini rag_judgments")
-    group.addoption("--rag-subset", dest="rag_subset", choices=("smoke", "full"),
-                    help="smoke: the subset chosen by ini rag_smoke (pull requests); full: everything (nightly)")
-    group.addoption("--rag-update-baseline", action="store_true", default=False,
-                    help="after a full run, rewrite the baseline atomically and print what changed")
-    group.addoption("--rag-allow-missing-gold", action="store_true", default=False,
-                    help="let --rag-update-baseline write a baseline although relevant gold ids are not in the "
-                         "corpus (--rag-corpus or the retriever's doc_ids()); the baseline lists them in "
-                         "_meta.allowed_missing_gold")
-    group.addoption("--rag-accept-mismatch", action="store_true", default=False,
-                    help="compare with a baseline measured under another config or judgments anyway")
-    group.addoption("--rag-report", dest="rag_report", metavar="PATH", help="write the JSON run artifact here")
-    group.addoption("--rag-html", dest="rag_html", metavar="PATH",
-                    help="write a self-contained HTML report (charts, worst-N table) here")
-    group.addoption("--rag-markdown", dest="rag_markdown", metavar="PATH",
-                    help="append the verdict as Markdown here (also to $GITHUB_STEP_SUMMARY when set)")
-    group.addoption("--rag-corpus", dest="rag_corpus", metavar="PATH",
-                    help="check the gold ids against this corpus (a gold id it lacks is reported) and the golden "
-                         "questions for leakage (overrides ini rag_corpus)")
-    group.addoption("--rag-worst", dest="rag_worst", type=int, metavar="N", help="worst regressed queries to list")
-    group.addoption("--rag-repeat", dest="rag_repeat", type=int, default=1, metavar="N",
-                    help="run each query N times; an item fails if its ranking changes")
-    group.addoption("--rag-batch-size", dest="rag_batch_size", type=int, default=32, metavar="N",
-                    help="queries per search_batch call when the retriever offers one (not used with --rag-timeout)")
-    group.addoption("--rag-timeout", dest="rag_timeout", metavar="SECONDS",
-                    help="a query whose retrieval takes longer (> 0; 'none': no limit, the default) errors and "
-                         "the rest run; each query is then searched alone (search_batch is not used) from a "
-                         "worker thread, where a hung call is abandoned (it cannot be killed) and the next call "
-                         "waits for it to return (one limit more, outside its own; queries still blocked then are "
-                         "not run), unless the retriever has thread_safe = True; overrides ini rag_timeout")
-    group.addoption("--rag-answer-threshold", dest="rag_answer_threshold", metavar="SCORE",
-                    help="a result scoring at or above this counts as an answer to a question marked answerable: "
-                         "false (a false retrieval); overrides ini rag_answer_threshold")
-    group.addoption("--rag-setup-timeout", dest="rag_setup_timeout", metavar="SECONDS",
-                    help="stop the run when the rag_retriever fixture takes longer than this to build the "
-                         "retriever (> 0; 'none': no limit, the default); overrides ini rag_setup_timeout")
-    for name, (help_text, default) in _INI.items():
-        parser.addini(name, help_text, default=default)
+    for spec in OPTIONS:  # declared once, in _plugin/options.py; docs/configuration.md is tested against it
+        if spec.flag:
+            group.addoption(spec.flag, **spec.flag_kwargs())
+        if spec.ini:
+            parser.addini(spec.ini, spec.ini_help, default=spec.ini_default)
 
 
 def _rag(config: pytest.Config) -> Any:
@@ -131,7 +63,7 @@ def pytest_configure(config: pytest.Config) -> None:
     def get(flag: str, ini: str) -> Any:
         if flag:
             return config.getoption(flag)
-        return config.getini(ini)
+        return _getini(config, ini)
 
     def resolve(value: str, from_cli: bool) -> Path:
         return (cwd if from_cli else ini_base) / value
@@ -150,8 +82,28 @@ def pytest_configure(config: pytest.Config) -> None:
     golden = str(rag.options.golden)
     if config.args_source != pytest.Config.ArgsSource.ARGS:
         config.args[:] = [golden]
-    elif golden not in config.args:
-        config.args.append(golden)
+    elif not any((cwd / arg.split("::")[0]).resolve() == rag.options.golden.resolve() for arg in config.args):
+        config.args.append(golden)  # pytest before 8 keeps args as typed: compare the files, not the spelling
+
+
+_PYTEST_BEFORE_8 = int(pytest.__version__.split(".")[0]) < 8
+
+#: ini keys declared with default None, whose "unset" differs from a value set empty
+_UNSET_IS_NONE = frozenset(spec.ini for spec in OPTIONS if spec.ini and spec.ini_default is None)
+
+
+def _getini(config: pytest.Config, name: str) -> Any:
+    """``config.getini(name)``, with None for an unset key declared with default None.
+
+    pytest before 8.0 returns "" for it, which reads as ``rag_thresholds = ""``
+    (the built-in defaults on purpose): baselines/thresholds.json would be ignored.
+    """
+    value = config.getini(name)
+    if value == "" and name in _UNSET_IS_NONE and _PYTEST_BEFORE_8:
+        override = config._get_override_ini_value(name)  # type: ignore[attr-defined]  # pytest < 8 has it
+        if name not in config.inicfg and override is None:  # neither the ini file nor -o sets it
+            return None
+    return value
 
 
 _PATH_FLAGS = ("--rag-golden", "--rag-baseline", "--rag-thresholds", "--rag-report", "--rag-html", "--rag-markdown",
@@ -240,12 +192,13 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 
 @pytest.fixture(scope="session")
-def rag_retriever(request: pytest.FixtureRequest) -> Any:
+def rag_retriever(request: pytest.FixtureRequest) -> Retriever:
     """Override this fixture (session scope, in conftest.py) to give the plugin your retriever.
 
-    It returns an object with ``search(query: str, k: int)`` returning ranked
+    It returns a :class:`pytest_ragmetrics.Retriever`: an object with ``search(query: str, k: int)`` returning ranked
     results, best first (``str`` ids, ``(id, score)`` pairs, objects with an
-    ``.id`` or mappings with ``"id"``), and optionally ``search_batch(queries, k)``. With ``--rag-timeout``
+    ``.id`` or mappings with ``"id"``), and optionally ``search_batch(queries, k)``
+    (:class:`pytest_ragmetrics.BatchRetriever`). With ``--rag-timeout``
     each query gets its own ``search`` call (a batch cannot be timed query by
     query) from a worker thread, one call at a time, even while
     a call abandoned at its deadline still runs; a class attribute
@@ -254,5 +207,5 @@ def rag_retriever(request: pytest.FixtureRequest) -> Any:
     from pytest_ragmetrics._plugin.retriever import MISSING, PROTOCOL, retriever_problem
 
     if request.config.getoption("rag_eval"):
-        return MISSING  # the first query reports it, once for the whole run
+        return cast("Retriever", MISSING)  # the first query reports it, once for the whole run
     pytest.fail(f"ragmetrics: {retriever_problem(MISSING)}. {PROTOCOL}", pytrace=False)

@@ -1,18 +1,81 @@
 """The retriever protocol: what an object needs so the package can search it.
 
-One check serves the plugin (the ``rag_retriever`` fixture) and ``ragmetrics
-pool`` (``--retriever module:attr``), so both say the same thing about the same
-mistake.
+Written twice on purpose, for two readers: as :class:`typing.Protocol` classes, so a
+type checker can tell a user their retriever does not fit before any run, and as
+:func:`search_problem`, the check at run time. One check serves the plugin (the
+``rag_retriever`` fixture) and ``ragmetrics pool`` (``--retriever module:attr``), so
+both say the same thing about the same mistake.
 """
 
 from __future__ import annotations
 
 import inspect
-from typing import Any
+from typing import Any, Iterable, Mapping, Protocol, Sequence, SupportsFloat, TypeAlias, runtime_checkable
 
 from pytest_ragmetrics.errors import brief_repr
 
-__all__ = ["search_problem"]
+__all__ = ["BatchRetriever", "CorpusRetriever", "DescribedRetriever", "Result", "ResultWithId", "Retriever",
+           "search_problem"]
+
+
+@runtime_checkable
+class ResultWithId(Protocol):
+    """A result object: only ``id`` is required.
+
+    Read when present, and not part of the type (a protocol cannot make an
+    attribute optional): ``score`` (a number or None), ``explain_text()`` or
+    ``explain`` (text or a mapping, shown in the failure report) and ``parent_id``
+    (a str or None, see docs/parent-chunk-hit-rate.md). A dataclass or NamedTuple
+    with an ``id: str`` field fits.
+    """
+
+    @property
+    def id(self) -> str: ...
+
+
+#: One ranked result: a ``str`` id, an ``(id, score)`` pair (any number ``float()``
+#: takes, numpy's included, or None), an object with an ``.id`` or a mapping with
+#: an ``"id"`` key (``"score"``, ``"explain"`` and ``"parent_id"`` optional).
+Result: TypeAlias = str | tuple[str, SupportsFloat | None] | ResultWithId | Mapping[str, Any]
+
+
+@runtime_checkable
+class Retriever(Protocol):
+    """What the ``rag_retriever`` fixture returns: ``search(query, k)`` gives at most
+    ``k`` results, best first; the order is the ranking and is never re-sorted.
+
+    The plugin passes both arguments by position, so your parameters may have any
+    names. The result type is a ``Sequence`` (a list or tuple), not any iterable,
+    so that a dict of id -> score, which would be read as its keys in no set
+    order, is caught by the type checker.
+    """
+
+    def search(self, query: str, k: int, /) -> Sequence[Result]: ...
+
+
+@runtime_checkable
+class BatchRetriever(Retriever, Protocol):
+    """A retriever that can also answer many queries in one call: one result list
+    per query, in the order given. Used when present (not with ``--rag-timeout``
+    or ``--rag-repeat``); ``search`` is still required."""
+
+    def search_batch(self, queries: list[str], k: int, /) -> Sequence[Sequence[Result]]: ...
+
+
+@runtime_checkable
+class DescribedRetriever(Protocol):
+    """A retriever that says what it is: ``describe()`` is recorded in the baseline and
+    the run artifact (so keep it to JSON values), and a refresh that changes it is shown."""
+
+    def describe(self) -> Mapping[str, Any] | str: ...
+
+
+@runtime_checkable
+class CorpusRetriever(Protocol):
+    """A retriever that lists the document ids it holds, so gold ids it lacks are found
+    without ``--rag-corpus``."""
+
+    def doc_ids(self) -> Iterable[str]: ...
 
 
 def search_problem(retriever: Any, what: str) -> str | None:

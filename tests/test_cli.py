@@ -263,3 +263,30 @@ def test_relevance_level_above_one_scores_what_trec_eval_scores(tmp_path: Path) 
 
     table = subprocess.run(argv, capture_output=True, text=True, timeout=60).stdout
     assert "1 query has no document at level 2, only lower grades, e.g. 'lo': scored as trec_eval" in table
+
+
+def test_the_version_is_written_once_in_pyproject(capsys: pytest.CaptureFixture[str]) -> None:
+    """``__version__`` and ``ragmetrics --version`` read the installed metadata, which pyproject.toml
+    writes; after changing the version there, reinstall (``pip install -e .``) to refresh it."""
+    import importlib.metadata
+    import re
+
+    import pytest_ragmetrics
+
+    pyproject = (Path(__file__).resolve().parent.parent / "pyproject.toml").read_text(encoding="utf-8")
+    declared = re.search(r'^version = "([^"]+)"$', pyproject, re.MULTILINE)
+    assert declared is not None
+    assert pytest_ragmetrics.__version__ == importlib.metadata.version("pytest-ragmetrics") == declared.group(1)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--version"])
+    assert exit_info.value.code == 0
+    assert capsys.readouterr().out == f"ragmetrics {declared.group(1)}\n"
+
+
+def test_console_script_prints_the_version() -> None:
+    import importlib.metadata
+
+    script = Path(sys.executable).parent / ("ragmetrics.exe" if sys.platform == "win32" else "ragmetrics")
+    proc = subprocess.run([str(script), "--version"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == f"ragmetrics {importlib.metadata.version('pytest-ragmetrics')}\n"

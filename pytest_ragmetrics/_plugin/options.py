@@ -1,6 +1,7 @@
-"""``--rag-*`` flags and ``rag_*`` ini keys resolved into one :class:`RagOptions`.
+"""``--rag-*`` flags and ``rag_*`` ini keys: declared once in :data:`OPTIONS`, resolved into one :class:`RagOptions`.
 
-Flags win over ini keys; paths from the command line are relative to the
+``plugin.py`` registers every flag and ini key from :data:`OPTIONS`, and a test
+holds the options table in docs/configuration.md to it. Flags win over ini keys; paths from the command line are relative to the
 invocation directory, paths from the ini file to the ini file's folder. Every
 value is checked here, before anything is loaded or retrieved.
 """
@@ -13,15 +14,157 @@ from pathlib import Path
 from typing import Any, Callable
 
 from pytest_ragmetrics.errors import RagMetricsError
-from pytest_ragmetrics.measures import MeasurementConfig, parse_measures
+from pytest_ragmetrics.measures import DEFAULT_ID_SEPARATOR, MeasurementConfig, parse_measures
 from pytest_ragmetrics.unanswerable import parse_threshold
 
-__all__ = ["RagOptions", "build_options", "DEFAULT_THRESHOLDS"]
+__all__ = ["OPTIONS", "OptionSpec", "RagOptions", "build_options", "DEFAULT_THRESHOLDS"]
 
 _DEFAULT_K = 10
 
 #: Read when neither --rag-thresholds nor ini rag_thresholds names a file; may be absent.
 DEFAULT_THRESHOLDS = "baselines/thresholds.json"
+
+
+@dataclass(frozen=True)
+class OptionSpec:
+    """One option as pytest registers it and the docs table shows it: a ``--rag-*`` flag, a
+    ``rag_*`` ini key, or both (the flag wins)."""
+
+    flag: str | None  # "--rag-golden"; None for an ini-only key
+    ini: str | None  # "rag_golden"; None for a flag-only option
+    help: str = ""  # the flag's line in --help
+    ini_help: str = ""  # the ini key's line in --help
+    metavar: str | None = None
+    choices: tuple[str, ...] | None = None
+    switch: bool = False  # a flag without a value (store_true)
+    type: Callable[[str], Any] | None = None
+    flag_default: Any = None
+    #: the ini key's default; None (rag_thresholds only) is told from a value the user set
+    ini_default: str | None = ""
+    #: the default column of the docs table when it is not the default value itself
+    shown_default: str | None = None
+
+    @property
+    def dest(self) -> str:
+        """The name ``config.getoption`` and :func:`build_options` know the flag by."""
+        return (self.flag or "").removeprefix("--").replace("-", "_")
+
+    def flag_kwargs(self) -> dict[str, Any]:
+        """What ``parser.addoption(self.flag, ...)`` is given."""
+        if self.switch:
+            return {"action": "store_true", "default": False, "dest": self.dest, "help": self.help}
+        kwargs: dict[str, Any] = {"dest": self.dest, "help": self.help or None}
+        for key in ("metavar", "choices", "type"):
+            if getattr(self, key) is not None:
+                kwargs[key] = getattr(self, key)
+        if self.flag_default is not None:
+            kwargs["default"] = self.flag_default
+        return kwargs
+
+    def usage(self) -> str:
+        """The flag as the docs table spells it: ``--rag-k K``, ``--rag-gain exponential\\|linear``."""
+        if not self.flag:
+            return ""
+        value = "\\|".join(self.choices) if self.choices else self.metavar
+        return f"{self.flag} {value}" if value else self.flag
+
+    def documented_default(self) -> str:
+        """The docs table's default column."""
+        if self.shown_default is not None:
+            return self.shown_default
+        if self.ini_default:
+            return f"`{self.ini_default}`"
+        if self.flag_default is not None:
+            return f"`{self.flag_default}`"
+        return ""
+
+
+#: Every option, in the order of the table in docs/configuration.md.
+OPTIONS: tuple[OptionSpec, ...] = (
+    OptionSpec("--rag-eval", None, switch=True, shown_default="off",
+               help="run the golden set through rag_retriever, one test item per query, and gate on the baseline"),
+    OptionSpec("--rag-golden", "rag_golden", metavar="PATH", help="golden set (overrides ini rag_golden)",
+               ini_help="golden set: YAML, JSONL, a queries.jsonl+qrels folder or qrels file",
+               ini_default="eval/golden.yaml"),
+    OptionSpec("--rag-baseline", "rag_baseline", metavar="PATH", help="baseline.json (overrides ini)",
+               ini_help="baseline file", ini_default="baselines/baseline.json"),
+    # No ini default: a path the user sets must exist, while the conventional
+    # baselines/thresholds.json is read only when present (else the defaults apply).
+    OptionSpec("--rag-thresholds", "rag_thresholds", metavar="PATH",
+               help="thresholds.json, which must exist (overrides ini)",
+               ini_help="thresholds file; a path set here must exist (unset: baselines/thresholds.json when present, "
+                        "else the default tolerances)",
+               ini_default=None, shown_default=f"`{DEFAULT_THRESHOLDS}` if present, else built-in defaults"),
+    OptionSpec("--rag-metrics", "rag_metrics", metavar="LIST", help="metrics, comma or space separated",
+               ini_help="metrics, e.g. 'recall@10 ndcg@10' (default recall, hit_rate, mrr, ndcg at rag_k)",
+               shown_default="recall, hit_rate, mrr, ndcg at `rag_k`"),
+    OptionSpec("--rag-k", "rag_k", metavar="K", help="results asked of the retriever per query",
+               ini_help=f"results asked of the retriever per query (default: deepest metric cutoff, or {_DEFAULT_K})",
+               shown_default=f"deepest metric cutoff, or {_DEFAULT_K}"),
+    OptionSpec("--rag-relevance-level", "rag_relevance_level", metavar="L",
+               ini_help="grade >= this counts as relevant (default 1)", ini_default="1"),
+    OptionSpec("--rag-gain", "rag_gain", choices=("exponential", "linear"),
+               ini_help="nDCG gain: exponential (default) or linear", ini_default="exponential"),
+    OptionSpec("--rag-id-separator", "rag_id_separator", metavar="SEP",
+               ini_help="ranked ids map to documents by the prefix before this ('none' to keep ids)",
+               ini_default=DEFAULT_ID_SEPARATOR),
+    OptionSpec("--rag-subset", "rag_subset", choices=("smoke", "full"),
+               help="smoke: the subset chosen by ini rag_smoke (pull requests); full: everything (nightly)",
+               ini_help="default subset: full or smoke", ini_default="full"),
+    OptionSpec(None, "rag_smoke", ini_help="smoke subset rule: tag:NAME, sample:N or sample:N:SEED",
+               ini_default="tag:smoke"),
+    OptionSpec("--rag-update-baseline", None, switch=True, shown_default="",
+               help="after a full run, rewrite the baseline atomically and print what changed"),
+    OptionSpec("--rag-accept-mismatch", None, switch=True, shown_default="",
+               help="compare with a baseline measured under another config or judgments anyway"),
+    OptionSpec("--rag-allow-missing-gold", None, switch=True, shown_default="",
+               help="let --rag-update-baseline write a baseline although relevant gold ids are not in the corpus "
+                    "(--rag-corpus or the retriever's doc_ids()); the baseline lists them in "
+                    "_meta.allowed_missing_gold"),
+    OptionSpec("--rag-report", None, metavar="PATH", help="write the JSON run artifact here"),
+    OptionSpec("--rag-html", None, metavar="PATH",
+               help="write a self-contained HTML report (charts, worst-N table) here"),
+    OptionSpec("--rag-markdown", None, metavar="PATH",
+               help="append the verdict as Markdown here (also to $GITHUB_STEP_SUMMARY when set)"),
+    OptionSpec("--rag-judgments", "rag_judgments", choices=("closed", "pooled"),
+               help="how the golden set was judged: closed (unlisted documents are not relevant) or pooled "
+                    "(unlisted documents are unjudged); overrides the golden set and ini rag_judgments",
+               ini_help="how the golden set was judged, overriding its own declaration: closed (unlisted documents "
+                        "are not relevant) or pooled (unlisted documents are unjudged)",
+               shown_default="the golden set's"),
+    OptionSpec("--rag-corpus", "rag_corpus", metavar="PATH",
+               help="check the gold ids against this corpus (a gold id it lacks is reported) and the golden "
+                    "questions for leakage (overrides ini rag_corpus)",
+               ini_help="corpus the retriever indexes; gold ids it lacks and golden questions found in it are "
+                        "warned about",
+               shown_default="none"),
+    OptionSpec("--rag-answer-threshold", "rag_answer_threshold", metavar="SCORE",
+               help="a result scoring at or above this counts as an answer to a question marked answerable: "
+                    "false (a false retrieval); overrides ini rag_answer_threshold",
+               ini_help="retriever score at or above which a result counts as an answer: a question marked "
+                        "answerable: false that gets one is a false retrieval (default: any result is)",
+               shown_default="none"),
+    OptionSpec("--rag-timeout", "rag_timeout", metavar="SECONDS",
+               help="a query whose retrieval takes longer (> 0; 'none': no limit, the default) errors and "
+                    "the rest run; each query is then searched alone (search_batch is not used) from a "
+                    "worker thread, where a hung call is abandoned (it cannot be killed) and the next call "
+                    "waits for it to return (one limit more, outside its own; queries still blocked then are "
+                    "not run), unless the retriever has thread_safe = True; overrides ini rag_timeout",
+               ini_help="seconds (> 0) one query's retrieval may take before its item errors (default: no limit)",
+               shown_default="no limit"),
+    OptionSpec("--rag-setup-timeout", "rag_setup_timeout", metavar="SECONDS",
+               help="stop the run when the rag_retriever fixture takes longer than this to build the "
+                    "retriever (> 0; 'none': no limit, the default); overrides ini rag_setup_timeout",
+               ini_help="seconds (> 0) the rag_retriever fixture may take to build the retriever before the run "
+                        "stops (default: no limit)",
+               shown_default="no limit"),
+    OptionSpec("--rag-worst", None, metavar="N", type=int, help="worst regressed queries to list",
+               shown_default="`worst_n`"),
+    OptionSpec("--rag-repeat", None, metavar="N", type=int, flag_default=1,
+               help="run each query N times; an item fails if its ranking changes"),
+    OptionSpec("--rag-batch-size", None, metavar="N", type=int, flag_default=32,
+               help="queries per search_batch call when the retriever offers one (not used with --rag-timeout)"),
+)
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,9 @@ VERBS = ("evaluate", "compare", "baseline", "history", "ablate", "encoders", "po
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ragmetrics", description="Retrieval metrics and regression gating.")
+    from pytest_ragmetrics import __version__
+
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     verbs = parser.add_subparsers(dest="verb", required=True, metavar="VERB")
     for verb in VERBS:
         importlib.import_module(f"{__name__}.{verb}").register(verbs)

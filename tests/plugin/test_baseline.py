@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata
 import json
 import re
 import shutil
@@ -65,7 +66,7 @@ def test_update_baseline_writes_the_documented_json(project: RagProject) -> None
     assert meta["k"] == 10
     assert meta["retriever"] == {"name": "json-retriever", "version": 1}  # from describe()
     assert re.match(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\+00:00$", meta["created"])
-    assert "package_version" in meta and "git_commit" in meta
+    assert meta["package_version"] == importlib.metadata.version("pytest-ragmetrics") and "git_commit" in meta
     # nDCG below 1 for two queries: q-002 (chain-lube, noise-doc, chain-clean) and
     # q-003 (brake-pads grade 2, rim-wear, brake-cable grade 1), exponential gain
     ndcg_002 = dcg([1, 0, 1]) / dcg([1, 1])
