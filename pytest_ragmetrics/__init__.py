@@ -67,11 +67,24 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
-    from pytest_ragmetrics.errors import BaselineError, InputError, MeasureError, RagMetricsError, RetrieverError, ThresholdsError
+    from pytest_ragmetrics.errors import (
+        BaselineError,
+        InputError,
+        MeasureError,
+        RagMetricsError,
+        RetrieverError,
+        ThresholdsError,
+    )
     from pytest_ragmetrics.evaluation import Evaluation, evaluate, mean_metrics, score_query
     from pytest_ragmetrics.golden import GoldenSet, Query, load_golden, load_qrels
     from pytest_ragmetrics.measures import MEASURE_NAMES, Measure, MeasurementConfig, parse_measure, parse_measures
     from pytest_ragmetrics.metrics import document_ranking, judge, score
-    from pytest_ragmetrics.protocol import (BatchRetriever, CorpusRetriever, DescribedRetriever, Result, ResultWithId,
-                                            Retriever)
+    from pytest_ragmetrics.protocol import (
+        BatchRetriever,
+        CorpusRetriever,
+        DescribedRetriever,
+        Result,
+        ResultWithId,
+        Retriever,
+    )
     from pytest_ragmetrics.trec import read_run, write_qrels, write_run

@@ -20,8 +20,8 @@ import subprocess
 import sys
 import tempfile
 import unicodedata
-from pathlib import Path
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from pytest_ragmetrics.errors import InputError, brief_repr

@@ -77,7 +77,7 @@ class GoldCheck:
                 "missing": [[m.qid, m.doc, list(m.suggestions)] for m in self.missing]}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "GoldCheck":
+    def from_dict(cls, data: dict[str, Any]) -> GoldCheck:
         return cls(data["source"], data["checked"], [MissingGold(q, d, tuple(s)) for q, d, s in data["missing"]],
                    list(data["lost"]))
 

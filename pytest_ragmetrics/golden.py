@@ -130,7 +130,7 @@ class GoldenSet:
     def tags(self) -> list[str]:
         return sorted({t for q in self.queries for t in q.tags})
 
-    def subset(self, qids: list[str] | set[str]) -> "GoldenSet":
+    def subset(self, qids: list[str] | set[str]) -> GoldenSet:
         keep = set(qids)
         return GoldenSet(self.source, tuple(q for q in self.queries if q.qid in keep), self.skipped,
                          self.judgments, self.judgments_from)

@@ -224,7 +224,7 @@ class MeasurementConfig:
         }
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "MeasurementConfig":
+    def from_dict(cls, data: dict[str, Any]) -> MeasurementConfig:
         return cls(
             measures=tuple(data["metrics"]),
             relevance_level=data.get("relevance_level", 1),

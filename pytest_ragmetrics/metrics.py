@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_right
-from functools import lru_cache
+from functools import cache
 from itertools import islice
 from typing import Callable, Iterable, Mapping, Sequence
 
@@ -104,7 +104,7 @@ def judge(
     return Judged(graded, relevant_ranks, ideal, n_relevant, len(ranking), judged, condensed)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _discount(position: int) -> float:
     """1 / log2(rank + 1) for a 0-based position (rank = position + 1)."""
     return 1.0 / math.log2(position + 2)
@@ -116,7 +116,7 @@ def _gain_function(gain: str) -> Callable[[int], float]:
     return _exponential_gain
 
 
-@lru_cache(maxsize=None)
+@cache
 def _exponential_gain(grade: int) -> float:
     return 2.0**grade - 1.0
 

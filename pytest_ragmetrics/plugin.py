@@ -52,10 +52,10 @@ def pytest_configure_worker_restarts(config: pytest.Config) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     if not config.getoption("rag_eval"):
         return
-    from pytest_ragmetrics.errors import RagMetricsError
     from pytest_ragmetrics._plugin.items import RAG_SESSION
     from pytest_ragmetrics._plugin.options import build_options
     from pytest_ragmetrics._plugin.session import RagSession
+    from pytest_ragmetrics.errors import RagMetricsError
 
     ini_base = config.inipath.parent if config.inipath else config.rootpath
     cwd = config.invocation_params.dir

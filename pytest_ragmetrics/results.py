@@ -15,8 +15,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from pytest_ragmetrics.errors import RetrieverError
-from pytest_ragmetrics.errors import brief_repr
+from pytest_ragmetrics.errors import RetrieverError, brief_repr
 
 __all__ = ["Returned", "normalize_results"]
 

@@ -18,8 +18,7 @@ from operator import gt
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence, TextIO
 
-from pytest_ragmetrics.errors import InputError, RagMetricsError
-from pytest_ragmetrics.errors import brief_repr
+from pytest_ragmetrics.errors import InputError, RagMetricsError, brief_repr
 from pytest_ragmetrics.files import check_line_endings, check_no_bom, read_text, split_columns, split_lines
 
 __all__ = ["read_run", "write_run", "write_qrels"]

@@ -287,7 +287,7 @@ class JudgmentStore:
 
     @classmethod
     def open(cls, path: str | Path, pool: Candidates, *, annotator: str, candidates_label: str,
-             guidelines_sha256: str) -> "JudgmentStore":
+             guidelines_sha256: str) -> JudgmentStore:
         """Resume ``path`` if it exists (same pool and annotator, else an error), else start empty."""
         p = Path(path)
         if p.exists():

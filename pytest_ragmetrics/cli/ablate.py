@@ -7,7 +7,6 @@ import json
 import sys
 from typing import Any
 
-from pytest_ragmetrics.cli.argtypes import measurement_arguments
 from pytest_ragmetrics.cli._stack import (
     check_corpus_covers,
     first_retriever,
@@ -18,6 +17,7 @@ from pytest_ragmetrics.cli._stack import (
     stack_arguments,
     stack_factory,
 )
+from pytest_ragmetrics.cli.argtypes import measurement_arguments
 from pytest_ragmetrics.errors import RagMetricsError
 from pytest_ragmetrics.measures import DEFAULT_METRICS, MeasurementConfig
 
@@ -68,8 +68,8 @@ def register(verbs: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from pytest_ragmetrics.golden import load_golden
-    from pytest_ragmetrics.tools.ablate import Setting, ablate, bind_metrics, sweep_settings
     from pytest_ragmetrics.report.ablation import render_json, render_markdown
+    from pytest_ragmetrics.tools.ablate import Setting, ablate, bind_metrics, sweep_settings
 
     modes = parse_modes(args.modes)
     sweeps = [parse_sweep(s) for s in args.sweep]

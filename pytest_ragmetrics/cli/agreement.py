@@ -5,12 +5,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 from pytest_ragmetrics.cli import decided
 from pytest_ragmetrics.errors import RagMetricsError
-from pytest_ragmetrics.tools.agreement import WEIGHTS, format_kappa, agreement, render_table
+from pytest_ragmetrics.tools.agreement import WEIGHTS, agreement, format_kappa, render_table
 
 HELP = "Cohen's kappa between two annotators' judgments, and where they disagree most"
 

@@ -59,8 +59,15 @@ def _check_writable(out: Path) -> None:
 def run(args: argparse.Namespace) -> int:
     """Check everything, print where to go, serve until Ctrl-C: 0 when stopped; errors raise."""
     from pytest_ragmetrics.annotate import (
-        DEFAULT_GUIDELINES, JudgmentStore, Task, compare_judgments, default_out, read_judgments,
-        seed_adjudicated, shown_questions)
+        DEFAULT_GUIDELINES,
+        JudgmentStore,
+        Task,
+        compare_judgments,
+        default_out,
+        read_judgments,
+        seed_adjudicated,
+        shown_questions,
+    )
     from pytest_ragmetrics.annotate.judgments import check_annotator, sha256_text
     from pytest_ragmetrics.files import read_text, write_problem
     from pytest_ragmetrics.tools.candidates import read_candidates

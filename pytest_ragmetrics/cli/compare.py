@@ -7,9 +7,9 @@ import sys
 from pathlib import Path
 from typing import Any, Mapping
 
+from pytest_ragmetrics.cli import decided
 from pytest_ragmetrics.cli.argtypes import measurement_arguments
 from pytest_ragmetrics.errors import InputError, RagMetricsError, listed, shown
-from pytest_ragmetrics.cli import decided
 from pytest_ragmetrics.files import atomic_write_text, dumps_stable, write_problem
 from pytest_ragmetrics.gate.thresholds import Thresholds, load_thresholds, recorded_thresholds, stricter
 from pytest_ragmetrics.golden import GoldenSet, Query, load_golden, load_qrels
@@ -22,15 +22,15 @@ from pytest_ragmetrics.tools.compare import (
     check_scorability,
     compare,
     describe_measurement,
-    stale_text,
-    pooled_text_of,
     gated,
     labels_of,
     load_run_data,
     metric_names,
     mismatch,
     missing_from,
+    pooled_text_of,
     shared_only,
+    stale_text,
     subset_of,
 )
 

@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from pytest_ragmetrics.errors import InputError, RagMetricsError
-from pytest_ragmetrics.golden import load_golden
 from pytest_ragmetrics.files import atomic_write_text
+from pytest_ragmetrics.golden import load_golden
 from pytest_ragmetrics.tools.export import artifact_rankings, golden_yaml, judgments_gaps
 from pytest_ragmetrics.trec import write_qrels, write_run
 

@@ -7,8 +7,8 @@ import json
 import sys
 from typing import Any
 
-from pytest_ragmetrics.cli.argtypes import chunk_size_arg
 from pytest_ragmetrics.cli import decided
+from pytest_ragmetrics.cli.argtypes import chunk_size_arg
 from pytest_ragmetrics.errors import RagMetricsError
 from pytest_ragmetrics.report.tables import counted
 from pytest_ragmetrics.tools.leakage import CHAR_N, DEFAULT_THRESHOLD, WORD_N, check_leakage, render_table

@@ -111,7 +111,7 @@ class LabelAges:
                 "stale": [r.to_dict() for r in self.stale], "undated": [r.to_dict() for r in self.undated]}
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "LabelAges":
+    def from_dict(cls, data: Mapping[str, Any]) -> LabelAges:
         def records(rows: Any) -> list[StaleRecord]:
             return [StaleRecord(r["qid"], r.get("oldest"), r.get("age_days"), r["limit_days"], r["limit_key"])
                     for r in rows or []]

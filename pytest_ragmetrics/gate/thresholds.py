@@ -98,7 +98,7 @@ class Thresholds:
     false_retrieval_rate_max: float | None = None
 
     @classmethod
-    def defaults(cls, config: MeasurementConfig) -> "Thresholds":
+    def defaults(cls, config: MeasurementConfig) -> Thresholds:
         recall = {str(m): 0.0 for m in config.measures if m.name == "recall"}
         return cls(tolerance=dict(recall), query_tolerance=dict(recall))
 

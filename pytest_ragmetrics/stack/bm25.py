@@ -55,6 +55,8 @@ from typing import Any, Literal
 
 import numpy as np
 
+from pytest_ragmetrics.progress import SILENT
+
 from .manifest import (
     ManifestError,
     describe_problems,
@@ -65,7 +67,6 @@ from .manifest import (
     report_repair,
     write_manifest,
 )
-from pytest_ragmetrics.progress import SILENT
 
 __all__ = [
     "BACKENDS",

@@ -61,7 +61,6 @@ from pytest_ragmetrics.progress import SILENT, hold
 from .manifest import (
     ManifestError,
     describe_problems,
-    file_lock,
     mismatches,
     read_manifest,
     record,

@@ -24,7 +24,6 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import json
-import math
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence

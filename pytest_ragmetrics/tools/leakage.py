@@ -235,9 +235,9 @@ def check_leakage(
     each whole document (title and text) is checked, which is the more
     sensitive test: a question split by a chunk boundary is still found.
     """
-    from pytest_ragmetrics.golden import GoldenSet, load_golden
     from pytest_ragmetrics.chunking import chunk_documents
     from pytest_ragmetrics.corpus import load_corpus
+    from pytest_ragmetrics.golden import GoldenSet, load_golden
 
     gold = golden if isinstance(golden, GoldenSet) else load_golden(golden)
     docs = load_corpus(corpus) if isinstance(corpus, (str, Path)) else list(corpus)
