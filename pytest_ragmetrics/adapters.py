@@ -48,14 +48,14 @@ import json
 import re
 import warnings
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence, Union
+from typing import Any, Callable, Mapping, Sequence
 
 from pytest_ragmetrics.errors import RetrieverError
 
 __all__ = ["AdapterWarning", "Hit", "LangChainRetriever", "LlamaIndexRetriever", "from_langchain", "from_llamaindex"]
 
 #: An id rule: a metadata key ("id" also means the object's own ``.id``) or a function of the result.
-IdKey = Union[str, Callable[[Any], Any]]
+IdKey = str | Callable[[Any], Any]
 
 _UUID = re.compile(r"^[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}$", re.IGNORECASE)
 
@@ -230,6 +230,7 @@ class _Adapter:
 class LangChainRetriever(_Adapter):
     """A LangChain retriever seen through ``search(query, k)``; see :func:`from_langchain`."""
 
+    id_key: IdKey  # never None here: __init__ requires a key or a callable
     library = "LangChain"
     _depth_hint = ("Configure it to return at least k, e.g. vectorstore.as_retriever(search_kwargs={'k': K}), "
                    "or pass pass_k=True if it takes k at call time.")

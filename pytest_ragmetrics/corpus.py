@@ -61,7 +61,7 @@ def load_corpus(path: str | Path) -> list[Document]:
     return docs
 
 
-def _check_id(doc_id: Any, path: str, where: str) -> str:
+def _check_id(doc_id: Any, path: str, where: str | None) -> str:
     if not isinstance(doc_id, str) or not doc_id.strip():
         raise CorpusError(path, where, f"doc_id must be a non-empty string, got {doc_id!r}")
     if DEFAULT_ID_SEPARATOR in doc_id:  # chunk ids are doc_id#i-n: this one could not be mapped back

@@ -260,7 +260,8 @@ def _duplicate_offset(text: str, kwargs: dict[str, Any]) -> int:
     decoder = json.JSONDecoder(**kwargs)
 
     def parse_object(s_and_end: tuple[str, int], *args: Any, **kw: Any) -> tuple[dict[str, Any], int]:
-        pairs, end = json.decoder.JSONObject(s_and_end, *args[:2], None, list, *args[4:], **kw)
+        pairs, end = json.decoder.JSONObject(  # type: ignore[attr-defined]  # in json.decoder, not in its stubs
+            s_and_end, *args[:2], None, list, *args[4:], **kw)
         seen: set[str] = set()
         for key, _ in pairs:
             if key in seen:  # innermost objects close first, so this object holds the repeat
@@ -270,7 +271,7 @@ def _duplicate_offset(text: str, kwargs: dict[str, Any]) -> int:
             seen.add(key)
         return dict(pairs), end
 
-    decoder.parse_object = parse_object  # type: ignore[assignment]
+    decoder.parse_object = parse_object  # type: ignore[attr-defined]  # read by py_make_scanner, not in the stubs
     decoder.scan_once = json.scanner.py_make_scanner(decoder)  # type: ignore[attr-defined]
     try:
         decoder.decode(text)

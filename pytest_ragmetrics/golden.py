@@ -110,7 +110,7 @@ class GoldenSet:
         return iter(self.queries)
 
     def __getitem__(self, qid: str) -> Query:
-        return self._by_id[qid]  # type: ignore[attr-defined,no-any-return]
+        return self._by_id[qid]  # type: ignore[attr-defined]
 
     def __contains__(self, qid: object) -> bool:
         return qid in self._by_id  # type: ignore[attr-defined]
@@ -252,7 +252,7 @@ def check_judgments(value: Any, path: str, where: str | None) -> str:
     if value not in JUDGMENTS:
         raise InputError(path, where, f"must be 'closed' or 'pooled', got {brief_repr(value)} (closed: "
                                       "documents the set does not list are not relevant; pooled: they are unjudged)")
-    return value  # type: ignore[no-any-return]
+    return value
 
 
 def _check_separator(query: Query, separator: str, path: str, where: str) -> None:
@@ -430,7 +430,7 @@ def _yaml_gold(gold: Any, path: str, where: str, dates: dict[str, _dt.date] | No
     if isinstance(gold, list):
         if not gold:
             raise InputError(path, where, "gold_chunks is empty; a question needs at least one gold document")
-        judgments: dict[str, int] = {}
+        judgments = {}
         for doc in gold:
             doc = _check_id(doc, path, where, "a gold document id")
             if doc in judgments:

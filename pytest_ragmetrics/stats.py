@@ -120,7 +120,7 @@ class DeltaStats:
         """True when the change is smaller than one query's worth (1/n)."""
         return below_one_query(self.mean, self.n)
 
-    def to_dict(self) -> dict[str, float | int | None]:
+    def to_dict(self) -> dict[str, float | int | list[float] | None]:
         return {"n": self.n, "mean": self.mean, "ci95": [self.ci_low, self.ci_high],
                 "p_value": self.p_value, "detectable": self.detectable, "changed": self.changed}
 

@@ -97,7 +97,7 @@ def seed_adjudicated(comparison: Comparison, existing: Judgments) -> Judgments:
     existing.by_question = {}
     for (qid, doc), judgment in {**comparison.one_sided, **comparison.agreed}.items():
         existing.set(qid, doc, judgment.rel, judgment.note, judgment.judged_at)
-    for (qid, doc), judgment in decided.items():
-        if judgment is not None:
-            existing.set(qid, doc, judgment.rel, judgment.note, judgment.judged_at)
+    for (qid, doc), earlier in decided.items():
+        if earlier is not None:
+            existing.set(qid, doc, earlier.rel, earlier.note, earlier.judged_at)
     return existing

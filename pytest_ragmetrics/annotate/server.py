@@ -94,7 +94,8 @@ class _Handler(BaseHTTPRequestHandler):
     server_version = "ragmetrics-annotate"
 
     def setup(self) -> None:
-        self.timeout = self.server.request_timeout  # read by StreamRequestHandler.setup
+        # read by StreamRequestHandler.setup per instance; the stubs declare it a ClassVar
+        self.timeout = self.server.request_timeout  # type: ignore[misc]
         super().setup()
 
     def version_string(self) -> str:

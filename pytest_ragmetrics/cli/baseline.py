@@ -82,11 +82,11 @@ def _committed_version(path: Path) -> dict[str, Any] | None:
 def _diff(committed: dict[str, Any], now: Baseline) -> list[str]:
     """Metric values that differ from the committed file's: what the new seal vouches for."""
     lines = []
-    before_agg = committed.get("aggregate") if isinstance(committed.get("aggregate"), dict) else {}
+    before_agg = agg if isinstance(agg := committed.get("aggregate"), dict) else {}
     for metric, value in sorted(now.aggregate.items()):
         if before_agg.get(metric) != value:
             lines.append(f"aggregate.{metric}: {before_agg.get(metric)!r} -> {value!r}")
-    before_q = committed.get("per_query") if isinstance(committed.get("per_query"), dict) else {}
+    before_q = per_query if isinstance(per_query := committed.get("per_query"), dict) else {}
     for qid in sorted(set(before_q) | set(now.per_query)):
         old = before_q.get(qid)
         if qid not in now.per_query:

@@ -46,11 +46,11 @@ def run(args: argparse.Namespace) -> int:
     if args.html:
         from pytest_ragmetrics.report.trend_html import render_trend_html
 
-        path = Path(args.html)
+        html_path = Path(args.html)
         try:
-            atomic_write_text(path, render_trend_html(data))
+            atomic_write_text(html_path, render_trend_html(data))
         except OSError as exc:
-            raise RagMetricsError(f"cannot write the HTML page {path}: {write_problem(path, exc)}") from None
+            raise RagMetricsError(f"cannot write the HTML page {html_path}: {write_problem(html_path, exc)}") from None
     if args.format == "json":
         sys.stdout.write(dumps_stable(data))
     else:

@@ -82,9 +82,9 @@ def line_chart(runs: Sequence[Mapping[str, Any]], values: Sequence[float | None]
             x0, x1 = x(index[start]), x(index[end])
             parts.append(f'<rect class="drift" x="{x0:.1f}" y="{pad_t}" width="{max(x1 - x0, 2):.1f}" '
                          f'height="{plot_h}" fill="{_DRIFT}"><title>{escape(note)}</title></rect>')
-    for v in (lo, hi) if small else (lo, (lo + hi) / 2, hi):
-        parts.append(f'<line x1="{pad_l}" y1="{y(v):.1f}" x2="{width - pad_r}" y2="{y(v):.1f}" stroke="#eaeef2"/>'
-                     f'<text x="2" y="{y(v) + 4:.1f}">{v:.3f}</text>')
+    for tick in (lo, hi) if small else (lo, (lo + hi) / 2, hi):
+        parts.append(f'<line x1="{pad_l}" y1="{y(tick):.1f}" x2="{width - pad_r}" y2="{y(tick):.1f}" stroke="#eaeef2"/>'
+                     f'<text x="2" y="{y(tick) + 4:.1f}">{tick:.3f}</text>')
     for i, r in enumerate(runs):
         xm = x(i) - step / 2 if i else x(i)
         if r.get("refresh"):

@@ -71,7 +71,8 @@ class Retriever:
         self.progress = settings.progress
         self.top_k, self.fetch_k, self.rrf_k = settings.top_k, settings.fetch_k, settings.rrf_k
         self.mode, self.fusion = settings.mode, settings.fusion
-        self.route_weights: dict[str, float] = dict(settings.route_weights or {})
+        weights = settings.route_weights  # a mapping or None by now: StackSettings parses a string when made
+        self.route_weights: dict[str, float] = dict(weights) if isinstance(weights, Mapping) else {}
         chunk_size, overlap, title_prefix = settings.chunk_size, settings.overlap, settings.title_prefix
         self.chunk_size, self.overlap, self.title_prefix = chunk_size, overlap, title_prefix
         self.bm25_backend, self.bm25_k1, self.bm25_b = settings.bm25_backend, settings.bm25_k1, settings.bm25_b

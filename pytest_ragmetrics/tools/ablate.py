@@ -30,7 +30,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from pytest_ragmetrics.errors import RagMetricsError
 from pytest_ragmetrics.evaluation import mean_metrics, score_query
 from pytest_ragmetrics.golden import GoldenSet
-from pytest_ragmetrics.measures import MeasurementConfig, parse_measure
+from pytest_ragmetrics.measures import MeasurementConfig, parse_measure, parse_measures
 from pytest_ragmetrics.metrics import ideal_grades
 from pytest_ragmetrics.progress import resolve as resolve_progress
 from pytest_ragmetrics.results import normalize_results
@@ -305,7 +305,7 @@ def _as_factory(retriever: Any) -> RetrieverFactory:
 
         return single
     if callable(retriever):
-        return retriever  # type: ignore[no-any-return]
+        return retriever
     raise AblationError(
         f"expected a retriever with search_batch(...) or a factory, got {type(retriever).__name__}"
     )
@@ -406,7 +406,7 @@ def ablate(
             if callable(build):
                 build()
             prepared.add(id(r))
-        cfg = replace(config, measures=tuple(measures))
+        cfg = replace(config, measures=parse_measures(measures))
         row.depth = cfg.depth
         row.chunks = _chunk_count(r)
         data_dir = getattr(r, "data_dir", None)

@@ -448,7 +448,7 @@ def render_table(result: Agreement, top: int = 20) -> str:
     out.append("")
     out.append("Confusion (rows: A's grade, columns: B's grade):")
     out.append(markdown_table(["A \\ B"] + [str(x) for x in r.labels],
-                              [[str(x)] + row for x, row in zip(r.labels, r.confusion)]))
+                              [[str(x), *row] for x, row in zip(r.labels, r.confusion)]))
     out.extend(["", *r.notes] if r.notes else [])
     out.append("")
     if not r.disagreements:

@@ -178,7 +178,7 @@ def _question(record: dict[str, Any], name: str, where: str, seen: dict[str, int
         docs.append(CandidateDoc(
             cand["doc_id"], text if isinstance(text, str) else None,
             cand.get("chunk") if isinstance(cand.get("chunk"), str) else None, rel,
-            cand.get("note") if isinstance(cand.get("note"), str) else "",
+            note if isinstance(note := cand.get("note"), str) else "",
             list(found_by), dict(ranks),
         ))
     ids = [d.doc_id for d in docs]

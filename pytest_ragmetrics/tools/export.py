@@ -44,7 +44,7 @@ def golden_yaml(queries: Any) -> str:
     entries = []
     for q in queries:
         grades = dict(q.judgments)
-        dates = getattr(q, "judgment_dates", lambda: {})()
+        dates: dict[str, Any] = getattr(q, "judgment_dates", lambda: {})()
         shared = set(dates.values())
         record_date = next(iter(shared)) if len(shared) == 1 else getattr(q, "judged_at", None)
         own = {d: day for d, day in dates.items() if day is not None and day != record_date}

@@ -106,7 +106,7 @@ class Artifact:
 
     def group_key(self) -> str:
         """What must be equal for two runs' numbers to share a line."""
-        golden = self.meta.get("golden") if isinstance(self.meta.get("golden"), Mapping) else {}
+        golden = meta if isinstance(meta := self.meta.get("golden"), Mapping) else {}
         judgments = hashlib.sha256(json.dumps(sorted(self.side.judgments.items())).encode()).hexdigest()
         return json.dumps({"measurement": self.meta["measurement"], "k": self.meta.get("k"),
                            "golden": golden.get("sha256"), "judgments": judgments,
@@ -428,7 +428,7 @@ def _means(a: Artifact) -> tuple[int, dict[str, float | None], dict[str, dict[st
 
 
 def _describe(a: Artifact) -> dict[str, Any]:
-    golden = a.meta.get("golden") if isinstance(a.meta.get("golden"), Mapping) else {}
+    golden = meta if isinstance(meta := a.meta.get("golden"), Mapping) else {}
     return {**a.config.to_dict(), "k": a.meta.get("k"), "subset": a.meta.get("subset", "full"),
             "golden_source": golden.get("source"), "golden_sha256": golden.get("sha256"),
             "n_queries": golden.get("n_queries")}

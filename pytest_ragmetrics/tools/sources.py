@@ -147,8 +147,10 @@ def _where(exc: BaseException, root: Path | None = None) -> str:
         return f" (at {exc.filename}:{exc.lineno})"
     frames = traceback.extract_tb(exc.__traceback__)
     own = [f for f in frames if root is not None and _under(f.filename, root)]
-    frame = (own or frames or [None])[-1]
-    return f" (at {frame.filename}:{frame.lineno})" if frame is not None else ""
+    if not (own or frames):
+        return ""
+    frame = (own or frames)[-1]
+    return f" (at {frame.filename}:{frame.lineno})"
 
 
 def _under(filename: str, root: Path) -> bool:
@@ -389,8 +391,8 @@ def retriever_rankings(
             raise RetrieverError(f"{label}: {exc}") from None
         entries = []
         for item, rid in zip(items[:depth], returned.ids):
-            text = item.get("text") if isinstance(item, Mapping) else getattr(item, "text", None)
-            entries.append(Entry(rid, document_of(rid, id_separator), text if isinstance(text, str) else None))
+            found = item.get("text") if isinstance(item, Mapping) else getattr(item, "text", None)
+            entries.append(Entry(rid, document_of(rid, id_separator), found if isinstance(found, str) else None))
         rankings[qid] = _documents(entries, depth)
     return Ranked(source, rankings)
 
