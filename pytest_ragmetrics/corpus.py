@@ -54,7 +54,8 @@ def load_corpus(path: str | Path) -> list[Document]:
         jsonl = p / "corpus.jsonl"
         docs = _load_jsonl(jsonl) if jsonl.is_file() else _load_folder(p)
     else:
-        where = "" if p.is_absolute() else f" (looked for {p.absolute()}: a relative path is read from the current directory)"
+        where = ("" if p.is_absolute()
+                 else f" (looked for {p.absolute()}: a relative path is read from the current directory)")
         raise CorpusError(str(p), None, f"no such corpus file or folder{where}")
     if not docs:
         raise CorpusError(str(p), None, "the corpus holds no documents")

@@ -16,7 +16,8 @@ from typing import Iterable, Mapping, Sequence
 from pytest_ragmetrics.measures import MeasurementConfig
 from pytest_ragmetrics.metrics import document_ranking, ideal_grades, judge, score
 
-__all__ = ["Evaluation", "score_query", "evaluate", "mean_metrics", "id_rule", "below_one_query", "drop_beyond_one_query"]
+__all__ = ["Evaluation", "score_query", "evaluate", "mean_metrics", "id_rule", "below_one_query",
+           "drop_beyond_one_query"]
 
 
 def id_rule(separator: str | None) -> str:

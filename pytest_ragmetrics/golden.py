@@ -151,7 +151,8 @@ class GoldenSet:
 
 def _check_id(value: Any, path: str, where: str, what: str) -> str:
     if not isinstance(value, str):
-        raise InputError(path, where, f"{what} must be a string, got {type(value).__name__} {brief_repr(value)} (quote it)")
+        raise InputError(path, where, f"{what} must be a string, got {type(value).__name__} "
+                                      f"{brief_repr(value)} (quote it)")
     if not value.strip():
         raise InputError(path, where, f"{what} is empty")
     return value
@@ -170,7 +171,8 @@ def _check_grade(value: Any, path: str, where: str, doc: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise InputError(path, where, f"grade of {brief_repr(doc)} must be an integer >= 0, got {brief_repr(value)}")
     if value < 0:
-        raise InputError(path, where, f"grade of {brief_repr(doc)} is {value}; grades must be integers >= 0 (0 = judged not relevant)")
+        raise InputError(path, where, f"grade of {brief_repr(doc)} is {value}; grades must be integers >= 0 (0 = "
+                                      "judged not relevant)")
     if value > MAX_GRADE:
         raise InputError(path, where, f"grade of {brief_repr(doc)} is {brief_repr(value)}; grades above {MAX_GRADE} "
                                       "are not supported (the exponential nDCG gain 2^g - 1 would overflow)")
@@ -340,14 +342,16 @@ def _load_yaml(path: Path, id_separator: str | None = None) -> GoldenSet:
     if isinstance(data, dict) and isinstance(data.get("queries"), list):
         data.pop("__line__", None)
         if "judgments" in data:
-            judgments = (check_judgments(data["judgments"], name, "top-level key 'judgments'"), f"{path.name} judgments:")
+            judgments = (check_judgments(data["judgments"], name, "top-level key 'judgments'"),
+                         f"{path.name} judgments:")
         data = data["queries"]
     if not isinstance(data, list):
         raise InputError(name, None, f"expected a YAML list of questions, got a {type(data).__name__}")
     queries: list[tuple[Query, str]] = []
     for number, record in enumerate(data, start=1):
         if not isinstance(record, dict):
-            raise InputError(name, f"record {number}", f"expected a mapping with id, question, gold_chunks; got {brief_repr(record)}")
+            raise InputError(name, f"record {number}", "expected a mapping with id, question, gold_chunks; got "
+                                                       f"{brief_repr(record)}")
         line = record.pop("__line__", None)
         where = f"record {number} (line {line})"
         answerable = _check_answerable(record, name, where, "id")
@@ -389,7 +393,8 @@ def _no_gold(judgments: Mapping[str, int], path: str, where: str, field_name: st
     (judgments of grade 0, "judged not relevant", are fine)."""
     gold = [d for d, g in judgments.items() if g > 0]
     if gold:
-        raise InputError(path, where, f"answerable: false, but {field_name} grades {listed([brief_repr(d) for d in gold])} relevant; a question "
+        raise InputError(path, where, f"answerable: false, but {field_name} grades "
+                                      f"{listed([brief_repr(d) for d in gold])} relevant; a question "
                                       "with no answer has no gold document (drop the gold, or the answerable flag)")
 
 
@@ -439,7 +444,8 @@ def _yaml_gold(gold: Any, path: str, where: str, dates: dict[str, _dt.date] | No
         return judgments
     if gold is None:
         raise InputError(path, where, "gold_chunks is empty; a question needs at least one gold document")
-    raise InputError(path, where, f"gold_chunks must be a list of ids or a mapping id -> grade, got {type(gold).__name__}")
+    raise InputError(path, where, "gold_chunks must be a list of ids or a mapping id -> grade, got "
+                                  f"{type(gold).__name__}")
 
 
 # ---------------------------------------------------------------------------- JSONL
@@ -475,7 +481,8 @@ def _load_jsonl(path: Path, id_separator: str | None = None) -> GoldenSet:
                 raise InputError(name, where, f"candidate {i} must be an object with doc_id and rel")
             doc = _check_id(cand["doc_id"], name, where, f"candidate {i} doc_id")
             if cand.get("rel") is None:
-                raise InputError(name, where, f"candidate {i} ({brief_repr(doc)}) has no rel: annotate it (0 = not relevant)")
+                raise InputError(name, where, f"candidate {i} ({brief_repr(doc)}) has no rel: annotate it (0 = not "
+                                              "relevant)")
             grade = _check_grade(cand["rel"], name, where, doc)
             judgments[doc] = max(grade, judgments.get(doc, 0))
             if cand.get("judged_at") is not None:  # a document judged twice: its latest judgment dates it
@@ -534,11 +541,13 @@ def load_qrels(path: str | Path) -> dict[str, dict[str, int]]:
         if columns is None and number == 1 and _is_qrels_header(parts):
             continue
         if len(parts) not in (3, 4):
-            raise InputError(name, f"line {number}", f"expected 3 (qid doc grade) or 4 (qid iter doc grade) columns, got {len(parts)}")
+            raise InputError(name, f"line {number}", "expected 3 (qid doc grade) or 4 (qid iter doc grade) columns, "
+                                                     f"got {len(parts)}")
         if columns is None:
             columns = len(parts)
         elif len(parts) != columns:
-            raise InputError(name, f"line {number}", f"expected {columns} columns like the lines before, got {len(parts)}")
+            raise InputError(name, f"line {number}", f"expected {columns} columns like the lines before, got "
+                                                     f"{len(parts)}")
         qid, doc, raw = (parts[0], parts[1], parts[2]) if columns == 3 else (parts[0], parts[2], parts[3])
         if columns == 4 and not parts[1].isascii():  # "１" looks like the usual 0 but is no number to any tool
             raise InputError(name, f"line {number}", f"iteration column {brief_repr(parts[1])} is not ASCII "
@@ -550,13 +559,16 @@ def load_qrels(path: str | Path) -> dict[str, dict[str, int]]:
         except ValueError:
             raise InputError(name, f"line {number}", f"grade {brief_repr(raw)} is not an integer") from None
         if grade < 0:
-            raise InputError(name, f"line {number}", f"grade {grade} of {brief_repr(doc)}: grades must be integers >= 0 (0 = judged not relevant)")
+            raise InputError(name, f"line {number}", f"grade {grade} of {brief_repr(doc)}: grades must be integers >= "
+                                                     "0 (0 = judged not relevant)")
         if grade > MAX_GRADE:
             raise InputError(name, f"line {number}", f"grade {brief_repr(grade)} of {brief_repr(doc)}: grades above "
-                                                     f"{MAX_GRADE} are not supported (the exponential nDCG gain would overflow)")
+                                                     f"{MAX_GRADE} are not supported (the exponential nDCG gain would "
+                                                     "overflow)")
         key = (qid, doc)
         if key in seen_at:
-            raise InputError(name, f"line {number}", f"query {brief_repr(qid)}, document {brief_repr(doc)} judged twice (first on line {seen_at[key]})")
+            raise InputError(name, f"line {number}", f"query {brief_repr(qid)}, document {brief_repr(doc)} judged "
+                                                     f"twice (first on line {seen_at[key]})")
         seen_at[key] = number
         qrels.setdefault(qid, {})[doc] = grade
     if not qrels:
@@ -602,7 +614,8 @@ def _load_folder(folder: Path, qrels_path: Path | None = None, id_separator: str
         texts[qid] = (text, _check_tags(record.get("tags"), name, where), number)
     unknown = [qid for qid in qrels if qid not in texts]
     if unknown:
-        raise InputError(str(qrels_path), None, f"{len(unknown)} judged queries are not in {queries_path.name}, e.g. {brief_repr(unknown[0])}")
+        raise InputError(str(qrels_path), None, f"{len(unknown)} judged queries are not in {queries_path.name}, e.g. "
+                                                f"{brief_repr(unknown[0])}")
     queries = [
         (Query(qid, text, qrels[qid], tags), f"line {number}")
         for qid, (text, tags, number) in texts.items()

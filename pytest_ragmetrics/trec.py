@@ -105,7 +105,8 @@ def _read_run_checked(text: str, name: str) -> dict[str, list[str]]:
         if not parts:
             continue
         if len(parts) != 6:
-            raise InputError(name, f"line {number}", f"expected 6 columns (qid Q0 doc rank score tag), got {len(parts)}")
+            raise InputError(name, f"line {number}", "expected 6 columns (qid Q0 doc rank score tag), got "
+                                                     f"{len(parts)}")
         qid, _, doc, rank, raw_score, _ = parts
         if not _RANK.fullmatch(rank):
             raise InputError(name, f"line {number}", f"rank {brief_repr(rank)} is not a whole number in ASCII "
@@ -118,7 +119,8 @@ def _read_run_checked(text: str, name: str) -> dict[str, list[str]]:
             raise InputError(name, f"line {number}", "score is NaN")
         key = (qid, doc)
         if key in seen:
-            raise InputError(name, f"line {number}", f"document {brief_repr(doc)} appears twice for query {brief_repr(qid)} (first on line {seen[key]})")
+            raise InputError(name, f"line {number}", f"document {brief_repr(doc)} appears twice for query "
+                                                     f"{brief_repr(qid)} (first on line {seen[key]})")
         seen[key] = number
         scored.setdefault(qid, []).append((value, doc))
     run: dict[str, list[str]] = {}

@@ -106,7 +106,8 @@ def stack_factory(args: argparse.Namespace, builds: list[dict[str, Any]], **kwar
     try:
         from pytest_ragmetrics.stack.factory import Chunking, stack_factory
     except ImportError as exc:  # pragma: no cover - depends on the installation
-        raise RagMetricsError(f"the reference stack needs the 'stack' extra: pip install 'pytest-ragmetrics[stack]' ({exc})") from None
+        raise RagMetricsError("the reference stack needs the 'stack' extra: pip install 'pytest-ragmetrics[stack]' "
+                              f"({exc})") from None
 
     warned: set[str] = set()
 
@@ -150,7 +151,8 @@ def stack_factory(args: argparse.Namespace, builds: list[dict[str, Any]], **kwar
             raise
         raise RagMetricsError(f"cannot build the retriever: {exc}") from None
     except ImportError as exc:  # pragma: no cover - depends on the installation
-        raise RagMetricsError(f"the reference stack needs the 'stack' extra: pip install 'pytest-ragmetrics[stack]' ({exc})") from None
+        raise RagMetricsError("the reference stack needs the 'stack' extra: pip install 'pytest-ragmetrics[stack]' "
+                              f"({exc})") from None
 
 
 def first_retriever(factory: Any) -> Any:

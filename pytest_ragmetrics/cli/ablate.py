@@ -36,7 +36,8 @@ def register(verbs: Any) -> None:
     )
     parser.set_defaults(command=run)
     stack_arguments(parser)
-    parser.add_argument("--golden", required=True, help="golden set: YAML, JSONL or a folder with queries.jsonl + qrels")
+    parser.add_argument("--golden", required=True,
+                        help="golden set: YAML, JSONL or a folder with queries.jsonl + qrels")
     parser.add_argument("-m", "--metric", action="append", dest="metrics", metavar="NAME@K",
                         help=f"metric column, repeatable; NAME@k follows each row's top_k "
                              f"(default: {' '.join(DEFAULT_METRICS)})")

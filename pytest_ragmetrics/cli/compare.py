@@ -123,7 +123,6 @@ def run(args: argparse.Namespace) -> int:
         raise RagMetricsError(f"{args.a} and {args.b} share no metric (A: {names_a}, B: {names_b})")
     # never narrowed silently: a metric A measured and B lacks fails the gate A has on it, else is named
     only_a, only_b = [m for m in names_a if m not in names_b], [m for m in names_b if m not in names_a]
-    measurement = MeasurementConfig(tuple(metrics))
     gating = MeasurementConfig(tuple(metrics + only_a))
     if args.thresholds:
         thresholds = load_thresholds(args.thresholds, gating)
@@ -183,7 +182,8 @@ def run(args: argparse.Namespace) -> int:
         payload["failures"] = reasons
         payload["subsets"] = subsets
         payload["subset_note"] = subset_note
-        payload["shared_only"] = {"left_out_of_A": left_out[0], "left_out_of_B": left_out[1]} if args.shared_only else None
+        payload["shared_only"] = ({"left_out_of_A": left_out[0], "left_out_of_B": left_out[1]} if args.shared_only
+                                  else None)
         payload["passed"] = not failed
         payload["thresholds"] = thresholds_source
         payload["not_compared"] = {"only_in_A": only_a, "only_in_B": only_b}
@@ -223,7 +223,8 @@ def run(args: argparse.Namespace) -> int:
             print("Questions with no answer (answerable: false, scored by false retrieval; lower is better): "
                   + "; ".join(f"{label} {row['n']}, false_retrieval_rate "
                               + ("—" if row["false_retrieval_rate"] is None else f"{row['false_retrieval_rate']:.4f}")
-                              + f" (answer threshold {'none' if row['answer_threshold'] is None else row['answer_threshold']})"
+                              + " (answer threshold "
+                                f"{'none' if row['answer_threshold'] is None else row['answer_threshold']})"
                               for label, row in no_answer.items()))
         if subset_note:
             print(subset_note + ".")

@@ -22,7 +22,8 @@ def register(verbs: Any) -> None:
     parser.set_defaults(command=run)
     parser.add_argument("--artifact", help="run artifact written by --rag-report")
     parser.add_argument("--run-out", help="where to write the TREC run (with --artifact)")
-    parser.add_argument("--golden", help="golden set in any supported format (YAML, JSONL, a queries.jsonl + qrels folder)")
+    parser.add_argument("--golden",
+                        help="golden set in any supported format (YAML, JSONL, a queries.jsonl + qrels folder)")
     parser.add_argument("--qrels-out", help="where to write TREC qrels (with --golden)")
     parser.add_argument("--yaml-out", help="where to write the golden set as golden YAML entries (with --golden); "
                                            "the text appends to an existing golden YAML file as it is")
@@ -68,7 +69,8 @@ def run(args: argparse.Namespace) -> int:
             buffer = io.StringIO()
             write_qrels(buffer, golden.qrels)
             outputs.append((out, buffer.getvalue(),
-                            f"wrote {sum(len(q.judgments) for q in golden)} judgments for {len(golden)} queries to {out}"))
+                            f"wrote {sum(len(q.judgments) for q in golden)} judgments for {len(golden)} queries to "
+                            f"{out}"))
         if args.golden_out:
             from pytest_ragmetrics.tools.export import golden_file_text, merge_judgments
 

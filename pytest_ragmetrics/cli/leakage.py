@@ -19,7 +19,8 @@ HELP = 'find golden questions that appear verbatim or nearly so in the corpus'
 def register(verbs: Any) -> None:
     parser = verbs.add_parser('leakage', help=HELP)
     parser.set_defaults(command=run)
-    parser.add_argument("--golden", required=True, help="golden set: YAML, JSONL or a folder with queries.jsonl + qrels")
+    parser.add_argument("--golden", required=True,
+                        help="golden set: YAML, JSONL or a folder with queries.jsonl + qrels")
     parser.add_argument("--corpus", required=True,
                         help="corpus: a folder of .md/.txt files, a corpus.jsonl, or a folder holding one")
     parser.add_argument("--threshold", type=float, default=DEFAULT_THRESHOLD, metavar="SHARE",

@@ -87,7 +87,8 @@ def register(verbs: Any) -> None:
                             f"{DEFAULT_MODES} when --corpus is the only source, else none)")
     stack.add_argument("--fetch-k", type=int, default=30, metavar="N",
                        help="candidates per route before fusion (default 30; raised to --depth)")
-    parser.add_argument("--depth", type=int, default=10, metavar="N", help="documents taken from each source (default 10)")
+    parser.add_argument("--depth", type=int, default=10, metavar="N",
+                        help="documents taken from each source (default 10)")
     parser.add_argument("--seed", type=_seed, default=None, metavar="N",
                         help="seed of the order annotators see each question's candidates in (default: a random "
                              "one, recorded in the file)")

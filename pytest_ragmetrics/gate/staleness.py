@@ -42,7 +42,8 @@ class StaleRecord:
     def text(self) -> str:
         if self.oldest is None:
             return f"{shown(self.qid)} (a label without judged_at; limit {self.limit} days, {self.limit_key})"
-        return f"{shown(self.qid)} (oldest label {self.oldest}, {self.age} days old; limit {self.limit} days, {self.limit_key})"
+        return (f"{shown(self.qid)} (oldest label {self.oldest}, {self.age} days old; "
+                f"limit {self.limit} days, {self.limit_key})")
 
     def to_dict(self) -> dict[str, Any]:
         return {"qid": self.qid, "oldest": self.oldest, "age_days": self.age, "limit_days": self.limit,

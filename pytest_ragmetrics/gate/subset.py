@@ -6,8 +6,8 @@ strata, a stratum being a query's first tag). When N is at least the number of
 strata, every stratum gets one query and the rest of N is shared out in
 proportion to each stratum's remaining size, so a rare kind of question is
 never left out. When N is smaller than the number of strata, the N largest
-strata give one query each (ties broken by tag name) and the others none. The same golden set and rule always give the same
-subset, on every machine.
+strata give one query each (ties broken by tag name) and the others none. The same golden
+set and rule always give the same subset, on every machine.
 """
 
 from __future__ import annotations
@@ -33,7 +33,8 @@ def select_smoke(golden: GoldenSet, rule: str) -> GoldenSet:
         # isdecimal(), as for metric cutoffs: isdigit() accepts '²', which int() then rejects
         if not size_text.isdecimal() or int(size_text) < 1 \
                 or (seed_text and not seed_text.removeprefix("-").isdecimal()):
-            raise InputError(None, None, f"rag_smoke = {rule!r}: write sample:N or sample:N:SEED with a whole number N >= 1 and an integer SEED")
+            raise InputError(None, None, f"rag_smoke = {rule!r}: write sample:N or sample:N:SEED with a whole number N "
+                                         ">= 1 and an integer SEED")
         return golden.subset(_stratified(golden, int(size_text), int(seed_text or 0)))
     raise InputError(None, None, f"rag_smoke = {rule!r}: expected tag:NAME, sample:N or sample:N:SEED")
 

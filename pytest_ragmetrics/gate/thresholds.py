@@ -216,7 +216,8 @@ def thresholds_from_mapping(data: Any, config: MeasurementConfig, name: str,
                 if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
                     raise ThresholdsError(f"{name}: {key!r} must be a number, got {brief_repr(value)}")
                 if suffix != "_min" and value < 0:
-                    raise ThresholdsError(f"{name}: {key!r} is {value}; a tolerance is an allowed drop, so it must be >= 0")
+                    raise ThresholdsError(f"{name}: {key!r} is {value}; a tolerance is an allowed drop, so it must be "
+                                          ">= 0")
                 if suffix == "_min" and value < 0:
                     raise ThresholdsError(f"{name}: {key!r} is {value}; a floor must lie in [0, 1]")
                 if value > 1:
@@ -233,7 +234,8 @@ def thresholds_from_mapping(data: Any, config: MeasurementConfig, name: str,
             raise ThresholdsError(
                 f"{name}: unknown key {key!r}; expected <metric>_tolerance, <metric>_min, "
                 "<metric>_query_tolerance, max_regressed_queries, worst_n, fail_on_regression, "
-                "fail_on_significant_drop, false_retrieval_rate_tolerance, false_retrieval_rate_max, max_label_age_days, tag:<tag>/max_label_age_days, "
+                "fail_on_significant_drop, false_retrieval_rate_tolerance, false_retrieval_rate_max, "
+                "max_label_age_days, tag:<tag>/max_label_age_days, "
                 "fail_on_stale_labels or _comment" + (f"; did you mean {close[0]!r}?" if close else "")
             )
     if result.fail_on_stale_labels and not result.ages_labels:
@@ -311,8 +313,8 @@ def recorded_thresholds(meta: Any, config: MeasurementConfig, name: str) -> Thre
         _check_recorded_defaults(meta, recorded["values"], config, name)
     measured = set(config.metric_names)
     values = {key: value for key, value in recorded["values"].items()
-              if key in _SCALARS or key.startswith(_TAG_PREFIX) or key in _NO_ANSWER_KEYS or any(key.endswith(s) and _canonical_metric(key[: -len(s)]) in measured
-                                        for s in _SUFFIXES)}
+              if key in _SCALARS or key.startswith(_TAG_PREFIX) or key in _NO_ANSWER_KEYS
+              or any(key.endswith(s) and _canonical_metric(key[: -len(s)]) in measured for s in _SUFFIXES)}
     return thresholds_from_mapping(values, config, f"{name} (as gated: {recorded.get('source') or 'defaults'})")
 
 

@@ -203,8 +203,9 @@ def _group_text(group: Mapping[str, Any], md: bool, min_flips: int) -> list[str]
         if unchecked:
             say(f"{bullet}Not checked (no allowed drop recorded): {', '.join(unchecked)}.")
     if group["tags"]:
-        heading(f"Per tag, run #{runs[-1]['index']}" + (f", and its change since run #{runs[0]['index']} "
-                                                         "(every run: --format json or --html)" if len(runs) > 1 else ""))
+        since = (f", and its change since run #{runs[0]['index']} (every run: --format json or --html)"
+                 if len(runs) > 1 else "")
+        heading(f"Per tag, run #{runs[-1]['index']}" + since)
         out.append(_tags_table(group))
     if len(runs) > 1:
         heading("Flaky queries")

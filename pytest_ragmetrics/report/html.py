@@ -164,7 +164,8 @@ def render_html(artifact: Mapping[str, Any], metric: str | None = None, title: s
 
     limit = int(meta.get("worst_n", 0) or 25)
     worst_rows = _query_rows(comparison.get("regressed", [])[:limit])
-    worst = (table(_QUERY_HEADERS, worst_rows) if worst_rows else "<p>No query fell beyond its per-query tolerance.</p>")
+    worst = (table(_QUERY_HEADERS, worst_rows) if worst_rows
+             else "<p>No query fell beyond its per-query tolerance.</p>")
     moved_entries = comparison.get("moved") or []
     if moved_entries:
         if not worst_rows:

@@ -17,13 +17,17 @@ from pytest_ragmetrics.report.tables import one_query_mark
 __all__ = ["CSS", "num", "delta_cell", "table", "page"]
 
 CSS = """
-body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px auto;max-width:1100px;color:#1b1f24;padding:0 16px}
+body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px auto;max-width:1100px;\
+color:#1b1f24;padding:0 16px}
 h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid #d0d7de;padding-bottom:4px}
 .meta{color:#57606a;font-size:12px}.banner{padding:10px 14px;border-radius:6px;margin:16px 0;font-weight:600}
-.pass{background:#dafbe1;border:1px solid #4ac26b}.fail{background:#ffebe9;border:1px solid #ff8182}.warn{background:#fff8c5;border:1px solid #d4a72c}
-table{border-collapse:collapse;margin:6px 0 10px;font-size:13px}th,td{border:1px solid #d0d7de;padding:4px 8px;text-align:left;vertical-align:top}
+.pass{background:#dafbe1;border:1px solid #4ac26b}.fail{background:#ffebe9;border:1px solid #ff8182}\
+.warn{background:#fff8c5;border:1px solid #d4a72c}
+table{border-collapse:collapse;margin:6px 0 10px;font-size:13px}\
+th,td{border:1px solid #d0d7de;padding:4px 8px;text-align:left;vertical-align:top}
 th{background:#f6f8fa}td.num{text-align:right;font-variant-numeric:tabular-nums}.down{color:#cf222e}.up{color:#1a7f37}
-.note{color:#57606a;font-size:12px;margin:2px 0 8px}code{font-size:12px}svg text{font:11px system-ui,sans-serif;fill:#1b1f24}
+.note{color:#57606a;font-size:12px;margin:2px 0 8px}code{font-size:12px}\
+svg text{font:11px system-ui,sans-serif;fill:#1b1f24}
 ol.returned{margin:0;padding-left:20px}.gold{font-weight:600;color:#1a7f37}
 """
 

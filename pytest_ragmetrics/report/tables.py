@@ -38,7 +38,8 @@ def escape_cell(text: str) -> str:
     """Make ``text`` one literal table cell in Markdown (GFM) and one line in a terminal.
 
     Line breaks and tabs become spaces; other control and bidi characters (ANSI
-    escapes included) are shown as their escapes (:func:`~pytest_ragmetrics.errors.shown`); ``|`` is escaped so it cannot split the row;
+    escapes included) are shown as their escapes (:func:`~pytest_ragmetrics.errors.shown`); ``|`` is escaped
+    so it cannot split the row;
     ``<`` that could open an HTML tag, comment or autolink is escaped, so a query
     holding ``<script>`` stays text; a backslash that would escape the next
     character is doubled. Everything else is left as it reads.

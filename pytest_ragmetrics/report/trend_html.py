@@ -32,7 +32,8 @@ from pytest_ragmetrics.report.tables import counted, sample_size_note
 __all__ = ["render_trend_html", "line_chart"]
 
 _CSS = """
-td.when{white-space:nowrap}.multiples{display:flex;flex-wrap:wrap;gap:8px;margin:4px 0 12px}.multiples figure{margin:0;border:1px solid #d0d7de;
+td.when{white-space:nowrap}.multiples{display:flex;flex-wrap:wrap;gap:8px;margin:4px 0 12px}\
+.multiples figure{margin:0;border:1px solid #d0d7de;
 border-radius:4px;padding:4px 6px}figcaption{font-size:12px;color:#57606a}.legend span{margin-right:14px}
 .swatch{display:inline-block;width:18px;height:10px;vertical-align:middle;margin-right:4px}
 """

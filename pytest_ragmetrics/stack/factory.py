@@ -45,6 +45,10 @@ class Chunking(NamedTuple):
         return "whole" if self.size is None else f"{self.size}/{self.overlap}"
 
 
+#: stack_factory's chunking when none is asked for (a tuple: safe to share as a default)
+_DEFAULT_CHUNKING = Chunking(300, 60)
+
+
 #: ``f(chunking) -> retriever``; ``None`` asks for the factory's default chunking.
 RetrieverFactory = Callable[[Chunking | None], Any]
 
@@ -66,7 +70,7 @@ def stack_factory(
     corpus: str | Path,
     *,
     data_dir: str | Path | None = None,
-    default_chunking: Chunking = Chunking(300, 60),
+    default_chunking: Chunking = _DEFAULT_CHUNKING,
     rerank_model: str | Path | None = None,
     model: str | Path | None = None,
     embed_backend: str | None = None,
@@ -82,8 +86,9 @@ def stack_factory(
     directory under ``RAGMETRICS_HOME``. Each retriever is built when made
     (BM25 only with ``vectors=False``: a BM25-only comparison never embeds the
     corpus); ``model`` and ``embed_backend`` pick the shared encoder (chosen for
-    the corpus when neither is given, as ``Retriever`` does); ``on_build(chunking, retriever)`` is called after each build,
-    e.g. to log ``retriever.build_stats``; ``progress`` is every retriever's (see ``Retriever``).
+    the corpus when neither is given, as ``Retriever`` does); ``on_build(chunking, retriever)``
+    is called after each build, e.g. to log ``retriever.build_stats``; ``progress`` is every
+    retriever's (see ``Retriever``).
     """
     encoder_settings = {k: retriever_kwargs.pop(k) for k in ("query_prefix", "passage_prefix", "model_languages")
                         if retriever_kwargs.get(k) is not None}

@@ -238,7 +238,8 @@ def chroma_files(folder: Path, segments: set[str] | None = None) -> list[str]:
 
 
 #: What :func:`check_folder` says of chroma files without a manifest.
-UNVERIFIED = "it had no manifest (an older version wrote it, or its build did not finish), so its files could not be checked"
+UNVERIFIED = ("it had no manifest (an older version wrote it, or its build did not finish), "
+              "so its files could not be checked")
 
 
 def check_folder(folder: Path) -> tuple[str | None, dict[str, Any] | None]:

@@ -206,7 +206,8 @@ def _embed_backend(raw: str) -> str:
 
 def _model(raw: str) -> str:
     if raw != MULTILINGUAL_MODEL_NAME and missing_model(raw):
-        raise ValueError(f"no such model folder; expected a sentence-transformers folder or {MULTILINGUAL_MODEL_NAME!r}")
+        raise ValueError("no such model folder; expected a sentence-transformers folder or "
+                         f"{MULTILINGUAL_MODEL_NAME!r}")
     return raw
 
 

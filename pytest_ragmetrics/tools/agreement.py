@@ -427,7 +427,8 @@ def render_table(result: Agreement, top: int = 20) -> str:
     rows: list[list[object]] = [
         [f"Cohen's kappa, {label}", kappa_cell, r.band],
         ["raw agreement (same grade)", f"{r.raw_agreement:.4f}", f"{round(r.raw_agreement * r.n)} of {r.n}"],
-        [f"kappa, relevant or not (grade >= {r.relevance_level})", format_kappa(r.binary_kappa), kappa_band(r.binary_kappa)],
+        [f"kappa, relevant or not (grade >= {r.relevance_level})", format_kappa(r.binary_kappa),
+         kappa_band(r.binary_kappa)],
     ]
     for w in WEIGHTS:
         if w != r.weights and len(r.labels) > 2:
@@ -455,7 +456,8 @@ def render_table(result: Agreement, top: int = 20) -> str:
         out.append("No disagreement: every overlapping pair has the same grade.")
     else:
         shown = r.disagreements[:top] if top > 0 else []
-        out.append(f"Pairs that disagree most ({len(shown)} of {len(r.disagreements)}, largest grade difference first):")
+        out.append(f"Pairs that disagree most ({len(shown)} of {len(r.disagreements)}, largest grade difference "
+                   "first):")
         if shown:
             out.append(markdown_table(
                 ["qid", "document", "A", "B", "question"],

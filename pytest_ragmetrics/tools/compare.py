@@ -34,7 +34,8 @@ from pytest_ragmetrics.metrics import document_ranking
 from pytest_ragmetrics.report.pooled import pooled_counts
 from pytest_ragmetrics.unanswerable import FALSE_RETRIEVAL, false_retrieval, false_retrieval_rate
 
-__all__ = ["RunData", "labels_of", "pooled_text_of", "load_run_data", "is_run_artifact", "run_data_from_artifact", "compare", "describe_measurement",
+__all__ = ["RunData", "labels_of", "pooled_text_of", "load_run_data", "is_run_artifact", "run_data_from_artifact",
+           "compare", "describe_measurement",
            "shared_only", "subset_of", "check_scorability", "check_recorded_metrics", "check_false_retrieval", "gated",
            "metric_names", "missing_from", "mismatch"]
 
@@ -238,7 +239,8 @@ def mismatch(a: RunData, b: RunData, golden: GoldenSet | None = None) -> list[st
                             "they record no per-query judgments to tell changed labels from added queries")
     if golden is not None:
         for label, side in (("A", a), ("B", b)):
-            differ = [q.qid for q in golden if q.qid in side.judgments and side.judgments[q.qid] != q.judgments_digest()]
+            differ = [q.qid for q in golden
+                      if q.qid in side.judgments and side.judgments[q.qid] != q.judgments_digest()]
             if differ:
                 problems.append(f"judgments or text of {len(differ)} queries in {golden.source} differ from what "
                                 f"{label} was measured with: {listed(differ)}")

@@ -129,7 +129,8 @@ def merge_judgments(golden: Any, annotated: Any) -> tuple[list[Any], list[str]]:
         grades = {**q.judgments, **extra}
         answerable = q.answerable or any(g > 0 for g in grades.values())
         if answerable != q.answerable:
-            changed.append(f"{q.qid}: was marked answerable: false, but {', '.join(d for d, g in extra.items() if g > 0)} "
+            changed.append(f"{q.qid}: was marked answerable: false, but "
+                           f"{', '.join(d for d, g in extra.items() if g > 0)} "
                            "graded relevant: written as answerable")
         merged.append(replace(q, judgments=grades, judged_at=None, judged_dates=dates, answerable=answerable))
     merged += [q for q in annotated if q.qid not in golden]

@@ -255,7 +255,8 @@ def check_leakage(
         unit = f"chunks of {chunk_size} characters ({overlap} overlap)"
     leaks, n_units, too_short = find_leaks(gold, units, threshold=threshold, word_n=word_n, char_n=char_n)
     return LeakageReport(leaks, len(gold), n_units, unit, threshold, word_n, char_n, too_short,
-                         source_golden=str(gold.source), source_corpus=str(corpus) if isinstance(corpus, (str, Path)) else "")
+                         source_golden=str(gold.source),
+                         source_corpus=str(corpus) if isinstance(corpus, (str, Path)) else "")
 
 
 # ------------------------------------------------------------------------------ output
@@ -278,7 +279,8 @@ def render_table(report: LeakageReport, per_question: int = 5) -> str:
             f"{' of ' + r.source_corpus if r.source_corpus else ''}")
     out = [head,
            f"(word {r.word_n}-grams, CJK character {r.char_n}-grams; near-verbatim when at least "
-           f"{r.threshold:.0%} of a question's n-grams occur in one {'chunk' if r.unit.startswith('chunks') else 'document'}).",
+           f"{r.threshold:.0%} of a question's n-grams occur in one "
+           f"{'chunk' if r.unit.startswith('chunks') else 'document'}).",
            ""]
     if not leaked:
         out.append(f"No question appears verbatim or near-verbatim in the corpus (0 of {n}).")

@@ -238,8 +238,9 @@ def pool_sources(queries: Sequence[PoolQuery], ranked: Sequence[Ranked], depth: 
     Each candidate records the sources that ranked it (``found_by``, in source
     order) and each one's best rank of it (``ranks``, document ranks), and shows
     the chunk (and text) of the source that ranked it best among those that gave
-    a text, else of the source that ranked it best (the earlier source on a tie). Candidates are ordered by their best rank, then by how many sources
-    found them, then by source order; judged documents no source found come last.
+    a text, else of the source that ranked it best (the earlier source on a tie). Candidates are
+    ordered by their best rank, then by how many sources found them, then by source order;
+    judged documents no source found come last.
     Judgments and notes of ``queries`` are carried over.
     """
     _check_depth(depth)
@@ -365,7 +366,8 @@ def pool_summary(pooled: Sequence[PooledQuery], sources: Sequence[Source | str],
         rows.append(row)
     lines = [
         f"{counted(n, 'question')}, {counted(len(srcs), 'source')}, top {depth} documents each: "
-        f"{counted(total, 'candidate')} ({total / max(n, 1):.1f} a question{spread}) from {counted(ranked, 'ranked document')}.",
+        f"{counted(total, 'candidate')} ({total / max(n, 1):.1f} a question{spread}) from "
+        f"{counted(ranked, 'ranked document')}.",
         "",
         markdown_table(headers, rows),
         "",
@@ -376,7 +378,8 @@ def pool_summary(pooled: Sequence[PooledQuery], sources: Sequence[Source | str],
     todo = sum(1 for p in pooled for c in p.candidates if c.rel is None)
     lines.append(f"{counted(carried, 'judgment')} carried over from the input; {counted(todo, 'candidate')} "
                  f"{'awaits' if todo == 1 else 'await'} a rel (0 = not relevant)."
-                 + (f" `ragmetrics annotate` asks all {carried + todo} blind, the carried ones too, so each annotator's "
+                 + (f" `ragmetrics annotate` asks all {carried + todo} blind, the carried ones too, so each "
+                    "annotator's "
                     "grades are their own." if carried else ""))
     if missed:
         qid, doc = missed[0]
@@ -395,7 +398,8 @@ def textless_note(pooled: Sequence[PooledQuery]) -> str | None:
     textless = sum(1 for p in pooled for c in p.candidates if c.text is None)
     if not textless:
         return None
-    return f"{counted(textless, 'candidate')} {'has' if textless == 1 else 'have'} no text; pass --corpus to annotate them."
+    return (f"{counted(textless, 'candidate')} {'has' if textless == 1 else 'have'} no text; "
+            "pass --corpus to annotate them.")
 
 
 def recorded_golden(source: str, artifact: str | Path) -> tuple[Path | None, list[Path]]:

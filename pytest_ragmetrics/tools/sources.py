@@ -374,7 +374,8 @@ def retriever_rankings(
                 except KeyboardInterrupt:
                     raise
                 except Exception as exc:
-                    raise RagMetricsError(f"{label}: search raised on question {qid!r}: {_raised(exc)}{_where(exc)}") from None
+                    raise RagMetricsError(f"{label}: search raised on question {qid!r}: "
+                                          f"{_raised(exc)}{_where(exc)}") from None
                 progress.advance(1)
         finally:
             progress.finish()
@@ -424,7 +425,8 @@ def stack_rankings(
     for mode in dict.fromkeys(modes):
         source = Source(mode, "stack", f"mode={mode} {spec}".strip())
         results = search_in_slices(
-            lambda part: retriever.search_batch(part, top_k=depth, mode=mode, threshold=None, unique_docs=True),
+            lambda part, mode=mode: retriever.search_batch(part, top_k=depth, mode=mode, threshold=None,
+                                                         unique_docs=True),
             texts, progress, f"searching mode {mode}", f"mode {mode}", wrap_errors=False)
         rankings: dict[str, list[Entry]] = {}
         for (qid, _), items in zip(questions, results):
