@@ -13,7 +13,7 @@ from pytest_ragmetrics.errors import RagMetricsError, shown, shown_lines
 from pytest_ragmetrics.gate.verdict import Drop, Gate, QueryRecord, false_retrieval_drops, query_drops
 from pytest_ragmetrics.unanswerable import FALSE_RETRIEVAL
 from pytest_ragmetrics.golden import Query
-from pytest_ragmetrics.report.text import gate_line, regressions_text
+from pytest_ragmetrics.report.text import gate_line, regression_entry_lines
 from pytest_ragmetrics._plugin.deadline import RetrieverBusy
 from pytest_ragmetrics._plugin.xdist import xdist_queue
 from pytest_ragmetrics._plugin.retriever import PROTOCOL, retriever_problem
@@ -249,8 +249,7 @@ class QueryItem(pytest.Function):
             explains = [f"score {s:.4g}" if s is not None else None for s in record.scores] or explains
         regression = Regression(self.query.qid, self.query.text, drops, gold, record.ranking, explains,
                                 answerable=self.query.answerable)
-        entry = regressions_text([regression], 1).split("\n", 1)[1]
-        return f"{head}\n{entry.replace('  1. ', '  ', 1)}"  # one query: no list number
+        return "\n".join([head, *regression_entry_lines(regression)])  # one query: no list number
 
     def repr_failure(self, excinfo: Any, style: Any = None) -> Any:
         if isinstance(excinfo.value, (QueryRegression, RagMetricsError)):
