@@ -10,7 +10,7 @@ from typing import Any, Sequence
 import pytest
 
 from pytest_ragmetrics.errors import RagMetricsError, shown, shown_lines
-from pytest_ragmetrics.gate.verdict import Drop, Gate, QueryRecord, false_retrieval_drops, query_drops
+from pytest_ragmetrics.gate.verdict import Drop, Gate, QueryRecord
 from pytest_ragmetrics.unanswerable import FALSE_RETRIEVAL
 from pytest_ragmetrics.golden import Query
 from pytest_ragmetrics.report.text import gate_line, regression_entry_lines
@@ -159,7 +159,7 @@ class QueryItem(pytest.Function):
         retriever = self.funcargs["rag_retriever"]
         try:
             with self._first_search():
-                record, drops = rag.run_query(retriever, self.query, self._upcoming)
+                record = rag.run_query(retriever, self.query, self._upcoming)
         except RetrieverBusy as exc:  # not run: no record, so not scored as a regression; the summary says why
             self.user_properties.append((NOT_STARTED_KEY, str(exc)))
             raise
@@ -172,17 +172,12 @@ class QueryItem(pytest.Function):
         if record.status == "unscorable":
             pytest.skip(f"{record.error}: not scored" if record.error else
                         f"no document is judged relevant at level {rag.config.relevance_level}: not scored")
+        drops = record.drops or []
         exceeded = [d for d in drops if d.exceeded]
         if exceeded and rag.thresholds.fail_on_regression:
-            if rag.pooled and self._inconclusive(rag, record):
+            if rag.pooled and record.inconclusive:
                 raise QueryRegression(self._inconclusive_text(rag, record, exceeded))
             raise QueryRegression(self._regression_text(rag, record, drops))
-
-    def _inconclusive(self, rag: RagSession, record: QueryRecord) -> bool:
-        from pytest_ragmetrics.gate.verdict import is_inconclusive
-
-        entry = rag.baseline_id.get(record.qid, record.qid)
-        return rag.baseline is not None and is_inconclusive(record, rag.baseline.metrics_of(entry), rag.thresholds)
 
     def _inconclusive_text(self, rag: RagSession, record: QueryRecord, exceeded: list[Drop]) -> str:
         """An inconclusive query's failure: what fell, how far the unjudged documents could lift it, which."""
@@ -285,7 +280,7 @@ def _verdict_properties(rag: RagSession, record: QueryRecord) -> list[tuple[str,
         if baseline is None or FALSE_RETRIEVAL not in baseline.per_query.get(entry, {}):
             return [*found, ("verdict", "new")]
         before = baseline.per_query[entry][FALSE_RETRIEVAL]
-        regressed = bool(false_retrieval_drops(record.false_retrieval, baseline.per_query[entry]))
+        regressed = bool(record.drops)  # compared where it was scored
         return [*found, ("baseline.false_retrieval", before), ("verdict", "regressed" if regressed else "ok")]
     if record.status != "scored":
         return [("verdict", record.status)]
@@ -296,11 +291,9 @@ def _verdict_properties(rag: RagSession, record: QueryRecord) -> list[tuple[str,
     if baseline is None or record.qid not in baseline.per_query:
         return [*pooled, ("verdict", "new")]
     before = baseline.metrics_of(record.qid)
-    exceeded = any(d.exceeded for d in query_drops(record.metrics, before, rag.thresholds))
+    exceeded = any(d.exceeded for d in record.drops or [])  # compared where it was scored
     if exceeded and rag.pooled:
-        from pytest_ragmetrics.gate.verdict import is_inconclusive
-
-        verdict = "inconclusive" if is_inconclusive(record, before, rag.thresholds) else "regressed"
+        verdict = "inconclusive" if record.inconclusive else "regressed"
     else:
         verdict = "regressed" if exceeded else "ok"
     return [*((f"baseline.{m}", round(v, 6)) for m, v in before.items()), *pooled, ("verdict", verdict)]

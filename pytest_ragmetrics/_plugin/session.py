@@ -25,8 +25,7 @@ from pytest_ragmetrics.gate.baseline import (Baseline, fingerprint_mismatch, loa
 from pytest_ragmetrics.gate.thresholds import Thresholds, load_thresholds
 from pytest_ragmetrics.gate.subset import select_smoke
 from pytest_ragmetrics.gate.staleness import LabelAges, check_tags, label_ages
-from pytest_ragmetrics.gate.verdict import (Drop, QueryRecord, Verdict, build_verdict, false_retrieval_drops,
-                                            find_renames, gate_names, query_drops)
+from pytest_ragmetrics.gate.verdict import QueryRecord, Verdict, build_verdict, find_renames, gate_names, judge_query
 from pytest_ragmetrics.gold import GoldCheck, check_gold, retriever_doc_ids
 from pytest_ragmetrics.golden import GoldenSet, Query, load_golden
 from pytest_ragmetrics.metrics import document_of, document_ranking, ideal_grades
@@ -202,8 +201,8 @@ class RagSession:
         self.mismatch = problems
 
     def run_query(self, retriever: Any, query: Query,
-                  upcoming: Callable[[], Sequence[Query]] = lambda: ()) -> tuple[QueryRecord, list[Drop]]:
-        """Retrieve, map, dedup, score and compare one query.
+                  upcoming: Callable[[], Sequence[Query]] = lambda: ()) -> QueryRecord:
+        """Retrieve, map, dedup, score and compare one query; the record carries its drops.
 
         Raises what the retriever raised (after recording the error), or
         :class:`RetrieverError` for a result that is not a ranking.
@@ -247,18 +246,19 @@ class RagSession:
             found = false_retrieval(returned.scores, self.options.answer_threshold)
             record = QueryRecord(query.qid, "unanswerable", None, docs, explains, len(docs),
                                  truncated_from=returned.truncated_from, scores=scores, false_retrieval=found)
-            return record, (false_retrieval_drops(found, self.baseline.per_query[entry])  # type: ignore[union-attr]
-                            if compared else [])
+            if compared:
+                record.drops, _ = judge_query(record, self.baseline.per_query[entry], self.thresholds,  # type: ignore[union-attr]
+                                              answerable=False)
+            return record
         lost = self.gold_check.reason(query.qid) if self.gold_check is not None else None
         if metrics is None or lost is not None:  # a query whose gold cannot be retrieved would score 0 forever
             return QueryRecord(query.qid, "unscorable", None, docs, explains, len(docs), error=lost,
-                               truncated_from=returned.truncated_from), []
+                               truncated_from=returned.truncated_from)
         record = QueryRecord(query.qid, "scored", metrics, docs, explains, len(docs),
                              truncated_from=returned.truncated_from, scores=scores)
         if any(p is not None for p in returned.parents):
             record.parent_level = score_parents(returned.ids, returned.parents, query.judgments,
                                                 self.config, self.options.k)
-        drops = query_drops(metrics, self.baseline.metrics_of(entry), self.thresholds) if compared else []  # type: ignore[union-attr]
         if self.pooled:
             top = self.baseline.per_query[entry].get("_top") if compared else None  # type: ignore[union-attr]
             found = measure_unjudged(docs, query.judgments, metrics, self.config, self.top_grade,
@@ -266,7 +266,10 @@ class RagSession:
             record.judged, record.unjudged, record.upper, record.upper_new, record.baseline_upper_new = \
                 found.judged, found.docs, found.upper, found.upper_new, found.baseline_upper_new
             record.unjudged_new = found.new if compared else None
-        return record, drops
+        if compared:  # once, here: the item, the gate and the JUnit properties read it off the record
+            record.drops, record.inconclusive = judge_query(record, self.baseline.per_query[entry],  # type: ignore[union-attr]
+                                                            self.thresholds, pooled=self.pooled)
+        return record
 
     def pooled_summary(self) -> str:
         """The report's pooled-set part (see :func:`pytest_ragmetrics.report.pooled.pooled_text`)."""
