@@ -114,6 +114,8 @@ class RagSession:
         self._verdict: Verdict | None = None
         self.summary: str | None = None
         self.baseline_written: str | None = None
+        #: the run artifact, built once for the JSON file and the HTML report (see _plugin/outputs.py)
+        self.artifact_data: dict[str, Any] | None = None
         #: one time for every file this run writes, so the artifact and the HTML agree
         self.created = _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
         #: relevant gold ids checked against the corpus (rag_corpus now, else the retriever's doc_ids())
