@@ -56,7 +56,7 @@ class Controller:
             # flat name=value properties (JUnit XML shows them as they are).
             report.user_properties = [p for p in report.user_properties if p[0] != RECORD_KEY]
             value = records[0]
-            self.rag.add_record(value)
+            self.rag.judge.add_record(value)
             name = shown(value["qid"])
             if self.prefix is None and report.nodeid.endswith("::" + name):
                 self.prefix = report.nodeid[: -len(name) - 2]
@@ -114,7 +114,7 @@ class Controller:
             if self.config.pluginmanager.has_plugin("dsession"):
                 self._report_gates(session)  # as skipped, like the serial gate items
             try:
-                change, written = rag.write_baseline(), True
+                change, written = rag.judge.write_baseline(), True
             except BaselineError as exc:
                 change = self.refresh_refused = str(exc)
                 written = False
@@ -124,11 +124,11 @@ class Controller:
                 change, written=written,
                 gold_warning=(rag.gold_check.warning() if rag.gold_check is not None else rag.late_gold_line())
                 if written else None,
-                aggregate=rag.verdict().aggregate if written else (),
+                aggregate=rag.judge.verdict().aggregate if written else (),
                 thresholds_name=rag.thresholds.path or "thresholds",
                 retriever_before=before, retriever_now=rag.retriever_description, problems=problems)
             return
-        verdict = rag.verdict()
+        verdict = rag.judge.verdict()
         if self.config.pluginmanager.has_plugin("dsession"):
             self._report_gates(session)
         self.verdict_failed = not verdict.passed
@@ -141,7 +141,7 @@ class Controller:
             gold_warning=rag.gold_check.warning() if rag.gold_check is not None else rag.late_gold_line(),
             retriever_before=before, retriever_now=rag.retriever_description, not_started=self.not_started,
             late_gold=rag.late_gold_line() if rag.gold_check is not None else None,
-            pooled=rag.pooled_summary() if rag.pooled else None, mismatch=rag.mismatch, problems=problems,
+            pooled=rag.judge.pooled_summary() if rag.pooled else None, mismatch=rag.mismatch, problems=problems,
             leakage=outputs.leakage_warning(rag))
 
     def _write_reports(self, session: pytest.Session, html: bool) -> list[str]:
@@ -197,7 +197,7 @@ class Controller:
         golden_id = self._golden_id()
         hook = self.config.hook
         updating = rag.options.update_baseline
-        gates = rag.verdict().gates
+        gates = rag.judge.verdict().gates
         hide_progress_counter(self.config)  # its counter only knows the workers' items
         for gate in gates:
             nodeid = f"{golden_id}::gate::{gate.name}"

@@ -159,7 +159,7 @@ class QueryItem(pytest.Function):
         retriever = self.funcargs["rag_retriever"]
         try:
             with self._first_search():
-                record = rag.run_query(retriever, self.query, self._upcoming)
+                record = rag.worker.run_query(retriever, self.query, self._upcoming)
         except RetrieverBusy as exc:  # not run: no record, so not scored as a regression; the summary says why
             self.user_properties.append((NOT_STARTED_KEY, str(exc)))
             raise
@@ -203,7 +203,7 @@ class QueryItem(pytest.Function):
         return fixture_progress(self.config, self.nodeid)
 
     def _attach(self, rag: RagSession, record: QueryRecord) -> None:
-        self.user_properties.append((RECORD_KEY, rag.record_payload(record)))
+        self.user_properties.append((RECORD_KEY, rag.worker.record_payload(record)))
         if record.metrics:
             for metric, value in record.metrics.items():
                 self.user_properties.append((metric, round(value, 6)))
@@ -301,7 +301,7 @@ def _verdict_properties(rag: RagSession, record: QueryRecord) -> list[tuple[str,
 
 def gate_report_text(rag: RagSession, gate: Gate) -> str:
     """A failed gate's one line: why, and the queries behind it (the full verdict is the summary's)."""
-    return gate_line(rag.verdict(), gate)
+    return gate_line(rag.judge.verdict(), gate)
 
 
 class GateItem(pytest.Item):
@@ -315,7 +315,7 @@ class GateItem(pytest.Item):
         rag = self.config.stash[RAG_SESSION]
         if rag.options.update_baseline:
             pytest.skip("the baseline is being updated; nothing to compare")
-        gate = next(g for g in rag.verdict().gates if g.name == self.gate)
+        gate = next(g for g in rag.judge.verdict().gates if g.name == self.gate)
         if not gate.passed and rag.thresholds.fail_on_regression:
             raise GateFailure(gate_report_text(rag, gate))
 

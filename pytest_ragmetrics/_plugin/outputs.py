@@ -62,7 +62,7 @@ def artifact(rag: RagSession) -> dict[str, Any]:
 
         comparing = rag.baseline is not None and not rag.options.update_baseline
         rag.artifact_data = build_artifact(
-            meta(rag), rag.verdict(), rag.golden, rag.records, rag.metrics, rag.options.k, rag.options.subset,
+            meta(rag), rag.judge.verdict(), rag.golden, rag.records, rag.metrics, rag.options.k, rag.options.subset,
             rag.baseline if comparing else None, rag.baseline_id, baseline_entry(rag), baseline_retriever(rag),
             retriever_changes(baseline_retriever(rag), rag.retriever_description), rag.full_golden.judgments_from)
     return rag.artifact_data
@@ -118,7 +118,7 @@ def write_html(rag: RagSession, path: Path) -> None:
     data = artifact(rag)
     data = {**data, "_meta": {**data["_meta"], "worst_n": rag.worst_n}}
     try:
-        atomic_write_text(path, render_html(data, texts=rag.document_texts() if rag.verdict().inconclusive else None))
+        atomic_write_text(path, render_html(data, texts=rag.judge.document_texts() if rag.judge.verdict().inconclusive else None))
     except OSError as exc:
         raise RagMetricsError(f"cannot write the HTML report {path}: {write_problem(path, exc)}") from None
 
@@ -154,9 +154,9 @@ def append_markdown(rag: RagSession, path: Path) -> None:
 
     try:
         with open(path, "a", encoding="utf-8") as fh:
-            fh.write(verdict_markdown(rag.verdict(), rag.worst_n,
+            fh.write(verdict_markdown(rag.judge.verdict(), rag.worst_n,
                                       retriever_changes=retriever_changes(baseline_retriever(rag),
                                                                           rag.retriever_description),
-                                      pooled=rag.pooled_markdown() if rag.pooled else None) + "\n")
+                                      pooled=rag.judge.pooled_markdown() if rag.pooled else None) + "\n")
     except OSError as exc:
         raise RagMetricsError(f"cannot append the Markdown summary to {path}: {write_problem(path, exc)}") from None
