@@ -25,24 +25,30 @@ class Controller:
 
         self.config = config
         self.rag = config.stash[RAG_SESSION]
-        self.prefix = None  # node id of the golden file, learnt from the first report
+        self.prefix = None  # node id of the golden file, learnt from the first query item's report
         self.retriever_problem: str | None = None
         self.not_started: list[str] = []  # query ids the busy retriever could not start (--rag-timeout)
         self.verdict_failed = False  # for pytest's last line, when no gate item ran to fail (-k)
-        self._qids: dict[str, str] | None = None  # item name -> query id (a name shows the id escaped)
         self.refresh_refused: str | None = None  # why --rag-update-baseline wrote nothing, for pytest's last line
 
     @pytest.hookimpl(tryfirst=True)  # before junitxml and other report writers see the record
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        from pytest_ragmetrics.errors import shown
         from pytest_ragmetrics.gate.verdict import QueryRecord
-        from pytest_ragmetrics._plugin.items import NOT_STARTED_KEY, RETRIEVER_PROBLEM_KEY, junit_properties
+        from pytest_ragmetrics._plugin.items import (NOT_STARTED_KEY, QUERY_KEY, RETRIEVER_PROBLEM_KEY,
+                                                     junit_properties)
         from pytest_ragmetrics._plugin.session import RECORD_KEY
+
+        # a query item's reports say which query and which file they are about: no node id is parsed
+        query = next((value for key, value in report.user_properties if key == QUERY_KEY), None)
+        if query is not None:
+            report.user_properties = [p for p in report.user_properties if p[0] != QUERY_KEY]
+            if self.prefix is None:
+                self.prefix = query["file"]
+        qid = query["qid"] if query is not None else None
 
         if any(key == NOT_STARTED_KEY for key, _ in report.user_properties):
             report.user_properties = [p for p in report.user_properties if p[0] != NOT_STARTED_KEY]
-            qid = self._qid(report.nodeid)
-            if qid not in self.not_started:  # the call's report and the teardown's carry it
+            if qid is not None and qid not in self.not_started:  # the call's report and the teardown's carry it
                 self.not_started.append(qid)
 
         problems = [value for key, value in report.user_properties if key == RETRIEVER_PROBLEM_KEY]
@@ -55,33 +61,18 @@ class Controller:
             # The record has reached the process that judges; what stays on the report is
             # flat name=value properties (JUnit XML shows them as they are).
             report.user_properties = [p for p in report.user_properties if p[0] != RECORD_KEY]
-            value = records[0]
-            self.rag.judge.add_record(value)
-            name = shown(value["qid"])
-            if self.prefix is None and report.nodeid.endswith("::" + name):
-                self.prefix = report.nodeid[: -len(name) - 2]
-        elif report.failed and report.when == "setup" and "::gate::" not in report.nodeid:
-            qid = self._qid(report.nodeid)
+            self.rag.judge.add_record(records[0])
+        elif report.failed and report.when == "setup" and qid is not None:
             if qid in self.rag.golden and qid not in self.rag.records:
                 message = report.longreprtext.strip().splitlines()
                 crash = getattr(report.longrepr, "reprcrash", None)  # "OSError: index not built", not "file:line: OSError"
                 text = crash.message if crash is not None else (message[-1] if message else "?")
                 self.rag.records[qid] = QueryRecord(qid, "error", error=f"setup failed: {text}")
-        if report.when == "teardown" and "::gate::" not in report.nodeid:
-            qid = records[0]["qid"] if records else self._qid(report.nodeid)
+        if report.when == "teardown" and qid is not None:
             record = self.rag.records.get(qid)
-            if record is not None and (self.prefix is None or report.nodeid == f"{self.prefix}::{shown(qid)}"):
+            if record is not None:
                 # junitxml takes a test case's properties from its teardown report
                 report.user_properties.extend(junit_properties(self.rag, record))
-
-    def _qid(self, nodeid: str) -> str:
-        """The query id of a query item's node id."""
-        from pytest_ragmetrics.errors import shown
-
-        if self._qids is None:
-            self._qids = {shown(q.qid): q.qid for q in self.rag.golden}
-        name = nodeid.rsplit("::", 1)[-1]
-        return self._qids.get(name, name)
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:

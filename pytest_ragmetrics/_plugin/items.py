@@ -19,7 +19,7 @@ from pytest_ragmetrics._plugin.xdist import xdist_queue
 from pytest_ragmetrics._plugin.retriever import PROTOCOL, retriever_problem
 from pytest_ragmetrics._plugin.session import RECORD_KEY, RagSession
 
-__all__ = ["FIXTURE_RAISED", "NOT_STARTED_KEY", "GoldenFile", "QueryItem", "GateItem", "RAG_SESSION", "RETRIEVER_PROBLEM_KEY", "gate_report_text",
+__all__ = ["FIXTURE_RAISED", "NOT_STARTED_KEY", "QUERY_KEY", "GoldenFile", "QueryItem", "GateItem", "RAG_SESSION", "RETRIEVER_PROBLEM_KEY", "gate_report_text",
            "junit_properties"]
 
 RAG_SESSION = pytest.StashKey[RagSession]()
@@ -34,6 +34,10 @@ RETRIEVER_PROBLEM_KEY = "ragmetrics-retriever-problem"
 
 #: The user_properties key of a query that could not start (the retriever was busy with an abandoned call).
 NOT_STARTED_KEY = "ragmetrics-not-started"
+
+#: The user_properties key that tells the process that judges which query (``qid``) of which golden
+#: file (``file``, its node id) a report is about; it removes the key before any report writer sees it.
+QUERY_KEY = "ragmetrics-query"
 
 
 class QueryRegression(Exception):
@@ -102,6 +106,7 @@ class QueryItem(pytest.Function):
     def __init__(self, *, query: Query, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.query = query
+        self.user_properties.append((QUERY_KEY, {"qid": query.qid, "file": self.parent.nodeid}))
 
     def setup(self) -> None:
         """Resolve ``rag_retriever``; at the first query, check it can be searched at all.
