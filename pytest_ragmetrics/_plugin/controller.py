@@ -117,7 +117,8 @@ class Controller:
                 if written else None,
                 aggregate=rag.judge.verdict().aggregate if written else (),
                 thresholds_name=rag.thresholds.path or "thresholds",
-                retriever_before=before, retriever_now=rag.retriever_description, problems=problems)
+                retriever_before=before, retriever_now=rag.retriever_description, problems=problems,
+                notes=rag.baseline.notes if rag.baseline is not None else ())
             return
         verdict = rag.judge.verdict()
         if self.config.pluginmanager.has_plugin("dsession"):

@@ -41,6 +41,11 @@ here, naming the file, the record (qid) and the field, before any reader trusts 
   A file whose content no longer matches it was edited after its run, and is refused with the
   sections that changed; a file with a ``_meta.format`` and no seal had it removed, and is refused
   too; a file with neither (an older version's) is read as it is.
+
+Versions: a run writes its artifact once and never rewrites it, so an older artifact (no
+``_meta.format``) is read by the rules above as it is, and the next run's artifact is written in
+the current format; a newer ``_meta.format`` is refused (upgrade pytest-ragmetrics to read it).
+The full field reference for users is docs/run-artifact.md.
 """
 
 from __future__ import annotations

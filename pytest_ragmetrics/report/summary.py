@@ -76,15 +76,19 @@ def session_summary(verdict: Verdict, worst_n: int, *, lost: Collection[str] = (
 
 def refresh_summary(change: str, *, written: bool, gold_warning: str | None = None,
                     aggregate: Sequence[AggregateRow] = (), thresholds_name: str = "thresholds",
-                    retriever_before: Any = None, retriever_now: Any = None, problems: Sequence[str] = ()) -> str:
+                    retriever_before: Any = None, retriever_now: Any = None, problems: Sequence[str] = (),
+                    notes: Sequence[str] = ()) -> str:
     """The summary of a ``--rag-update-baseline`` run: what changed in the baseline (``written``) or
     why it was not written, then the retriever and the reports that could not be written.
 
     A baseline under a floor makes every later run fail that gate, so a written one says so now
-    (``aggregate``: this run's rows; ``thresholds_name``: where the floors come from).
+    (``aggregate``: this run's rows; ``thresholds_name``: where the floors come from). ``notes``: what
+    reading the old baseline noted (an older format, upgraded by this write), said once.
     """
     summary = change
     if written:
+        for note in notes:
+            summary += f"\nNote: {note}"
         if gold_warning:  # written with --rag-allow-missing-gold: still said, first
             summary = f"{gold_warning}\n{summary}"
         for row in aggregate:
