@@ -58,14 +58,14 @@ from typing import Any, Mapping, Sequence
 
 from pytest_ragmetrics.errors import InputError, MeasureError, RagMetricsError, ThresholdsError, brief_repr
 from pytest_ragmetrics.files import canonical_digest, loads_json, read_text
-from pytest_ragmetrics.gate.baseline import Baseline, check_mean, check_metric_value
+from pytest_ragmetrics.gate.baseline import Baseline, check_mean, check_metric_value, load_baseline
 from pytest_ragmetrics.gate.thresholds import thresholds_from_mapping
 from pytest_ragmetrics.gate.verdict import QueryRecord, Verdict
 from pytest_ragmetrics.golden import GoldenSet
 from pytest_ragmetrics.measures import MeasurementConfig
 
 __all__ = ["ARTIFACT_FORMAT", "STATUSES", "ArtifactError", "build_artifact", "is_run_artifact", "load_artifact",
-           "parse_artifact", "check_artifact", "seal_artifact"]
+           "parse_artifact", "parse_run_json", "check_artifact", "seal_artifact"]
 
 #: The version of the schema above, written as ``_meta.format``.
 ARTIFACT_FORMAT = 1
@@ -113,6 +113,22 @@ def parse_artifact(text: str, name: str) -> dict[str, Any]:
         raise ArtifactError(name, None, f"not valid JSON ({brief_repr(str(exc))})") from None
     check_artifact(data, name)
     return data
+
+
+def parse_run_json(text: str, name: str) -> dict[str, Any] | Baseline:
+    """A JSON file that a reader takes as a run: a run artifact, checked here, or a baseline, read by
+    :func:`pytest_ragmetrics.gate.baseline.load_baseline` (``name`` is its path; an
+    :class:`~pytest_ragmetrics.errors.InputError` for JSON that does not parse)."""
+    try:
+        data = loads_json(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(name, f"line {exc.lineno}", f"not valid JSON ({exc.msg})") from None
+    except (ValueError, RecursionError) as exc:
+        raise InputError(name, None, f"not valid JSON ({exc})") from None
+    if is_run_artifact(data):
+        check_artifact(data, name)
+        return data  # type: ignore[no-any-return]
+    return load_baseline(name)
 
 
 def _fail(name: str, where: str, problem: str) -> ArtifactError:
