@@ -45,7 +45,6 @@ class Judge:
             rag.gold_unchecked = data["gold_unchecked"]
             rag._gold_from_retriever = True
 
-
     def verdict(self) -> Verdict:
         rag = self.rag
         if self._verdict is None:
@@ -111,7 +110,6 @@ class Judge:
         write_baseline(rag.options.baseline, new)
         rag.baseline_written = change
         return change
-
 
     def pooled_summary(self) -> str:
         """The report's pooled-set part (see :func:`pytest_ragmetrics.report.pooled.pooled_text`)."""

@@ -115,7 +115,6 @@ class QueryWorker:
                                                             rag.thresholds, pooled=rag.pooled)
         return record
 
-
     def _check_gold_with(self, retriever: Any) -> None:
         """Without rag_corpus, check the gold ids against the retriever's ``doc_ids()`` when it has one."""
         rag = self.rag
@@ -130,8 +129,7 @@ class QueryWorker:
         if ids is not None:
             rag._gold_from_retriever = True
             rag.gold_check = check_gold(rag.full_golden, ids, f"the retriever's doc_ids() ({len(ids)} documents)",
-                                         rag.config.relevance_level, rag.config.id_separator)
-
+                                        rag.config.relevance_level, rag.config.id_separator)
 
     def record_payload(self, record: QueryRecord) -> dict[str, Any]:
         rag = self.rag
