@@ -75,7 +75,7 @@ def run(cwd: Path, *args: str) -> float:
 
 
 def per_query_cost(rag_dir: Path, n: int) -> float:
-    """Microseconds per query inside RagSession.run_query (map, dedup, score, compare)."""
+    """Microseconds per query inside QueryWorker.run_query (map, dedup, score, compare)."""
     sys.path.insert(0, str(rag_dir))
     from pytest_ragmetrics._plugin.options import build_options
     from pytest_ragmetrics._plugin.session import RagSession
@@ -96,8 +96,8 @@ def per_query_cost(rag_dir: Path, n: int) -> float:
     queries = list(rag.golden)
     start = time.perf_counter()
     for q in queries:
-        record, _ = rag.run_query(retriever, q)
-        rag.record_payload(record)
+        record = rag.worker.run_query(retriever, q)
+        rag.worker.record_payload(record)
     return (time.perf_counter() - start) / len(queries) * 1e6
 
 

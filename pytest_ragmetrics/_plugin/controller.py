@@ -8,7 +8,6 @@ terminal summary. Workers never register it, so they never write anything.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from pathlib import Path
 from typing import Any
@@ -26,24 +25,30 @@ class Controller:
 
         self.config = config
         self.rag = config.stash[RAG_SESSION]
-        self.prefix = None  # node id of the golden file, learnt from the first report
+        self.prefix = None  # node id of the golden file, learnt from the first query item's report
         self.retriever_problem: str | None = None
         self.not_started: list[str] = []  # query ids the busy retriever could not start (--rag-timeout)
         self.verdict_failed = False  # for pytest's last line, when no gate item ran to fail (-k)
-        self._qids: dict[str, str] | None = None  # item name -> query id (a name shows the id escaped)
         self.refresh_refused: str | None = None  # why --rag-update-baseline wrote nothing, for pytest's last line
 
     @pytest.hookimpl(tryfirst=True)  # before junitxml and other report writers see the record
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        from pytest_ragmetrics.errors import shown
         from pytest_ragmetrics.gate.verdict import QueryRecord
-        from pytest_ragmetrics._plugin.items import NOT_STARTED_KEY, RETRIEVER_PROBLEM_KEY, junit_properties
+        from pytest_ragmetrics._plugin.items import (NOT_STARTED_KEY, QUERY_KEY, RETRIEVER_PROBLEM_KEY,
+                                                     junit_properties)
         from pytest_ragmetrics._plugin.session import RECORD_KEY
+
+        # a query item's reports say which query and which file they are about: no node id is parsed
+        query = next((value for key, value in report.user_properties if key == QUERY_KEY), None)
+        if query is not None:
+            report.user_properties = [p for p in report.user_properties if p[0] != QUERY_KEY]
+            if self.prefix is None:
+                self.prefix = query["file"]
+        qid = query["qid"] if query is not None else None
 
         if any(key == NOT_STARTED_KEY for key, _ in report.user_properties):
             report.user_properties = [p for p in report.user_properties if p[0] != NOT_STARTED_KEY]
-            qid = self._qid(report.nodeid)
-            if qid not in self.not_started:  # the call's report and the teardown's carry it
+            if qid is not None and qid not in self.not_started:  # the call's report and the teardown's carry it
                 self.not_started.append(qid)
 
         problems = [value for key, value in report.user_properties if key == RETRIEVER_PROBLEM_KEY]
@@ -56,33 +61,18 @@ class Controller:
             # The record has reached the process that judges; what stays on the report is
             # flat name=value properties (JUnit XML shows them as they are).
             report.user_properties = [p for p in report.user_properties if p[0] != RECORD_KEY]
-            value = records[0]
-            self.rag.add_record(value)
-            name = shown(value["qid"])
-            if self.prefix is None and report.nodeid.endswith("::" + name):
-                self.prefix = report.nodeid[: -len(name) - 2]
-        elif report.failed and report.when == "setup" and "::gate::" not in report.nodeid:
-            qid = self._qid(report.nodeid)
+            self.rag.judge.add_record(records[0])
+        elif report.failed and report.when == "setup" and qid is not None:
             if qid in self.rag.golden and qid not in self.rag.records:
                 message = report.longreprtext.strip().splitlines()
                 crash = getattr(report.longrepr, "reprcrash", None)  # "OSError: index not built", not "file:line: OSError"
                 text = crash.message if crash is not None else (message[-1] if message else "?")
                 self.rag.records[qid] = QueryRecord(qid, "error", error=f"setup failed: {text}")
-        if report.when == "teardown" and "::gate::" not in report.nodeid:
-            qid = records[0]["qid"] if records else self._qid(report.nodeid)
+        if report.when == "teardown" and qid is not None:
             record = self.rag.records.get(qid)
-            if record is not None and (self.prefix is None or report.nodeid == f"{self.prefix}::{shown(qid)}"):
+            if record is not None:
                 # junitxml takes a test case's properties from its teardown report
                 report.user_properties.extend(junit_properties(self.rag, record))
-
-    def _qid(self, nodeid: str) -> str:
-        """The query id of a query item's node id."""
-        from pytest_ragmetrics.errors import shown
-
-        if self._qids is None:
-            self._qids = {shown(q.qid): q.qid for q in self.rag.golden}
-        name = nodeid.rsplit("::", 1)[-1]
-        return self._qids.get(name, name)
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
@@ -95,10 +85,9 @@ class Controller:
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         from pytest_ragmetrics._plugin import outputs
-        from pytest_ragmetrics.errors import BaselineError, listed
-        from pytest_ragmetrics.report.tables import counted
+        from pytest_ragmetrics.errors import BaselineError
         from pytest_ragmetrics._plugin.items import FIXTURE_RAISED
-        from pytest_ragmetrics.report.text import retriever_hint, retriever_text, verdict_text
+        from pytest_ragmetrics.report.summary import refresh_summary, session_summary
 
         rag = self.rag
         if self.retriever_problem is not None:  # nothing was measured: a usage error, as in a serial run
@@ -111,78 +100,42 @@ class Controller:
             return
         if self.config.option.collectonly or exitstatus == pytest.ExitCode.USAGE_ERROR:
             return  # nothing was meant to be measured, or a usage error already said why
+        before = rag.baseline.meta.get("retriever") if rag.baseline is not None else None
         if rag.options.update_baseline:
             if self.config.pluginmanager.has_plugin("dsession"):
                 self._report_gates(session)  # as skipped, like the serial gate items
             try:
-                rag.summary = rag.write_baseline()
+                change, written = rag.judge.write_baseline(), True
             except BaselineError as exc:
-                rag.summary = self.refresh_refused = str(exc)
+                change = self.refresh_refused = str(exc)
+                written = False
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED
-            else:  # a baseline under a floor makes every later run fail that gate: say so now
-                gold = rag.gold_check.warning() if rag.gold_check is not None else rag.late_gold_line()
-                if gold:  # written with --rag-allow-missing-gold: still said, first
-                    rag.summary = f"{gold}\n{rag.summary}"
-                for row in rag.verdict().aggregate:
-                    if row.under_floor:
-                        rag.summary += (f"\nWARNING: {row.metric} = {row.now:.4f} is under its floor {row.minimum:g} "
-                                        f"({rag.thresholds.path or 'thresholds'}): every run will fail that gate "
-                                        "until retrieval improves or the floor is lowered.")
-            retriever = retriever_text(rag.baseline.meta.get("retriever") if rag.baseline is not None else None,
-                                       rag.retriever_description, refreshing=True)
-            if retriever:
-                rag.summary += "\n\n" + retriever
             problems = self._write_reports(session, html=False)
-            if problems:
-                rag.summary = "\n\n".join([rag.summary or "", *problems]).strip()
+            rag.summary = refresh_summary(
+                change, written=written,
+                gold_warning=(rag.gold_check.warning() if rag.gold_check is not None else rag.late_gold_line())
+                if written else None,
+                aggregate=rag.judge.verdict().aggregate if written else (),
+                thresholds_name=rag.thresholds.path or "thresholds",
+                retriever_before=before, retriever_now=rag.retriever_description, problems=problems,
+                notes=rag.baseline.notes if rag.baseline is not None else ())
             return
-        verdict = rag.verdict()
+        verdict = rag.judge.verdict()
         if self.config.pluginmanager.has_plugin("dsession"):
             self._report_gates(session)
         self.verdict_failed = not verdict.passed
         if not verdict.passed and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
         problems = self._write_reports(session, html=True)
-        lost = set(rag.gold_check.lost) if rag.gold_check is not None else set()
-        # a query whose gold the corpus lacks is listed, with why, by the gold warning below
-        shown_verdict = dataclasses.replace(verdict, unscorable=[q for q in verdict.unscorable if q not in lost]) \
-            if lost else verdict
-        rag.summary = verdict_text(shown_verdict, rag.worst_n)
-        if rag.unused_thresholds is not None:  # said beside the verdict, not only in the header
-            head, _, rest = rag.summary.partition("\n")
-            rag.summary = (f"{head}\nWARNING: {rag.unused_thresholds} exists but is not used: rag_thresholds is set "
-                           f"empty, so the built-in defaults gate this run (only recall@k)\n{rest}")
-        gold = rag.gold_check.warning() if rag.gold_check is not None else rag.late_gold_line()
-        if gold:  # near the top, once: a gold id the corpus lacks scores 0 forever and hides
-            head, _, rest = rag.summary.partition("\n")
-            rag.summary = f"{head}\n{gold}\n{rest}"
-        before = rag.baseline.meta.get("retriever") if rag.baseline is not None else None
-        hint = retriever_hint(before, rag.retriever_description) if not verdict.passed else None
-        if hint:  # a reader scanning from the top must not take a changed retriever for a regression
-            head, _, rest = rag.summary.partition("\n")
-            rag.summary = f"{head}\n{hint}\n{rest}"
-        if self.not_started:
-            rag.summary += (f"\n\n{counted(len(self.not_started), 'query', 'queries')} did not run, as the retriever "
-                            "was still busy with a call abandoned at --rag-timeout (each item says which): "
-                            f"{listed(self.not_started)}. Not run is not scored, so they are not regressions; "
-                            "the run is partial and fails")
-        late = rag.late_gold_line() if rag.gold_check is not None else None
-        if late:  # the header said "none checked yet": the end says what was
-            rag.summary += f"\n{late}"
-        if rag.pooled:
-            rag.summary += "\n\n" + rag.pooled_summary()
-        if rag.mismatch:
-            rag.summary += "\n\nCompared despite a different measurement (--rag-accept-mismatch):\n  - " + \
-                "\n  - ".join(rag.mismatch)
-        if problems:
-            rag.summary += "\n\n" + "\n".join(problems)
-        retriever = retriever_text(rag.baseline.meta.get("retriever") if rag.baseline is not None else None,
-                                   rag.retriever_description, unjudged=bool(verdict.to_judge))
-        if retriever:
-            rag.summary += "\n\n" + retriever
-        leakage = outputs.leakage_warning(rag)
-        if leakage:
-            rag.summary += "\n\n" + leakage
+        rag.summary = session_summary(
+            verdict, rag.worst_n, lost=set(rag.gold_check.lost) if rag.gold_check is not None else set(),
+            unused_thresholds=rag.unused_thresholds,
+            gold_warning=rag.gold_check.warning() if rag.gold_check is not None else rag.late_gold_line(),
+            retriever_before=before, retriever_now=rag.retriever_description, not_started=self.not_started,
+            unjudged=bool(verdict.to_judge),
+            late_gold=rag.late_gold_line() if rag.gold_check is not None else None,
+            pooled=rag.judge.pooled_summary() if rag.pooled else None, mismatch=rag.mismatch, problems=problems,
+            leakage=outputs.leakage_warning(rag))
 
     def _write_reports(self, session: pytest.Session, html: bool) -> list[str]:
         """Write the requested reports; return a line for each that could not be written.
@@ -237,7 +190,7 @@ class Controller:
         golden_id = self._golden_id()
         hook = self.config.hook
         updating = rag.options.update_baseline
-        gates = rag.verdict().gates
+        gates = rag.judge.verdict().gates
         hide_progress_counter(self.config)  # its counter only knows the workers' items
         for gate in gates:
             nodeid = f"{golden_id}::gate::{gate.name}"

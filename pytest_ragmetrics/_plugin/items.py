@@ -10,16 +10,16 @@ from typing import Any, Sequence
 import pytest
 
 from pytest_ragmetrics.errors import RagMetricsError, shown, shown_lines
-from pytest_ragmetrics.gate.verdict import Drop, Gate, QueryRecord, false_retrieval_drops, query_drops
+from pytest_ragmetrics.gate.verdict import Drop, Gate, QueryRecord
 from pytest_ragmetrics.unanswerable import FALSE_RETRIEVAL
 from pytest_ragmetrics.golden import Query
-from pytest_ragmetrics.report.text import gate_line, regressions_text
+from pytest_ragmetrics.report.text import gate_line, regression_entry_lines
 from pytest_ragmetrics._plugin.deadline import RetrieverBusy
 from pytest_ragmetrics._plugin.xdist import xdist_queue
 from pytest_ragmetrics._plugin.retriever import PROTOCOL, retriever_problem
 from pytest_ragmetrics._plugin.session import RECORD_KEY, RagSession
 
-__all__ = ["FIXTURE_RAISED", "NOT_STARTED_KEY", "GoldenFile", "QueryItem", "GateItem", "RAG_SESSION", "RETRIEVER_PROBLEM_KEY", "gate_report_text",
+__all__ = ["FIXTURE_RAISED", "NOT_STARTED_KEY", "QUERY_KEY", "GoldenFile", "QueryItem", "GateItem", "RAG_SESSION", "RETRIEVER_PROBLEM_KEY", "gate_report_text",
            "junit_properties"]
 
 RAG_SESSION = pytest.StashKey[RagSession]()
@@ -34,6 +34,10 @@ RETRIEVER_PROBLEM_KEY = "ragmetrics-retriever-problem"
 
 #: The user_properties key of a query that could not start (the retriever was busy with an abandoned call).
 NOT_STARTED_KEY = "ragmetrics-not-started"
+
+#: The user_properties key that tells the process that judges which query (``qid``) of which golden
+#: file (``file``, its node id) a report is about; it removes the key before any report writer sees it.
+QUERY_KEY = "ragmetrics-query"
 
 
 class QueryRegression(Exception):
@@ -102,6 +106,7 @@ class QueryItem(pytest.Function):
     def __init__(self, *, query: Query, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.query = query
+        self.user_properties.append((QUERY_KEY, {"qid": query.qid, "file": self.parent.nodeid}))
 
     def setup(self) -> None:
         """Resolve ``rag_retriever``; at the first query, check it can be searched at all.
@@ -159,7 +164,7 @@ class QueryItem(pytest.Function):
         retriever = self.funcargs["rag_retriever"]
         try:
             with self._first_search():
-                record, drops = rag.run_query(retriever, self.query, self._upcoming)
+                record = rag.worker.run_query(retriever, self.query, self._upcoming)
         except RetrieverBusy as exc:  # not run: no record, so not scored as a regression; the summary says why
             self.user_properties.append((NOT_STARTED_KEY, str(exc)))
             raise
@@ -172,14 +177,12 @@ class QueryItem(pytest.Function):
         if record.status == "unscorable":
             pytest.skip(f"{record.error}: not scored" if record.error else
                         f"no document is judged relevant at level {rag.config.relevance_level}: not scored")
+        drops = record.drops or []
         exceeded = [d for d in drops if d.exceeded]
         if exceeded and rag.thresholds.fail_on_regression:
-            if rag.pooled and self._inconclusive(rag, record):
+            if rag.pooled and record.inconclusive:
                 raise QueryRegression(self._inconclusive_text(rag, record, exceeded))
             raise QueryRegression(self._regression_text(rag, record, drops))
-
-    def _inconclusive(self, rag: RagSession, record: QueryRecord) -> bool:
-        return self._undecided(rag, record) is not None
 
     def _undecided(self, rag: RagSession, record: QueryRecord) -> Any:
         from pytest_ragmetrics.gate.verdict import undecided
@@ -210,7 +213,7 @@ class QueryItem(pytest.Function):
         return fixture_progress(self.config, self.nodeid)
 
     def _attach(self, rag: RagSession, record: QueryRecord) -> None:
-        self.user_properties.append((RECORD_KEY, rag.record_payload(record)))
+        self.user_properties.append((RECORD_KEY, rag.worker.record_payload(record)))
         if record.metrics:
             for metric, value in record.metrics.items():
                 self.user_properties.append((metric, round(value, 6)))
@@ -251,8 +254,7 @@ class QueryItem(pytest.Function):
             explains = [f"score {s:.4g}" if s is not None else None for s in record.scores] or explains
         regression = Regression(self.query.qid, self.query.text, drops, gold, record.ranking, explains,
                                 answerable=self.query.answerable)
-        entry = regressions_text([regression], 1).split("\n", 1)[1]
-        return f"{head}\n{entry.replace('  1. ', '  ', 1)}"  # one query: no list number
+        return "\n".join([head, *regression_entry_lines(regression)])  # one query: no list number
 
     def repr_failure(self, excinfo: Any, style: Any = None) -> Any:
         if isinstance(excinfo.value, (QueryRegression, RagMetricsError)):
@@ -288,7 +290,7 @@ def _verdict_properties(rag: RagSession, record: QueryRecord) -> list[tuple[str,
         if baseline is None or FALSE_RETRIEVAL not in baseline.per_query.get(entry, {}):
             return [*found, ("verdict", "new")]
         before = baseline.per_query[entry][FALSE_RETRIEVAL]
-        regressed = bool(false_retrieval_drops(record.false_retrieval, baseline.per_query[entry]))
+        regressed = bool(record.drops)  # compared where it was scored
         return [*found, ("baseline.false_retrieval", before), ("verdict", "regressed" if regressed else "ok")]
     if record.status != "scored":
         return [("verdict", record.status)]
@@ -299,11 +301,9 @@ def _verdict_properties(rag: RagSession, record: QueryRecord) -> list[tuple[str,
     if baseline is None or record.qid not in baseline.per_query:
         return [*pooled, ("verdict", "new")]
     before = baseline.metrics_of(record.qid)
-    exceeded = any(d.exceeded for d in query_drops(record.metrics, before, rag.thresholds))
+    exceeded = any(d.exceeded for d in record.drops or [])  # compared where it was scored
     if exceeded and rag.pooled:
-        from pytest_ragmetrics.gate.verdict import is_inconclusive
-
-        verdict = "inconclusive" if is_inconclusive(record, before, rag.thresholds) else "regressed"
+        verdict = "inconclusive" if record.inconclusive else "regressed"
     else:
         verdict = "regressed" if exceeded else "ok"
     return [*((f"baseline.{m}", round(v, 6)) for m, v in before.items()), *pooled, ("verdict", verdict)]
@@ -311,7 +311,7 @@ def _verdict_properties(rag: RagSession, record: QueryRecord) -> list[tuple[str,
 
 def gate_report_text(rag: RagSession, gate: Gate) -> str:
     """A failed gate's one line: why, and the queries behind it (the full verdict is the summary's)."""
-    return gate_line(rag.verdict(), gate)
+    return gate_line(rag.judge.verdict(), gate)
 
 
 class GateItem(pytest.Item):
@@ -325,7 +325,7 @@ class GateItem(pytest.Item):
         rag = self.config.stash[RAG_SESSION]
         if rag.options.update_baseline:
             pytest.skip("the baseline is being updated; nothing to compare")
-        gate = next(g for g in rag.verdict().gates if g.name == self.gate)
+        gate = next(g for g in rag.judge.verdict().gates if g.name == self.gate)
         if not gate.passed and rag.thresholds.fail_on_regression:
             raise GateFailure(gate_report_text(rag, gate))
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_ragmetrics.errors import RagMetricsError, listed
-from pytest_ragmetrics.gate.artifact import ARTIFACT_FORMAT, seal_artifact
+from pytest_ragmetrics.gate.artifact import build_artifact, seal_artifact
 from pytest_ragmetrics.gate.baseline import load_baseline, measurement_dict
 from pytest_ragmetrics.files import atomic_write_json, atomic_write_text, git_commit, write_problem
 
@@ -55,60 +55,17 @@ def _project_path(rag: RagSession, path: Path) -> str:
 
 
 def artifact(rag: RagSession) -> dict[str, Any]:
-    """The JSON run artifact: config, per-query results, aggregates, comparison; its schema
-    (``_meta.format``) is :mod:`pytest_ragmetrics.gate.artifact`'s, which every reader checks."""
-    from pytest_ragmetrics.report.text import retriever_changes
+    """The run's artifact (unsealed), built once by :func:`pytest_ragmetrics.gate.artifact.build_artifact`
+    for both the JSON file and the HTML report."""
+    if rag.artifact_data is None:
+        from pytest_ragmetrics.report.text import retriever_changes
 
-    verdict = rag.verdict()
-    per_query = {}
-    for q in rag.golden:
-        r = rag.records.get(q.qid)
-        if r is None:
-            continue
-        per_query[q.qid] = {"status": r.status, "metrics": r.metrics, "ranking": r.ranking,
-                            "tags": list(q.tags), "error": r.error, "n_docs": r.n_docs,
-                            "_judgments": q.judgments_digest()}  # lets `ragmetrics compare` spot changed labels
-        if r.parent_level is not None:
-            per_query[q.qid]["parent_level"] = r.parent_level
-        per_query[q.qid]["_top"] = list(r.ranking)  # the top k, as the baseline records it
-        if rag.pooled and r.judged is not None:
-            per_query[q.qid]["unjudged"] = unjudged_entry(rag, r, verdict)
-        if r.scores:
-            per_query[q.qid]["scores"] = r.scores
-        if not q.answerable:
-            per_query[q.qid]["answerable"] = False
-            if r.status == "unanswerable":
-                per_query[q.qid]["false_retrieval"] = r.false_retrieval
-        entry = rag.baseline_id.get(q.qid, q.qid)  # a renamed query's baseline is its old entry
-        if rag.baseline is not None and entry in rag.baseline.per_query and not rag.options.update_baseline:
-            # the metrics this run measured (a baseline compared despite other metrics holds others)
-            per_query[q.qid]["baseline"] = {m: v for m, v in rag.baseline.metrics_of(entry).items()
-                                            if m in rag.metrics or m == "false_retrieval"}
-    data = meta(rag)
-    data["format"] = ARTIFACT_FORMAT
-    data["subset"] = rag.options.subset
-    data["baseline"] = baseline_entry(rag)
-    data["baseline_retriever"] = baseline_retriever(rag)
-    data["judgments"] = {"mode": rag.full_golden.judgments, "from": rag.full_golden.judgments_from}
-    comparison = verdict.to_dict()
-    # the usual cause of a red run the morning after: kept where reviewers read, not only in the log
-    comparison["retriever_changes"] = retriever_changes(data["baseline_retriever"], rag.retriever_description)
-    return {
-        "_meta": data,
-        "aggregate": {row.metric: row.now for row in verdict.aggregate},
-        "n": verdict.n,
-        "per_query": per_query,
-        "comparison": comparison,
-    }
-
-
-def unjudged_entry(rag: RagSession, r: Any, verdict: Any) -> dict[str, Any]:
-    """A pooled query's judged@k, unjudged documents (and the new ones), bounds and verdict."""
-    k = rag.options.k
-    return {f"judged@{k}": r.judged, "docs": list(r.unjudged),
-            "new": None if r.unjudged_new is None else list(r.unjudged_new),
-            f"unjudged_new@{k}": None if r.unjudged_new is None else len(r.unjudged_new),
-            "upper": r.upper, "inconclusive": any(i.qid == r.qid for i in verdict.inconclusive)}
+        comparing = rag.baseline is not None and not rag.options.update_baseline
+        rag.artifact_data = build_artifact(
+            meta(rag), rag.judge.verdict(), rag.golden, rag.records, rag.metrics, rag.options.k, rag.options.subset,
+            rag.baseline if comparing else None, rag.baseline_id, baseline_entry(rag), baseline_retriever(rag),
+            retriever_changes(baseline_retriever(rag), rag.retriever_description), rag.full_golden.judgments_from)
+    return rag.artifact_data
 
 
 def baseline_retriever(rag: RagSession) -> Any:
@@ -148,7 +105,8 @@ def baseline_entry(rag: RagSession) -> dict[str, Any] | None:
 def write_artifact(rag: RagSession, path: Path) -> None:
     """Write the run artifact atomically; an unwritable path is a :class:`RagMetricsError`."""
     try:
-        atomic_write_json(path, seal_artifact(artifact(rag)))
+        data = artifact(rag)
+        atomic_write_json(path, seal_artifact({**data, "_meta": dict(data["_meta"])}))  # the HTML's copy stays unsealed
     except OSError as exc:
         raise RagMetricsError(f"cannot write the run report {path}: {write_problem(path, exc)}") from None
 
@@ -158,9 +116,9 @@ def write_html(rag: RagSession, path: Path) -> None:
     from pytest_ragmetrics.report.html import render_html
 
     data = artifact(rag)
-    data["_meta"]["worst_n"] = rag.worst_n
+    data = {**data, "_meta": {**data["_meta"], "worst_n": rag.worst_n}}
     try:
-        atomic_write_text(path, render_html(data, texts=rag.document_texts() if rag.verdict().inconclusive else None))
+        atomic_write_text(path, render_html(data, texts=rag.judge.document_texts() if rag.judge.verdict().inconclusive else None))
     except OSError as exc:
         raise RagMetricsError(f"cannot write the HTML report {path}: {write_problem(path, exc)}") from None
 
@@ -196,9 +154,9 @@ def append_markdown(rag: RagSession, path: Path) -> None:
 
     try:
         with open(path, "a", encoding="utf-8") as fh:
-            fh.write(verdict_markdown(rag.verdict(), rag.worst_n,
+            fh.write(verdict_markdown(rag.judge.verdict(), rag.worst_n,
                                       retriever_changes=retriever_changes(baseline_retriever(rag),
                                                                           rag.retriever_description),
-                                      pooled=rag.pooled_markdown() if rag.pooled else None) + "\n")
+                                      pooled=rag.judge.pooled_markdown() if rag.pooled else None) + "\n")
     except OSError as exc:
         raise RagMetricsError(f"cannot append the Markdown summary to {path}: {write_problem(path, exc)}") from None

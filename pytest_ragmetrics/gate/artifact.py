@@ -1,6 +1,7 @@
-"""The run artifact (``--rag-report``): its format, and the one check every reader uses.
+"""The run artifact (``--rag-report``): its format, its writer, and the one check every reader uses.
 
-The plugin builds the artifact (``_plugin/outputs.py``); ``ragmetrics compare``,
+The plugin builds the artifact here (:func:`build_artifact`, sealed by :func:`seal_artifact`;
+``_plugin/outputs.py`` only writes the file); ``ragmetrics compare``,
 ``history``, ``export`` and ``pool`` read it back, and a verdict drawn from a file
 is only as good as the file. So a file that parses but breaks the schema is refused
 here, naming the file, the record (qid) and the field, before any reader trusts it:
@@ -40,6 +41,11 @@ here, naming the file, the record (qid) and the field, before any reader trusts 
   A file whose content no longer matches it was edited after its run, and is refused with the
   sections that changed; a file with a ``_meta.format`` and no seal had it removed, and is refused
   too; a file with neither (an older version's) is read as it is.
+
+Versions: a run writes its artifact once and never rewrites it, so an older artifact (no
+``_meta.format``) is read by the rules above as it is, and the next run's artifact is written in
+the current format; a newer ``_meta.format`` is refused (upgrade pytest-ragmetrics to read it).
+The full field reference for users is docs/run-artifact.md.
 """
 
 from __future__ import annotations
@@ -48,16 +54,18 @@ import datetime as _dt
 import json
 import re
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from pytest_ragmetrics.errors import InputError, MeasureError, RagMetricsError, ThresholdsError, brief_repr
 from pytest_ragmetrics.files import canonical_digest, loads_json, read_text
-from pytest_ragmetrics.gate.baseline import check_mean, check_metric_value
+from pytest_ragmetrics.gate.baseline import Baseline, check_mean, check_metric_value, load_baseline
 from pytest_ragmetrics.gate.thresholds import thresholds_from_mapping
+from pytest_ragmetrics.gate.verdict import QueryRecord, Verdict
+from pytest_ragmetrics.golden import GoldenSet
 from pytest_ragmetrics.measures import MeasurementConfig
 
-__all__ = ["ARTIFACT_FORMAT", "STATUSES", "ArtifactError", "is_run_artifact", "load_artifact", "parse_artifact",
-           "check_artifact", "seal_artifact"]
+__all__ = ["ARTIFACT_FORMAT", "STATUSES", "ArtifactError", "build_artifact", "is_run_artifact", "load_artifact",
+           "parse_artifact", "parse_run_json", "check_artifact", "seal_artifact"]
 
 #: The version of the schema above, written as ``_meta.format``.
 ARTIFACT_FORMAT = 1
@@ -105,6 +113,22 @@ def parse_artifact(text: str, name: str) -> dict[str, Any]:
         raise ArtifactError(name, None, f"not valid JSON ({brief_repr(str(exc))})") from None
     check_artifact(data, name)
     return data
+
+
+def parse_run_json(text: str, name: str) -> dict[str, Any] | Baseline:
+    """A JSON file that a reader takes as a run: a run artifact, checked here, or a baseline, read by
+    :func:`pytest_ragmetrics.gate.baseline.load_baseline` (``name`` is its path; an
+    :class:`~pytest_ragmetrics.errors.InputError` for JSON that does not parse)."""
+    try:
+        data = loads_json(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(name, f"line {exc.lineno}", f"not valid JSON ({exc.msg})") from None
+    except (ValueError, RecursionError) as exc:
+        raise InputError(name, None, f"not valid JSON ({exc})") from None
+    if is_run_artifact(data):
+        check_artifact(data, name)
+        return data  # type: ignore[no-any-return]
+    return load_baseline(name)
 
 
 def _fail(name: str, where: str, problem: str) -> ArtifactError:
@@ -180,6 +204,68 @@ def seal_artifact(data: dict[str, Any]) -> dict[str, Any]:
     so ``compare``, ``history`` and ``export`` can tell a run's file from one edited after it."""
     data["_meta"]["seal"] = _seal(data)
     return data
+
+
+def build_artifact(meta: Mapping[str, Any], verdict: Verdict, golden: GoldenSet, records: Mapping[str, QueryRecord],
+                   metrics: Sequence[str], k: int, subset: str, baseline: Baseline | None,
+                   baseline_id: Mapping[str, str], baseline_file: Mapping[str, Any] | None,
+                   baseline_retriever: Any, retriever_changes: Sequence[str],
+                   judgments_from: Any) -> dict[str, Any]:
+    """The run artifact of the schema above, from a run's plain data (unsealed: :func:`seal_artifact`
+    seals what is written).
+
+    ``meta`` is the run's fingerprint (what was measured, on what, by whom, when); ``golden`` the
+    queries meant to run, each with its ``records`` entry when it ran; ``baseline`` the one compared
+    with (None: none, or a refresh), ``baseline_id`` a renamed query's old id in it; ``baseline_file``
+    which baseline file was judged against or written (``_meta.baseline``); ``retriever_changes`` how
+    the retriever differs from the baseline's, in words, kept where reviewers read.
+    """
+    pooled = golden.judgments == "pooled"
+    inconclusive = {r.qid for r in verdict.inconclusive}
+    per_query: dict[str, dict[str, Any]] = {}
+    for q in golden:
+        r = records.get(q.qid)
+        if r is None:
+            continue
+        entry: dict[str, Any] = {"status": r.status, "metrics": r.metrics, "ranking": r.ranking,
+                                 "tags": list(q.tags), "error": r.error, "n_docs": r.n_docs,
+                                 "_judgments": q.judgments_digest()}  # lets `ragmetrics compare` spot changed labels
+        if r.parent_level is not None:
+            entry["parent_level"] = r.parent_level
+        entry["_top"] = list(r.ranking)  # the top k, as the baseline records it
+        if pooled and r.judged is not None:
+            entry["unjudged"] = {f"judged@{k}": r.judged, "docs": list(r.unjudged),
+                                 "new": None if r.unjudged_new is None else list(r.unjudged_new),
+                                 f"unjudged_new@{k}": None if r.unjudged_new is None else len(r.unjudged_new),
+                                 "upper": r.upper, "inconclusive": r.qid in inconclusive}
+        if r.scores:
+            entry["scores"] = r.scores
+        if not q.answerable:
+            entry["answerable"] = False
+            if r.status == "unanswerable":
+                entry["false_retrieval"] = r.false_retrieval
+        old = baseline_id.get(q.qid, q.qid)  # a renamed query's baseline is its old entry
+        if baseline is not None and old in baseline.per_query:
+            # the metrics this run measured (a baseline compared despite other metrics holds others)
+            entry["baseline"] = {m: v for m, v in baseline.metrics_of(old).items()
+                                 if m in metrics or m == "false_retrieval"}
+        per_query[q.qid] = entry
+    data = dict(meta)
+    data["format"] = ARTIFACT_FORMAT
+    data["subset"] = subset
+    data["baseline"] = None if baseline_file is None else dict(baseline_file)
+    data["baseline_retriever"] = baseline_retriever
+    data["judgments"] = {"mode": golden.judgments, "from": judgments_from}
+    comparison = verdict.to_dict()
+    # the usual cause of a red run the morning after: kept where reviewers read, not only in the log
+    comparison["retriever_changes"] = list(retriever_changes)
+    return {
+        "_meta": data,
+        "aggregate": {row.metric: row.now for row in verdict.aggregate},
+        "n": verdict.n,
+        "per_query": per_query,
+        "comparison": comparison,
+    }
 
 
 def _measured(meta: Mapping[str, Any], name: str) -> tuple[list[str], MeasurementConfig]:

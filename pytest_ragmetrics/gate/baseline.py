@@ -14,6 +14,26 @@ careless merge or a stripped key is refused with the entries it touched, instead
 quietly turning a red run green. An edit made on purpose is sealed with
 ``ragmetrics baseline --reseal FILE``.
 Only :func:`write_baseline` and :func:`reseal_baseline` write.
+
+Schema (``_meta.format`` :data:`FORMAT`; docs/configuration.md, "The baseline", says it for users):
+
+- ``_meta``: ``format``, ``seal`` (digests of ``_meta``, ``aggregate`` and the entries),
+  ``measurement`` (its ``metrics`` are the metrics every entry holds), ``golden``
+  (``source``, ``sha256``, ``n_queries``), ``k``, ``retriever``, ``package_version``,
+  ``git_commit``, ``thresholds``, ``created``, and when set ``answer_threshold`` and
+  ``allowed_missing_gold``;
+- ``aggregate``: each measured metric's mean over the entries that hold it (and
+  ``false_retrieval_rate`` when questions marked answerable: false were measured);
+- ``per_query.<qid>``: every measured metric (finite, in [0, 1]), ``_judgments`` (the digest of
+  the query's text and judgments), ``_top`` (its top-k document ranking, by which a pooled set tells new unjudged documents from old) and ``_seal``;
+  an unanswerable question's entry holds ``false_retrieval`` (0 or 1) instead of metrics.
+
+Versions: a file with a newer ``_meta.format`` is refused (upgrade pytest-ragmetrics to read it).
+A file without one was written before formats were recorded, unsealed: the same schema reads it,
+but the gate refuses it until it is sealed with ``ragmetrics baseline --reseal FILE`` (or
+re-measured), as the integrity design requires: an older file cannot be told from one whose seal
+was stripped. ``--rag-update-baseline`` reads it unsealed (``sealed=False``), replaces it in the
+current format, and says so once (:attr:`Baseline.notes`, in the run's summary).
 """
 
 from __future__ import annotations
@@ -208,8 +228,8 @@ def load_baseline(path: str | Path, *, sealed: bool = True) -> Baseline:
                         "pytest-ragmetrics, or its seal was removed by hand, so a hand edit cannot be told from a "
                         f"measurement. Check it against version control, then seal it with `ragmetrics baseline "
                         f"--reseal {name}`, or re-measure it with --rag-update-baseline")
-        notes.append(f"{name} was written by an older version (no _meta.format); it is sealed and upgraded to "
-                     f"format {FORMAT} when next written")
+        notes.append(f"{name} was written by an older version (no _meta.format); written again, it is sealed "
+                     f"and upgraded to format {FORMAT}")
     elif sealed:
         problems = seal_problems(data)
         if problems:

@@ -1,8 +1,10 @@
 """Compare a run with its baseline: per-query drops, aggregate gates, worst-N.
 
 Pure functions over plain data; the pytest plugin and the CLI both call
-:func:`build_verdict`, and a query item calls :func:`query_drops` for its own
-verdict, so an item and the gate never disagree about what "regressed" means.
+:func:`build_verdict`; a query is compared with its baseline entry once, by
+:func:`judge_query` where it is scored, and its record carries the answer to the
+item, the gate and the JUnit properties, so they never disagree about what
+"regressed" means.
 
 Policies:
 - An errored query counts as a regression, with every metric 0.
@@ -47,6 +49,7 @@ __all__ = [
     "Gate",
     "Verdict",
     "query_drops",
+    "judge_query",
     "build_verdict",
     "find_renames",
     "evaluate_gates",
@@ -94,13 +97,22 @@ class QueryRecord:
     scores: list[float | None] = field(default_factory=list)
     #: an ``answerable: false`` question's score: 1 if it got a result the generator would answer from
     false_retrieval: int | None = None
+    #: its comparison with its baseline entry (:func:`judge_query`), made once where it was scored: the
+    #: metrics that fell, or an unanswerable question's false-retrieval rise; None: not compared there
+    #: (an errored query, a run read back from a file), so the verdict compares it
+    drops: list[Drop] | None = None
+    #: a pooled query that fell beyond tolerance, but would not if its new unjudged documents were relevant
+    inconclusive: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "QueryRecord":
-        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
+        fields = {k: data[k] for k in cls.__dataclass_fields__ if k in data}
+        if fields.get("drops") is not None:
+            fields["drops"] = [Drop(**d) if isinstance(d, Mapping) else d for d in fields["drops"]]
+        return cls(**fields)
 
 
 @dataclass
@@ -153,6 +165,22 @@ def false_retrieval_drops(now: int | None, baseline_entry: Mapping[str, Any]) ->
         return []
     after = 1.0 if now is None else float(now)
     return [Drop(FALSE_RETRIEVAL, float(before), after, 0.0, rise=True)] if after > before + EPS else []
+
+
+def judge_query(record: QueryRecord, entry: Mapping[str, Any], thresholds: Thresholds, answerable: bool = True,
+                pooled: bool = False) -> tuple[list[Drop], bool]:
+    """A record against its baseline entry: its drops, and whether a pooled query is inconclusive.
+
+    The one place a query is compared: the worker that scored it stores the answer on the
+    record, and :func:`build_verdict` calls this only for a record that has none. An errored
+    query counts as every metric 0 (a question marked answerable: false, as a false retrieval).
+    """
+    if not answerable:
+        return false_retrieval_drops(None if record.status == "error" else record.false_retrieval, entry), False
+    before = {k: v for k, v in entry.items() if not k.startswith("_")}
+    drops = query_drops(None if record.status == "error" else record.metrics, before, thresholds)
+    inconclusive = pooled and any(d.exceeded for d in drops) and is_inconclusive(record, before, thresholds)
+    return drops, inconclusive
 
 
 @dataclass
@@ -503,9 +531,10 @@ def build_verdict(
     regressions, moved, inconclusive = [], [], []
     for qid in common:
         record = records[qid]
-        drops = query_drops(None if record.status == "error" else record.metrics, baseline.metrics_of(qid), thresholds)  # type: ignore[union-attr]
+        drops, on_hold = (record.drops, record.inconclusive) if record.drops is not None else \
+            judge_query(record, base_q[qid], thresholds, pooled=pooled)
         regressed = any(d.exceeded for d in drops) or record.status == "error"
-        basis = undecided(record, baseline.metrics_of(qid), thresholds) if regressed and pooled else None  # type: ignore[union-attr]
+        basis = undecided(record, baseline.metrics_of(qid), thresholds) if regressed and pooled and on_hold else None  # type: ignore[union-attr]
         if basis is not None:
             inconclusive.append(Regression(qid, golden[qid].text, drops, golden[qid].gold(relevance_level),
                                            record.ranking, record.explains, None, basis.docs))
@@ -700,8 +729,8 @@ def _no_answer(records: Mapping[str, QueryRecord], golden: GoldenSet, baseline: 
     common = [q for q in ran if isinstance(base_q.get(q, {}).get(FALSE_RETRIEVAL), (int, float))]
     for qid in ran:
         record = records[qid]
-        drops = false_retrieval_drops(None if record.status == "error" else record.false_retrieval, base_q[qid]) \
-            if qid in common else []
+        drops = [] if qid not in common else record.drops if record.drops is not None else \
+            judge_query(record, base_q[qid], thresholds, answerable=False)[0]
         if drops or record.status == "error":
             explains = [" ".join(p for p in (f"score {s:.4g}" if s is not None else "", why or "") if p) or None
                         for s, why in zip(record.scores or [None] * len(record.ranking),

@@ -15,7 +15,7 @@ from pytest_ragmetrics.report.tables import counted, markdown_table, one_query_m
 if TYPE_CHECKING:
     from pytest_ragmetrics.gate.baseline import Baseline
 
-__all__ = ["REFRESH_COMMAND", "shown", "shown_lines", "aggregate_table", "strata_table", "parent_table", "regressions_text", "moved_heading", "moved_text",
+__all__ = ["REFRESH_COMMAND", "shown", "shown_lines", "aggregate_table", "strata_table", "parent_table", "regressions_text", "regression_entry_lines", "moved_heading", "moved_text",
            "drops_text", "gate_line", "no_answer_text", "tradeoff_rows", "tradeoff_heading", "signed_delta", "verdict_text", "baseline_change_text", "retriever_warnings",
            "retriever_changes", "RetrieverNote", "retriever_note", "retriever_text", "changes_hint",
            "retriever_hint"]
@@ -143,28 +143,36 @@ def drops_text(drops: Sequence[Drop], indent: str = "") -> str:
     return "\n".join(lines)
 
 
+def regression_entry_lines(r: Regression, number: int | None = None, shown_returned: int = 5) -> list[str]:
+    """One regressed query (question, drops, gold, what came back): numbered in a list, or
+    without a number where it stands alone (a query item's failure)."""
+    lead = f"{number:>3}. " if number is not None else "  "
+    lines = [f"{lead}{shown(r.qid)}" + (f"  {shown(repr(r.question))}" if r.question else "")]  # TREC qrels have no text
+    if r.error:
+        lines.append(f"       ERROR: {shown(r.error)}")
+    if r.drops:
+        lines.append(drops_text(r.drops, indent="       "))
+    gold = ", ".join(f"{shown(d)} ({g})" for d, g in r.gold) or (
+        "none (answerable: false: anything that came back is a false retrieval)" if not r.answerable
+        else "— (not in the inputs; pass --golden or --qrels to name it)")
+    lines.append(f"       gold:     {gold}")
+    if r.returned:
+        golds = {d for d, _ in r.gold}
+        for rank, doc in enumerate(r.returned[:shown_returned], start=1):
+            mark = "*" if doc in golds else " "
+            why = r.explains[rank - 1] if rank - 1 < len(r.explains) else None
+            head = "returned: " if rank == 1 else "          "
+            lines.append(f"       {head}{rank}.{mark}{shown(doc)}" + (f"  [{shown(why)}]" if why else ""))
+    elif not r.error:
+        lines.append("       returned: nothing")
+    return lines
+
+
 def _entries_text(entries: Sequence[Regression], limit: int, shown_returned: int) -> list[str]:
     """Numbered entries (question, drops, gold, what came back) and a "… and N more" line."""
     lines = []
     for i, r in enumerate(entries[:limit], start=1):
-        lines.append(f"{i:>3}. {shown(r.qid)}" + (f"  {shown(repr(r.question))}" if r.question else ""))  # TREC qrels have no text
-        if r.error:
-            lines.append(f"       ERROR: {shown(r.error)}")
-        if r.drops:
-            lines.append(drops_text(r.drops, indent="       "))
-        gold = ", ".join(f"{shown(d)} ({g})" for d, g in r.gold) or (
-            "none (answerable: false: anything that came back is a false retrieval)" if not r.answerable
-            else "— (not in the inputs; pass --golden or --qrels to name it)")
-        lines.append(f"       gold:     {gold}")
-        if r.returned:
-            golds = {d for d, _ in r.gold}
-            for rank, doc in enumerate(r.returned[:shown_returned], start=1):
-                mark = "*" if doc in golds else " "
-                why = r.explains[rank - 1] if rank - 1 < len(r.explains) else None
-                head = "returned: " if rank == 1 else "          "
-                lines.append(f"       {head}{rank}.{mark}{shown(doc)}" + (f"  [{shown(why)}]" if why else ""))
-        elif not r.error:
-            lines.append("       returned: nothing")
+        lines += regression_entry_lines(r, i, shown_returned)
     if len(entries) > limit:
         rest = ", ".join(shown(r.qid) for r in entries[limit:limit + 20])
         lines.append(f"     … and {len(entries) - limit} more: {rest}{' …' if len(entries) > limit + 20 else ''}")

@@ -15,18 +15,16 @@ in B is new. TREC runs are document-level: their ids are used as given unless
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from pytest_ragmetrics.errors import InputError, listed
-from pytest_ragmetrics.evaluation import evaluate, id_rule
-from pytest_ragmetrics.files import loads_json
-from pytest_ragmetrics.gate.artifact import check_artifact, is_run_artifact
-from pytest_ragmetrics.gate.baseline import Baseline, load_baseline, measurement_mismatch
+from pytest_ragmetrics.gate.artifact import is_run_artifact, parse_run_json
+from pytest_ragmetrics.gate.baseline import Baseline, measurement_mismatch
 from pytest_ragmetrics.gate.staleness import LabelAges
 from pytest_ragmetrics.gate.thresholds import Thresholds
+from pytest_ragmetrics.errors import InputError, listed
+from pytest_ragmetrics.evaluation import evaluate, id_rule
 from pytest_ragmetrics.gate.verdict import EPS, Gate, QueryRecord, Verdict, build_verdict
 from pytest_ragmetrics.golden import GoldenSet, Query, load_qrels
 from pytest_ragmetrics.measures import MeasurementConfig
@@ -184,16 +182,10 @@ def load_run_data(path: str | Path, qrels: str | Path | Mapping[str, Mapping[str
         raise InputError(name, None, "file not found")
     text = path.read_text(encoding="utf-8-sig", errors="replace")
     if text.lstrip().startswith("{"):
-        try:
-            data = loads_json(text)
-        except json.JSONDecodeError as exc:
-            raise InputError(name, f"line {exc.lineno}", f"not valid JSON ({exc.msg})") from None
-        except (ValueError, RecursionError) as exc:
-            raise InputError(name, None, f"not valid JSON ({exc})") from None
-        if is_run_artifact(data):
-            check_artifact(data, name)
-            return run_data_from_artifact(data, name)
-        baseline = load_baseline(path)
+        read = parse_run_json(text, name)  # the format modules check what they own
+        if not isinstance(read, Baseline):
+            return run_data_from_artifact(read, name)
+        baseline = read
         no_answer = {q: int(e[FALSE_RETRIEVAL]) for q, e in baseline.per_query.items() if FALSE_RETRIEVAL in e}
         return RunData(name, {q: baseline.metrics_of(q) for q in baseline.per_query if q not in no_answer},
                        meta=baseline.meta,

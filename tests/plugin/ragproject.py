@@ -134,10 +134,10 @@ def pytest_configure(config):
     if not config.getoption("rag_eval", False):
         return
     import pytest_ragmetrics._plugin.outputs as outputs_module
-    import pytest_ragmetrics._plugin.session as session_module
+    import pytest_ragmetrics._plugin.judge as judge_module
 
     who = "worker" if hasattr(config, "workerinput") else "controller"
-    real_write_baseline = session_module.write_baseline
+    real_write_baseline = judge_module.write_baseline
     real_write_artifact = outputs_module.write_artifact
 
     def write_baseline(path, baseline):
@@ -148,9 +148,9 @@ def pytest_configure(config):
         _log("write-artifact\t" + who)
         return real_write_artifact(rag, path)
 
-    session_module.write_baseline = write_baseline
+    judge_module.write_baseline = write_baseline
     outputs_module.write_artifact = write_artifact
-    config.add_cleanup(lambda: setattr(session_module, "write_baseline", real_write_baseline))
+    config.add_cleanup(lambda: setattr(judge_module, "write_baseline", real_write_baseline))
     config.add_cleanup(lambda: setattr(outputs_module, "write_artifact", real_write_artifact))
 '''
 

@@ -150,6 +150,24 @@ def test_a_baseline_without_a_seal_is_refused_and_can_be_sealed(baselined: Trust
     assert baselined.run().ret == pytest.ExitCode.OK
 
 
+def test_a_refresh_upgrades_an_older_baseline_and_says_so_once(baselined: TrustProject) -> None:
+    """An older version's baseline (no format, no seal) is read to show the diff, written in the
+    current format, and the summary says so once."""
+    def unseal(d: dict[str, Any]) -> None:
+        d["_meta"].pop("format")
+        d["_meta"].pop("seal")
+        for entry in d["per_query"].values():
+            entry.pop("_seal")
+    _edit_baseline(baselined, unseal)
+    result = baselined.run("--rag-update-baseline")
+    assert result.ret == pytest.ExitCode.OK
+    summary = rag_summary(result)
+    assert summary.count("written by an older version (no _meta.format)") == 1, summary
+    assert f"written again, it is sealed and upgraded to format {FORMAT}" in summary
+    assert baselined.baseline()["_meta"]["format"] == FORMAT
+    assert baselined.run().ret == pytest.ExitCode.OK  # sealed now: the gate reads it
+
+
 def test_reseal_prints_what_it_seals_and_the_gate_then_uses_it(baselined: TrustProject) -> None:
     """An edit made on purpose: refused until sealed, then judged by the new numbers."""
     def lower(d: dict[str, Any]) -> None:

@@ -1,0 +1,151 @@
+"""The judge side of a ``pytest --rag-eval`` session: from the records to the verdict to the baseline.
+
+Only the process that judges (a serial run, the xdist controller) uses its
+:class:`Judge`: records arrive from the query items' reports, the verdict is built
+once from them, and a ``--rag-update-baseline`` run writes the baseline from them.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from pytest_ragmetrics._plugin.outputs import meta
+from pytest_ragmetrics.errors import BaselineError, RagMetricsError, listed, shown
+from pytest_ragmetrics.evaluation import mean_metrics
+from pytest_ragmetrics.gate.baseline import Baseline, write_baseline
+from pytest_ragmetrics.gate.verdict import QueryRecord, Verdict, build_verdict
+from pytest_ragmetrics.gold import GoldCheck
+from pytest_ragmetrics.report.tables import counted
+from pytest_ragmetrics.report.text import baseline_change_text
+from pytest_ragmetrics.unanswerable import FALSE_RETRIEVAL, RATE, false_retrieval_rate
+
+if TYPE_CHECKING:
+    from pytest_ragmetrics._plugin.session import RagSession
+
+__all__ = ["Judge"]
+
+
+class Judge:
+    """The verdict and the baseline of one run, from the records its query items produced."""
+
+    def __init__(self, rag: RagSession) -> None:
+        self.rag = rag
+        self._verdict: Verdict | None = None
+
+    def add_record(self, data: dict[str, Any]) -> None:
+        rag = self.rag
+        record = QueryRecord.from_dict(data)
+        rag.records[record.qid] = record
+        if "retriever" in data and rag.retriever_description is None:
+            rag.retriever_description = data["retriever"]
+        if "gold_check" in data and rag.gold_check is None:
+            rag.gold_check = GoldCheck.from_dict(data["gold_check"])
+            rag._gold_from_retriever = True
+        if "gold_unchecked" in data and rag.gold_check is None and rag.gold_unchecked is None:
+            rag.gold_unchecked = data["gold_unchecked"]
+            rag._gold_from_retriever = True
+
+    def verdict(self) -> Verdict:
+        rag = self.rag
+        if self._verdict is None:
+            self._verdict = build_verdict(
+                rag.records, rag.golden, None if rag.options.update_baseline else rag.baseline,
+                rag.thresholds, rag.metrics, rag.config.relevance_level, rag.full_golden,
+                baseline_path=str(rag.options.baseline), labels=rag.labels,
+                artifact_path=rag._shown_path(rag.options.report) if rag.options.report else None,
+                answer_threshold=rag.options.answer_threshold,
+            )
+        return self._verdict
+
+    def write_baseline(self) -> str:
+        """Write the baseline from this run's records; return what changed, as text.
+
+        Refuses (raising) when the run was partial or a query errored: a baseline
+        must describe the whole golden set as the retriever really answers it.
+        """
+        rag = self.rag
+        missing = [q.qid for q in rag.full_golden if q.qid not in rag.records]
+        if missing:
+            raise BaselineError(
+                f"not writing {rag.options.baseline}: "
+                f"{counted(len(missing), 'golden query', 'golden queries')} did not run "
+                f"(e.g. {', '.join(map(shown, missing[:5]))}); update the baseline from a full, unfiltered run"
+            )
+        errored = [qid for qid, r in rag.records.items() if r.status == "error"]
+        if errored:
+            raise BaselineError(
+                f"not writing {rag.options.baseline}: {counted(len(errored), 'query', 'queries')} errored "
+                f"({', '.join(map(shown, errored[:5]))}); fix the retriever first"
+            )
+        gold = rag.gold_check
+        if gold is not None and gold.missing and not rag.options.allow_missing_gold:
+            raise BaselineError(
+                f"not writing {rag.options.baseline}: {counted(len(gold.missing), 'relevant gold id is', 'relevant gold ids are')} "
+                f"not in the corpus ({gold.source}): {listed([m.text() for m in gold.missing])}; such a gold id "
+                "can never be retrieved, so it would score 0 in the baseline forever. Fix the golden set, or pass "
+                "--rag-allow-missing-gold to write it anyway (the baseline lists them in _meta.allowed_missing_gold)"
+            )
+        scored = {q.qid: rag.records[q.qid] for q in rag.full_golden if rag.records[q.qid].status == "scored"}
+        if not scored:
+            raise BaselineError(
+                f"not writing {rag.options.baseline}: no query could be scored (none has a document judged "
+                f"relevant at level {rag.config.relevance_level}); a baseline must measure something"
+            )
+        per_query = {
+            qid: {**(r.metrics or {}), "_judgments": rag.full_golden[qid].judgments_digest(), "_top": list(r.ranking)}
+            for qid, r in scored.items()
+        }
+        aggregate: dict[str, float] = mean_metrics((r.metrics or {} for r in scored.values()), rag.metrics)
+        no_answer = {q.qid: rag.records[q.qid] for q in rag.full_golden if rag.records[q.qid].status == "unanswerable"}
+        for qid, r in no_answer.items():  # false retrieval only: these questions have no other metric
+            per_query[qid] = {FALSE_RETRIEVAL: float(r.false_retrieval or 0),
+                              "_judgments": rag.full_golden[qid].judgments_digest()}
+        if no_answer:
+            aggregate[RATE] = false_retrieval_rate(float(r.false_retrieval or 0) for r in no_answer.values())  # type: ignore[assignment]
+        described = meta(rag)
+        if gold is not None and gold.missing:
+            described["allowed_missing_gold"] = gold.allowed()
+        new = Baseline(described, aggregate, per_query, str(rag.options.baseline))
+        change = baseline_change_text(rag.baseline, new, rag.metrics, rag.unreadable_baseline)
+        write_baseline(rag.options.baseline, new)
+        rag.baseline_written = change
+        return change
+
+    def pooled_summary(self) -> str:
+        """The report's pooled-set part (see :func:`pytest_ragmetrics.report.pooled.pooled_text`)."""
+        rag = self.rag
+        from pytest_ragmetrics.report.pooled import pooled_text
+
+        verdict = self.verdict()
+        return pooled_text(verdict, rag.options.k, self.document_texts() if verdict.inconclusive else None,
+                           self.baseline_lacks_top(),
+                           rag._shown_path(rag.options.report) if rag.options.report else None)
+
+    def pooled_markdown(self) -> str:
+        """The pooled-set part of the Markdown summary (:func:`pytest_ragmetrics.report.pooled.pooled_markdown`)."""
+        rag = self.rag
+        from pytest_ragmetrics.report.pooled import pooled_markdown
+
+        verdict = self.verdict()
+        return pooled_markdown(verdict, rag.options.k, self.document_texts() if verdict.inconclusive else None,
+                               self.baseline_lacks_top(),
+                               rag._shown_path(rag.options.report) if rag.options.report else None)
+
+    def document_texts(self) -> dict[str, str] | None:
+        """Document id -> text when the corpus is known (rag_corpus), for snippets; None otherwise."""
+        rag = self.rag
+        if rag.options.corpus is None:
+            return None
+        from pytest_ragmetrics.corpus import load_corpus
+
+        try:
+            return {d.doc_id: f"{d.title}\n{d.text}" if d.title else d.text for d in load_corpus(rag.options.corpus)}
+        except RagMetricsError:
+            return None
+
+    def baseline_lacks_top(self) -> bool:
+        """A pooled run compared with a baseline written before ``_top`` existed: new unjudged
+        documents cannot be told from old ones until the baseline is refreshed."""
+        rag = self.rag
+        return rag.pooled and rag.baseline is not None and not rag.options.update_baseline and \
+            any("_top" not in e for e in rag.baseline.per_query.values() if FALSE_RETRIEVAL not in e)
