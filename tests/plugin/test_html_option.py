@@ -57,8 +57,11 @@ def test_gate_summary_warns_about_questions_found_in_the_corpus(baselined: RagPr
     (corpus / "tire-repair.md").write_text(
         "# Tire repair\n\nHow do I fix a flat tire on the road? Carry a spare tube and levers.\n")
     (corpus / "chains.md").write_text("# Chains\n\nA worn chain skips under load and wears the cassette.\n")
+    for doc in ("tube-patch", "chain-clean", "chain-lube", "brake-cable", "brake-pads", "derailleur",
+                "shifter-cable", "tire-pressure", "cassette", "degreaser"):  # every gold document is there
+        (corpus / f"{doc}.md").write_text(f"# {doc}\n\nAbout {doc.replace('-', ' ')}.\n")
     result = baselined.run(f"--rag-corpus={corpus}")
-    assert result.ret == pytest.ExitCode.OK  # a warning, not a failure
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()  # a warning, not a failure
     summary = rag_summary(result)
     assert "WARNING: 1 of 6 golden questions appear verbatim or nearly so" in summary
     assert "q-001 (tire-repair, verbatim 1.00)" in summary
