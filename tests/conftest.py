@@ -9,6 +9,8 @@ from pathlib import Path
 import numpy  # noqa: F401  - see below
 import pytest
 
+from plugins_off import PLUGINS_OFF  # tests/plugins_off.py (tests/ is on sys.path)
+
 # pytester's in-process runs restore sys.modules afterwards; numpy's C core cannot be
 # imported twice in one process, so it must be loaded before the first run (the gate
 # imports it for its paired statistics).
@@ -33,6 +35,16 @@ def collections_dir() -> Path:
     if not COLLECTIONS.is_dir():
         pytest.skip(f"shared collections not found at {COLLECTIONS} (present in CI)")
     return COLLECTIONS
+
+
+@pytest.fixture
+def pytester(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    """pytester whose sessions (in-process, in a subprocess, and their xdist workers) skip idle plugins.
+
+    pytester clears ``PYTEST_ADDOPTS`` when it starts; it is set again here, after that.
+    """
+    monkeypatch.setenv("PYTEST_ADDOPTS", " ".join(PLUGINS_OFF))
+    return pytester
 
 
 @pytest.fixture(autouse=True)

@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 import yaml
+from plugins_off import PLUGINS_OFF  # tests/plugins_off.py
 
 # --------------------------------------------------------------------------- data
 
@@ -154,10 +155,9 @@ def pytest_configure(config):
     config.add_cleanup(lambda: setattr(outputs_module, "write_artifact", real_write_artifact))
 '''
 
-#: Plugins that play no part here and slow every run: hypothesis' terminal summary
-#: re-imports (and assertion-rewrites) hypothesis in every in-process run, ~1.5 s each,
-#: and both slow the start-up of every xdist worker.
-QUIET = ("-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-p", "no:anyio", "-p", "no:randomly")
+#: Plugins that play no part here and slow every run (tests/plugins_off.py): hypothesis' terminal
+#: summary alone re-imports (and assertion-rewrites) hypothesis in every in-process run, ~1.5 s each.
+QUIET = ("-p", "no:cacheprovider", *PLUGINS_OFF)
 
 
 class RagProject:
