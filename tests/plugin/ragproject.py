@@ -16,8 +16,10 @@ Runs go in-process (fast) unless xdist is involved.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -160,6 +162,16 @@ def pytest_configure(config):
 QUIET = ("-p", "no:cacheprovider", *PLUGINS_OFF)
 
 
+#: What ``--rag-update-baseline`` wrote, by the project files (and RAGMETRICS_* settings) it ran on.
+_MEASURED: dict[str, dict[str, bytes]] = {}
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    """Every file under ``root`` with its bytes; the call log and bytecode caches aside."""
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*"))
+            if p.is_file() and "__pycache__" not in p.parts and p.name != "calls.log"}
+
+
 class RagProject:
     """A small pytest project using the plugin, in ``pytester.path``."""
 
@@ -251,6 +263,25 @@ class RagProject:
         result = self.run("--rag-update-baseline", *args)
         assert result.ret == 0, result.stdout.str()
         return result
+
+    def baseline_once(self) -> None:
+        """Give the project the baseline ``make_baseline()`` writes for it, measured once per session.
+
+        A real ``--rag-update-baseline`` run measures it the first time these project
+        files are seen; later projects with the same files get a copy of what that run
+        wrote. Measuring is most of a plugin test's time, and ~200 tests start from it.
+        """
+        before = _files(self.path)
+        settings = sorted((k, v) for k, v in os.environ.items() if k.startswith("RAGMETRICS_"))
+        key = hashlib.sha256(repr((sorted(before.items()), settings, type(self).__name__)).encode()).hexdigest()
+        if key not in _MEASURED:
+            self.make_baseline()
+            _MEASURED[key] = {rel: data for rel, data in _files(self.path).items() if before.get(rel) != data}
+            return
+        for rel, data in _MEASURED[key].items():
+            path = self.path / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
 
     # ------------------------------------------------------------------- calls
     def calls(self) -> list[str]:
