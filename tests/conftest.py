@@ -28,6 +28,24 @@ if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
 REPO_ROOT = Path(__file__).resolve().parents[1]
 COLLECTIONS = REPO_ROOT.parent / "shared" / "collections"
 
+#: The inner loop, ``-m core`` (CONTRIBUTING.md, "Test loops"): metrics, measures, golden and TREC
+#: files, statistics, the gate's comparison, reports and the CLI verbs on files. No reference
+#: stack, no pytest session inside a test, no browser: about 730 tests in under 30 s.
+CORE_FILES = frozenset({
+    "test_agreement.py", "test_candidates.py", "test_cli_verbs.py", "test_compare.py", "test_conformance.py",
+    "test_export.py", "test_golden.py", "test_history.py", "test_judged_measures.py", "test_layers.py",
+    "test_measures.py", "test_metrics.py", "test_parents.py", "test_progress.py", "test_report_markdown.py",
+    "test_sources.py", "test_stats.py", "test_trec.py", "test_trec_fast_path.py",
+})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark the inner loop's tests ``core``."""
+    here = Path(__file__).parent
+    for item in items:
+        if item.path.parent == here and item.path.name in CORE_FILES:
+            item.add_marker(pytest.mark.core)
+
 
 @pytest.fixture(scope="session")
 def collections_dir() -> Path:
