@@ -175,6 +175,10 @@ def test_a_bm25_store_that_cannot_be_replaced_serves_from_memory_and_says_so(
 
 # -- the real stack in a subprocess ---------------------------------------------------------
 
+#: Under ``pytest -n 2 --dist loadgroup`` (.ci/run) these share one worker, so the fresh build and
+#: the shared processes are started once, not once per worker.
+IN_ONE_WORKER = pytest.mark.xdist_group("stack-manifest")
+
 QUERIES = ["my car battery dies on cold mornings", "squealing noise when braking",
            "how often to change the engine oil", "engine temperature gauge in the red"]
 
@@ -355,6 +359,7 @@ def _cases() -> list[Any]:
     ]
 
 
+@IN_ONE_WORKER
 @pytest.mark.parametrize("name, how", _cases())
 def test_a_damaged_file_is_named_and_rebuilt_without_encoding(
     fresh: dict[str, Any], servers: dict[str, StackServer], tmp_path: Path, name: str, how: str
@@ -398,6 +403,7 @@ CAR_GOLDEN = [
 ]
 
 
+@IN_ONE_WORKER
 def test_ragmetrics_ablate_prints_the_repair_once(fresh: dict[str, Any], tmp_path: Path) -> None:
     """The CLI shows the note as one ``warning:`` line, runs on, and ranks as before."""
     home = tmp_path / "home"
@@ -421,6 +427,7 @@ def test_ragmetrics_ablate_prints_the_repair_once(fresh: dict[str, Any], tmp_pat
     assert "0 embedded (rest from cache)" in proc.stderr
 
 
+@IN_ONE_WORKER
 @pytest.mark.parametrize("how, why", [("writes", "unsupported file format"),
                                       ("truncate", "database disk image is malformed")])
 def test_a_damaged_embedding_cache_is_set_aside_with_one_warning(fresh: dict[str, Any],
