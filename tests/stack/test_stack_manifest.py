@@ -8,7 +8,7 @@ seed) and by truncation to half its size; the run must succeed, name the file in
 its one-line note, rank exactly as a fresh build does, and encode nothing.
 
 Loading torch and MiniLM is most of such a run, so the cases of one kind of file
-(the vector index, the BM25 store, the embedding cache) share one process: it
+(the vector route's: its index and the embedding cache; the BM25 store's) share one process: it
 builds and searches once per request, each in its own ``RAGMETRICS_HOME``, with
 chromadb's in-process clients dropped before each, and sends back what that
 request printed as a warning. A process that dies is reported and replaced.
@@ -16,6 +16,7 @@ request printed as a warning. A process that dies is reported and replaced.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -174,11 +175,6 @@ def test_a_bm25_store_that_cannot_be_replaced_serves_from_memory_and_says_so(
 
 
 # -- the real stack in a subprocess ---------------------------------------------------------
-
-#: Under ``pytest -n 2 --dist loadgroup`` (.ci/run) these share one worker, so the fresh build and
-#: the shared processes are started once, not once per worker.
-IN_ONE_WORKER = pytest.mark.xdist_group("stack-manifest")
-
 QUERIES = ["my car battery dies on cold mornings", "squealing noise when braking",
            "how often to change the engine oil", "engine temperature gauge in the red"]
 
@@ -290,20 +286,31 @@ class StackServer:
 
 @pytest.fixture(scope="module")
 def fresh(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """A fresh build in its own home, by the script every damaged run uses: the reference rankings."""
-    folder = tmp_path_factory.mktemp("manifest-fresh")
-    script = folder / "stack_script.py"
-    script.write_text(STACK_SCRIPT, encoding="utf-8")
-    home = folder / "home"
-    code, out, err = _run_stack(home, script)
-    assert code == 0 and out is not None, err[-3000:]
+    """A fresh build in its own home, by the script every damaged run uses: the reference rankings.
+
+    Built once per run: xdist workers share it, under a lock, beside their own temporary folders
+    (the tests copy the home, never change it).
+    """
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    base = tmp_path_factory.getbasetemp()
+    folder = base.parent / f"manifest-fresh-{run}" if run else base / "manifest-fresh"
+    folder.mkdir(exist_ok=True)
+    script, home, built = folder / "stack_script.py", folder / "home", folder / "fresh.json"
+    with open(folder / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not built.exists():
+            script.write_text(STACK_SCRIPT, encoding="utf-8")
+            code, out, err = _run_stack(home, script)
+            assert code == 0 and out is not None, err[-3000:]
+            built.write_text(json.dumps(out), encoding="utf-8")
+    out = json.loads(built.read_text(encoding="utf-8"))
     assert out["stats"]["vector_index_rebuilt"] and out["stats"]["repaired"] == []
     return {"home": home, "script": script, "ranked": out["ranked"]}
 
 
 @pytest.fixture(scope="module")
 def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, StackServer]]:
-    """One shared stack process per kind of damaged file: ``vector``, ``bm25`` and ``cache``."""
+    """One shared stack process per kind of damaged file: ``vector`` (the index and the embedding cache), ``bm25``."""
     folder = tmp_path_factory.mktemp("manifest-servers")
     made: dict[str, StackServer] = {}
 
@@ -359,7 +366,6 @@ def _cases() -> list[Any]:
     ]
 
 
-@IN_ONE_WORKER
 @pytest.mark.parametrize("name, how", _cases())
 def test_a_damaged_file_is_named_and_rebuilt_without_encoding(
     fresh: dict[str, Any], servers: dict[str, StackServer], tmp_path: Path, name: str, how: str
@@ -403,7 +409,6 @@ CAR_GOLDEN = [
 ]
 
 
-@IN_ONE_WORKER
 def test_ragmetrics_ablate_prints_the_repair_once(fresh: dict[str, Any], tmp_path: Path) -> None:
     """The CLI shows the note as one ``warning:`` line, runs on, and ranks as before."""
     home = tmp_path / "home"
@@ -427,7 +432,6 @@ def test_ragmetrics_ablate_prints_the_repair_once(fresh: dict[str, Any], tmp_pat
     assert "0 embedded (rest from cache)" in proc.stderr
 
 
-@IN_ONE_WORKER
 @pytest.mark.parametrize("how, why", [("writes", "unsupported file format"),
                                       ("truncate", "database disk image is malformed")])
 def test_a_damaged_embedding_cache_is_set_aside_with_one_warning(fresh: dict[str, Any],
@@ -440,7 +444,7 @@ def test_a_damaged_embedding_cache_is_set_aside_with_one_warning(fresh: dict[str
     cache = home / "cache" / "embeddings.sqlite3"
     _damage(cache, how)
     damaged = cache.read_bytes()
-    code, out, err = servers["cache"].run(home)
+    code, out, err = servers["vector"].run(home)
     assert code == 0 and out is not None, err[-3000:]
     assert out["ranked"] == fresh["ranked"]
     notes = [line for line in err.splitlines() if "is damaged" in line]
