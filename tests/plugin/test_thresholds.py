@@ -200,6 +200,7 @@ def test_bad_thresholds_are_refused_naming_the_file_and_the_key(tmp_path: Path, 
     assert "baselines/thresholds.json" in err
     assert repr(key) in err
     assert reason in err
+    assert "\n\n" not in err and len(err) < 1500  # one bounded paragraph, as pytest prints it
 
 
 def test_thresholds_that_are_not_json_are_a_usage_error(baselined: RagProject) -> None:
