@@ -2,18 +2,30 @@
 
 from __future__ import annotations
 
+import importlib
 import os
+import pkgutil
 import signal
 from pathlib import Path
 
 import numpy  # noqa: F401  - see below
 import pytest
 
+import pytest_ragmetrics
+
 from plugins_off import PLUGINS_OFF  # tests/plugins_off.py (tests/ is on sys.path)
 
 # pytester's in-process runs restore sys.modules afterwards; numpy's C core cannot be
 # imported twice in one process, so it must be loaded before the first run (the gate
 # imports it for its paired statistics).
+
+# The same restore dropped the plugin's own modules after every run, so each in-process run
+# imported, and assertion-rewrote, the plugin's package again (most of a run's time when
+# bytecode is not written). Loaded once here, every run shares them, as the runs already did
+# for the modules the test files import. The stack and the annotation server stay lazy.
+for _module in pkgutil.walk_packages(pytest_ragmetrics.__path__, "pytest_ragmetrics."):
+    if _module.name.split(".")[1] not in ("stack", "annotate", "__main__"):
+        importlib.import_module(_module.name)
 
 # No model hub here: a hub name would hang for a minute before failing.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
