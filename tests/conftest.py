@@ -2,16 +2,30 @@
 
 from __future__ import annotations
 
+import importlib
 import os
+import pkgutil
 import signal
 from pathlib import Path
 
 import numpy  # noqa: F401  - see below
 import pytest
 
+import pytest_ragmetrics
+
+from plugins_off import PLUGINS_OFF  # tests/plugins_off.py (tests/ is on sys.path)
+
 # pytester's in-process runs restore sys.modules afterwards; numpy's C core cannot be
 # imported twice in one process, so it must be loaded before the first run (the gate
 # imports it for its paired statistics).
+
+# The same restore dropped the plugin's own modules after every run, so each in-process run
+# imported, and assertion-rewrote, the plugin's package again (most of a run's time when
+# bytecode is not written). Loaded once here, every run shares them, as the runs already did
+# for the modules the test files import. The stack and the annotation server stay lazy.
+for _module in pkgutil.walk_packages(pytest_ragmetrics.__path__, "pytest_ragmetrics."):
+    if _module.name.split(".")[1] not in ("stack", "annotate", "__main__"):
+        importlib.import_module(_module.name)
 
 # No model hub here: a hub name would hang for a minute before failing.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -26,6 +40,24 @@ if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
 REPO_ROOT = Path(__file__).resolve().parents[1]
 COLLECTIONS = REPO_ROOT.parent / "shared" / "collections"
 
+#: The inner loop, ``-m core`` (CONTRIBUTING.md, "Test loops"): metrics, measures, golden and TREC
+#: files, statistics, the gate's comparison, reports and the CLI verbs on files. No reference
+#: stack, no pytest session inside a test, no browser: about 730 tests in under 30 s.
+CORE_FILES = frozenset({
+    "test_agreement.py", "test_candidates.py", "test_cli_verbs.py", "test_compare.py", "test_conformance.py",
+    "test_export.py", "test_golden.py", "test_history.py", "test_judged_measures.py", "test_layers.py",
+    "test_measures.py", "test_metrics.py", "test_parents.py", "test_progress.py", "test_report_markdown.py",
+    "test_sources.py", "test_stats.py", "test_trec.py", "test_trec_fast_path.py",
+})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark the inner loop's tests ``core``."""
+    here = Path(__file__).parent
+    for item in items:
+        if item.path.parent == here and item.path.name in CORE_FILES:
+            item.add_marker(pytest.mark.core)
+
 
 @pytest.fixture(scope="session")
 def collections_dir() -> Path:
@@ -33,6 +65,16 @@ def collections_dir() -> Path:
     if not COLLECTIONS.is_dir():
         pytest.skip(f"shared collections not found at {COLLECTIONS} (present in CI)")
     return COLLECTIONS
+
+
+@pytest.fixture
+def pytester(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    """pytester whose sessions (in-process, in a subprocess, and their xdist workers) skip idle plugins.
+
+    pytester clears ``PYTEST_ADDOPTS`` when it starts; it is set again here, after that.
+    """
+    monkeypatch.setenv("PYTEST_ADDOPTS", " ".join(PLUGINS_OFF))
+    return pytester
 
 
 @pytest.fixture(autouse=True)

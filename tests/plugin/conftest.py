@@ -14,7 +14,7 @@ def project(pytester: pytest.Pytester) -> RagProject:
 
 @pytest.fixture
 def baselined(project: RagProject) -> RagProject:
-    """A project whose baseline was written from the GOOD rankings."""
-    project.make_baseline()
+    """A project whose baseline was written from the GOOD rankings (measured once per session, then copied)."""
+    project.baseline_once()
     project.reset_calls()
     return project

@@ -16,14 +16,17 @@ Runs go in-process (fast) unless xdist is involved.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
+import os
 import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from plugins_off import PLUGINS_OFF  # tests/plugins_off.py
 
 # --------------------------------------------------------------------------- data
 
@@ -154,10 +157,19 @@ def pytest_configure(config):
     config.add_cleanup(lambda: setattr(outputs_module, "write_artifact", real_write_artifact))
 '''
 
-#: Plugins that play no part here and slow every run: hypothesis' terminal summary
-#: re-imports (and assertion-rewrites) hypothesis in every in-process run, ~1.5 s each,
-#: and both slow the start-up of every xdist worker.
-QUIET = ("-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-p", "no:anyio", "-p", "no:randomly")
+#: Plugins that play no part here and slow every run (tests/plugins_off.py): hypothesis' terminal
+#: summary alone re-imports (and assertion-rewrites) hypothesis in every in-process run, ~1.5 s each.
+QUIET = ("-p", "no:cacheprovider", *PLUGINS_OFF)
+
+
+#: What ``--rag-update-baseline`` wrote, by the project files (and RAGMETRICS_* settings) it ran on.
+_MEASURED: dict[str, dict[str, bytes]] = {}
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    """Every file under ``root`` with its bytes; the call log and bytecode caches aside."""
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*"))
+            if p.is_file() and "__pycache__" not in p.parts and p.name != "calls.log"}
 
 
 class RagProject:
@@ -251,6 +263,25 @@ class RagProject:
         result = self.run("--rag-update-baseline", *args)
         assert result.ret == 0, result.stdout.str()
         return result
+
+    def baseline_once(self) -> None:
+        """Give the project the baseline ``make_baseline()`` writes for it, measured once per session.
+
+        A real ``--rag-update-baseline`` run measures it the first time these project
+        files are seen; later projects with the same files get a copy of what that run
+        wrote. Measuring is most of a plugin test's time, and ~200 tests start from it.
+        """
+        before = _files(self.path)
+        settings = sorted((k, v) for k, v in os.environ.items() if k.startswith("RAGMETRICS_"))
+        key = hashlib.sha256(repr((sorted(before.items()), settings, type(self).__name__)).encode()).hexdigest()
+        if key not in _MEASURED:
+            self.make_baseline()
+            _MEASURED[key] = {rel: data for rel, data in _files(self.path).items() if before.get(rel) != data}
+            return
+        for rel, data in _MEASURED[key].items():
+            path = self.path / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
 
     # ------------------------------------------------------------------- calls
     def calls(self) -> list[str]:

@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+import json
 import re
+from pathlib import Path
 
 import pytest
 
 from ragproject import QIDS, RagProject, dcg, drop_line, ids_with, no_traceback, outcomes, rag_summary, worst_list
+
+from pytest_ragmetrics.errors import ThresholdsError
+from pytest_ragmetrics.gate.thresholds import load_thresholds
+from pytest_ragmetrics.measures import MeasurementConfig
+
+#: What the plugin measures by default (rag_k = 10).
+DEFAULT_MEASUREMENT = MeasurementConfig(measures=("recall@10", "hit_rate@10", "mrr@10", "ndcg@10"))
 
 # recall@10 per query after these answers: q-002 1/2, q-004 0, q-006 1/3 (all others 1)
 THREE_DOWN = {
@@ -177,16 +186,21 @@ def test_comment_keys_are_ignored(baselined: RagProject) -> None:
         ({"fail_on_regression": "no"}, "fail_on_regression", "must be true or false"),
     ],
 )
-def test_bad_thresholds_are_usage_errors(baselined: RagProject, data, key, reason) -> None:
-    baselined.thresholds(data)
-    result = baselined.run()
-    assert result.ret == pytest.ExitCode.USAGE_ERROR
-    err = result.stderr.str()
+def test_bad_thresholds_are_refused_naming_the_file_and_the_key(tmp_path: Path, data, key, reason) -> None:
+    """The validator itself. That a real run turns its refusal into a usage error, retrieves
+    nothing and changes no file is checked, case by case and message by message, by
+    tests/trust/test_trust_inputs.py::test_malformed_thresholds."""
+    path = tmp_path / "baselines" / "thresholds.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps(data), encoding="utf-8")
+    with pytest.raises(ThresholdsError) as caught:
+        load_thresholds(path, DEFAULT_MEASUREMENT)
+    err = str(caught.value)
+    assert err.startswith(f"{path}: ")
     assert "baselines/thresholds.json" in err
     assert repr(key) in err
     assert reason in err
-    no_traceback(result)
-    assert baselined.calls() == []
+    assert "\n\n" not in err and len(err) < 1500  # one bounded paragraph, as pytest prints it
 
 
 def test_thresholds_that_are_not_json_are_a_usage_error(baselined: RagProject) -> None:

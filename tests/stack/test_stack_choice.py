@@ -138,6 +138,7 @@ def test_from_env_reads_the_model_and_prefixes_verbatim(tmp_path: Path) -> None:
 # ----------------------------------------------------------------------- the encoders
 
 
+@pytest.mark.slow  # loads the multilingual encoder: ~11 s
 def test_the_multilingual_encoder_embeds_queries_and_passages_apart(tmp_path: Path) -> None:
     emb = Embedder(MULTILINGUAL_MODEL_NAME, cache_path=tmp_path / "cache.sqlite3")
     texts = ["绿茶适合用八十度左右的水冲泡", "Lubricate the chain"]

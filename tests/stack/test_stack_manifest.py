@@ -6,10 +6,17 @@ signal exit (-11) there instead of killing the test run. Every file the stack
 stores is damaged in turn, by 50 random 64-byte writes at random offsets (a fixed
 seed) and by truncation to half its size; the run must succeed, name the file in
 its one-line note, rank exactly as a fresh build does, and encode nothing.
+
+Loading torch and MiniLM is most of such a run, so the cases of one kind of file
+(the vector route's: its index and the embedding cache; the BM25 store's) share one process: it
+builds and searches once per request, each in its own ``RAGMETRICS_HOME``, with
+chromadb's in-process clients dropped before each, and sends back what that
+request printed as a warning. A process that dies is reported and replaced.
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -18,6 +25,7 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -167,7 +175,6 @@ def test_a_bm25_store_that_cannot_be_replaced_serves_from_memory_and_says_so(
 
 
 # -- the real stack in a subprocess ---------------------------------------------------------
-
 QUERIES = ["my car battery dies on cold mornings", "squealing noise when braking",
            "how often to change the engine oil", "engine temperature gauge in the red"]
 
@@ -184,29 +191,139 @@ print(json.dumps({"stats": stats, "encoded": r.embedder.encoded, "ranked": ranke
 '''
 
 
+#: The same build and searches, once per request line (``{"home": ...}``) on stdin; one JSON line back per
+#: request with what it printed to stderr (its warnings, shown as ``PYTHONWARNINGS=default`` shows them).
+STACK_SERVER = r'''
+import contextlib, io, json, os, sys, traceback, warnings
+from pytest_ragmetrics.stack import Retriever
+
+corpus, chunk_size, overlap, queries = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), json.loads(sys.argv[4])
+reply = sys.stdout
+sys.stdout = sys.stderr  # nothing but replies on the pipe
+for line in sys.stdin:
+    os.environ["RAGMETRICS_HOME"] = json.loads(line)["home"]
+    from chromadb.api.shared_system_client import SharedSystemClient
+    SharedSystemClient.clear_system_cache()  # each request opens its folders as a new process would
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err), warnings.catch_warnings():
+            warnings.simplefilter("default")
+            r = Retriever(corpus, chunk_size=chunk_size, overlap=overlap, mode="hybrid", top_k=5, fetch_k=10)
+            stats = r.build()
+            ranked = {mode: [[(h.id, round(h.score, 6)) for h in hits] for hits in r.search_batch(queries, mode=mode)]
+                      for mode in ("hybrid", "bm25", "vector")}
+        out = {"code": 0, "out": {"stats": stats, "encoded": r.embedder.encoded, "ranked": ranked}}
+    except BaseException:
+        out = {"code": 1, "out": None}
+        err.write(traceback.format_exc())
+    reply.write(json.dumps({**out, "stderr": err.getvalue()}) + "\n")
+    reply.flush()
+'''
+
+
+def _stack_env(home: Path | None = None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAGMETRICS_")}
+    env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", PYTHONWARNINGS="default")
+    if home is not None:
+        env["RAGMETRICS_HOME"] = str(home)
+    return env
+
+
 def _run_stack(home: Path, script: Path) -> tuple[int, dict[str, Any] | None, str]:
-    env = {**os.environ, "RAGMETRICS_HOME": str(home), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-           "PYTHONWARNINGS": "default"}
-    env = {k: v for k, v in env.items() if not k.startswith("RAGMETRICS_") or k == "RAGMETRICS_HOME"}
     proc = subprocess.run(
         [sys.executable, str(script), str(CAR_CORPUS), str(CAR_CHUNK_SIZE), str(CAR_OVERLAP), json.dumps(QUERIES)],
-        capture_output=True, text=True, timeout=600, env=env,
+        capture_output=True, text=True, timeout=600, env=_stack_env(home),
     )
     out = json.loads(proc.stdout) if proc.returncode == 0 else None
     return proc.returncode, out, proc.stderr
 
 
+class StackServer:
+    """One process running :data:`STACK_SERVER`, started on the first request and again after it dies."""
+
+    def __init__(self, script: Path) -> None:
+        self.script = script
+        self.proc: subprocess.Popen[str] | None = None
+        self.log = script.with_suffix(".log")
+
+    def run(self, home: Path) -> tuple[int, dict[str, Any] | None, str]:
+        """Exit-code-like 0/1 (or the process' own code when it died), the output, and what it printed."""
+        if self.proc is None or self.proc.poll() is not None:
+            self.log.write_text("")
+            self.proc = subprocess.Popen(
+                [sys.executable, str(self.script), str(CAR_CORPUS), str(CAR_CHUNK_SIZE), str(CAR_OVERLAP),
+                 json.dumps(QUERIES)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                stderr=self.log.open("w"), text=True, env=_stack_env())
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        seen = self.log.stat().st_size  # what earlier requests printed outside Python's stderr
+        try:
+            self.proc.stdin.write(json.dumps({"home": str(home)}) + "\n")
+            self.proc.stdin.flush()
+        except BrokenPipeError:
+            pass
+        line = self.proc.stdout.readline()
+        if not line:  # it died (a crash in chromadb would be -11 here)
+            code = self.proc.wait(timeout=60)
+            return code or -1, None, self._printed(seen)
+        reply = json.loads(line)
+        return reply["code"], reply["out"], reply["stderr"] + self._printed(seen)
+
+    def _printed(self, seen: int) -> str:
+        with self.log.open("rb") as fh:
+            fh.seek(seen)
+            return fh.read().decode("utf-8", "replace")
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            assert self.proc.stdin is not None
+            self.proc.stdin.close()
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
 @pytest.fixture(scope="module")
 def fresh(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """A fresh build in its own home, by the script every damaged run uses: the reference rankings."""
-    folder = tmp_path_factory.mktemp("manifest-fresh")
-    script = folder / "stack_script.py"
-    script.write_text(STACK_SCRIPT, encoding="utf-8")
-    home = folder / "home"
-    code, out, err = _run_stack(home, script)
-    assert code == 0 and out is not None, err[-3000:]
+    """A fresh build in its own home, by the script every damaged run uses: the reference rankings.
+
+    Built once per run: xdist workers share it, under a lock, beside their own temporary folders
+    (the tests copy the home, never change it).
+    """
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    base = tmp_path_factory.getbasetemp()
+    folder = base.parent / f"manifest-fresh-{run}" if run else base / "manifest-fresh"
+    folder.mkdir(exist_ok=True)
+    script, home, built = folder / "stack_script.py", folder / "home", folder / "fresh.json"
+    with open(folder / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not built.exists():
+            script.write_text(STACK_SCRIPT, encoding="utf-8")
+            code, out, err = _run_stack(home, script)
+            assert code == 0 and out is not None, err[-3000:]
+            built.write_text(json.dumps(out), encoding="utf-8")
+    out = json.loads(built.read_text(encoding="utf-8"))
     assert out["stats"]["vector_index_rebuilt"] and out["stats"]["repaired"] == []
     return {"home": home, "script": script, "ranked": out["ranked"]}
+
+
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, StackServer]]:
+    """One shared stack process per kind of damaged file: ``vector`` (the index and the embedding cache), ``bm25``."""
+    folder = tmp_path_factory.mktemp("manifest-servers")
+    made: dict[str, StackServer] = {}
+
+    class Servers(dict):  # type: ignore[type-arg]
+        def __missing__(self, kind: str) -> StackServer:
+            script = folder / f"stack_server_{kind}.py"
+            script.write_text(STACK_SERVER, encoding="utf-8")
+            made[kind] = self[kind] = StackServer(script)
+            return made[kind]
+
+    yield Servers()
+    for server in made.values():
+        server.stop()
 
 
 def _damage(path: Path, how: str, seed: int = 0) -> None:
@@ -251,13 +368,14 @@ def _cases() -> list[Any]:
 
 @pytest.mark.parametrize("name, how", _cases())
 def test_a_damaged_file_is_named_and_rebuilt_without_encoding(
-    fresh: dict[str, Any], tmp_path: Path, name: str, how: str
+    fresh: dict[str, Any], servers: dict[str, StackServer], tmp_path: Path, name: str, how: str
 ) -> None:
     home = tmp_path / "home"
     shutil.copytree(fresh["home"], home)  # as a CI cache restores it: new mtimes, same bytes
     target = _where(home, name)
     _damage(target, how)
-    code, out, err = _run_stack(home, fresh["script"])
+    server = servers["vector" if name in VECTOR_FILES else "bm25"]
+    code, out, err = server.run(home)
     assert code == 0, f"exit {code}\n{err[-3000:]}"  # a crash in chromadb would be -11 here
     assert out is not None
     vector = name in VECTOR_FILES
@@ -277,7 +395,7 @@ def test_a_damaged_file_is_named_and_rebuilt_without_encoding(
     assert out["ranked"] == fresh["ranked"]
     assert out["encoded"] == 0 and out["stats"]["encoded"] == 0  # rebuilt from the cache: nothing re-encoded
 
-    code, again, err = _run_stack(home, fresh["script"])  # repaired for good: the next run trusts it
+    code, again, err = server.run(home)  # repaired for good: the next run trusts it
     assert code == 0 and again is not None, err[-3000:]
     assert again["stats"]["repaired"] == [] and again["stats"]["vector_index_rebuilt"] is False
     assert again["ranked"] == fresh["ranked"]
@@ -316,8 +434,9 @@ def test_ragmetrics_ablate_prints_the_repair_once(fresh: dict[str, Any], tmp_pat
 
 @pytest.mark.parametrize("how, why", [("writes", "unsupported file format"),
                                       ("truncate", "database disk image is malformed")])
-def test_a_damaged_embedding_cache_is_set_aside_with_one_warning(fresh: dict[str, Any], tmp_path: Path, how: str,
-                                                                 why: str) -> None:
+def test_a_damaged_embedding_cache_is_set_aside_with_one_warning(fresh: dict[str, Any],
+                                                                 servers: dict[str, StackServer], tmp_path: Path,
+                                                                 how: str, why: str) -> None:
     """The cache has no manifest (it is keyed by content): a damaged one is named once, with the fix, and the
     process encodes without it, so the rankings are a fresh build's and the file is left as it was."""
     home = tmp_path / "home"
@@ -325,7 +444,7 @@ def test_a_damaged_embedding_cache_is_set_aside_with_one_warning(fresh: dict[str
     cache = home / "cache" / "embeddings.sqlite3"
     _damage(cache, how)
     damaged = cache.read_bytes()
-    code, out, err = _run_stack(home, fresh["script"])
+    code, out, err = servers["vector"].run(home)
     assert code == 0 and out is not None, err[-3000:]
     assert out["ranked"] == fresh["ranked"]
     notes = [line for line in err.splitlines() if "is damaged" in line]

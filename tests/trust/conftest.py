@@ -24,18 +24,10 @@ def project(pytester: pytest.Pytester) -> TrustProject:
     return TrustProject(pytester)
 
 
-_BASELINE: dict[str, bytes] = {}
-
-
 @pytest.fixture
 def baselined(project: TrustProject) -> TrustProject:
     """A project with the baseline of the GOOD rankings (measured once per session, then copied)."""
-    if "good" not in _BASELINE:
-        project.make_baseline()
-        _BASELINE["good"] = project.baseline_path.read_bytes()
-    else:
-        project.baseline_path.parent.mkdir(exist_ok=True)
-        project.baseline_path.write_bytes(_BASELINE["good"])
+    project.baseline_once()
     project.reset_calls()
     return project
 

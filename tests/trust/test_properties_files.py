@@ -126,6 +126,7 @@ def _assert_red(result: pytest.RunResult, what: str) -> None:
                                                                                         text[-3000:])
 
 
+@pytest.mark.slow  # a pytest session per example: 10-25 s
 def test_no_mutation_of_the_baseline_turns_a_failing_run_green(failing: TrustProject) -> None:
     original = failing.baseline()
 
@@ -139,6 +140,7 @@ def test_no_mutation_of_the_baseline_turns_a_failing_run_green(failing: TrustPro
     check()
 
 
+@pytest.mark.slow  # a pytest session per example: 10-25 s
 def test_no_mutation_of_the_thresholds_turns_a_failing_run_green(failing: TrustProject) -> None:
     path = failing.path / "baselines" / "thresholds.json"
 
@@ -174,6 +176,7 @@ def test_no_mutation_of_an_artifact_turns_a_failing_compare_green(failing: Trust
     check()
 
 
+@pytest.mark.slow  # a pytest session per example: 10-25 s
 def test_no_mutation_of_a_jsonl_golden_set_turns_a_failing_run_green(project: TrustProject) -> None:
     """Labels are inputs too: a changed record's judgments digest no longer matches the baseline's,
     a dropped record is a query gone from the golden set, a renamed one keeps its old entry."""

@@ -733,6 +733,7 @@ def test_a_fixture_that_never_releases_the_interpreter_is_ended_by_faulthandler(
     assert "in rag_retriever" in err and "conftest.py" in err  # where it was stuck
 
 
+@pytest.mark.slow  # two xdist runs that each wait out a 7 s faulthandler limit
 @pytest.mark.skipif(not hasattr(signal, "setitimer"), reason="SIGALRM is POSIX-only")
 def test_under_xdist_a_worker_ended_at_setup_is_not_replaced(baselined: TrustProject) -> None:
     pytest.importorskip("xdist")

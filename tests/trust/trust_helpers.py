@@ -10,9 +10,8 @@ import pytest
 
 from ragproject import QUIET, RagProject
 
-#: The plugin tests' quiet flags, plus langsmith's pytest plugin (installed with the
-#: adapters' dependencies), whose import alone costs a second per subprocess.
-FAST = (*QUIET, "-p", "no:langsmith_plugin")
+#: The plugin tests' quiet flags (the cache and the idle third-party plugins off).
+FAST = QUIET
 
 
 class TrustProject(RagProject):
