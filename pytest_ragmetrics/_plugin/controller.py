@@ -33,10 +33,9 @@ class Controller:
 
     @pytest.hookimpl(tryfirst=True)  # before junitxml and other report writers see the record
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        from pytest_ragmetrics.gate.verdict import QueryRecord
-        from pytest_ragmetrics._plugin.items import (NOT_STARTED_KEY, QUERY_KEY, RETRIEVER_PROBLEM_KEY,
-                                                     junit_properties)
+        from pytest_ragmetrics._plugin.items import NOT_STARTED_KEY, QUERY_KEY, RETRIEVER_PROBLEM_KEY, junit_properties
         from pytest_ragmetrics._plugin.session import RECORD_KEY
+        from pytest_ragmetrics.gate.verdict import QueryRecord
 
         # a query item's reports say which query and which file they are about: no node id is parsed
         query = next((value for key, value in report.user_properties if key == QUERY_KEY), None)
@@ -85,8 +84,8 @@ class Controller:
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         from pytest_ragmetrics._plugin import outputs
-        from pytest_ragmetrics.errors import BaselineError
         from pytest_ragmetrics._plugin.items import FIXTURE_RAISED
+        from pytest_ragmetrics.errors import BaselineError
         from pytest_ragmetrics.report.summary import refresh_summary, session_summary
 
         rag = self.rag

@@ -9,15 +9,15 @@ from typing import Any, Sequence
 
 import pytest
 
-from pytest_ragmetrics.errors import RagMetricsError, shown, shown_lines
-from pytest_ragmetrics.gate.verdict import Drop, Gate, QueryRecord
-from pytest_ragmetrics.unanswerable import FALSE_RETRIEVAL
-from pytest_ragmetrics.golden import Query
-from pytest_ragmetrics.report.text import gate_line, regression_entry_lines
 from pytest_ragmetrics._plugin.deadline import RetrieverBusy
-from pytest_ragmetrics._plugin.xdist import xdist_queue
 from pytest_ragmetrics._plugin.retriever import PROTOCOL, retriever_problem
 from pytest_ragmetrics._plugin.session import RECORD_KEY, RagSession
+from pytest_ragmetrics._plugin.xdist import xdist_queue
+from pytest_ragmetrics.errors import RagMetricsError, shown, shown_lines
+from pytest_ragmetrics.gate.verdict import Drop, Gate, QueryRecord
+from pytest_ragmetrics.golden import Query
+from pytest_ragmetrics.report.text import gate_line, regression_entry_lines
+from pytest_ragmetrics.unanswerable import FALSE_RETRIEVAL
 
 __all__ = ["FIXTURE_RAISED", "NOT_STARTED_KEY", "QUERY_KEY", "GoldenFile", "QueryItem", "GateItem", "RAG_SESSION", "RETRIEVER_PROBLEM_KEY", "gate_report_text",
            "junit_properties"]

@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_ragmetrics.errors import RagMetricsError, listed
+from pytest_ragmetrics.files import atomic_write_json, atomic_write_text, git_commit, write_problem
 from pytest_ragmetrics.gate.artifact import build_artifact, seal_artifact
 from pytest_ragmetrics.gate.baseline import load_baseline, measurement_dict
-from pytest_ragmetrics.files import atomic_write_json, atomic_write_text, git_commit, write_problem
 
 if TYPE_CHECKING:
     from pytest_ragmetrics._plugin.session import RagSession

@@ -13,8 +13,7 @@ from typing import Any, Callable, Sequence
 
 from pytest_ragmetrics._plugin.deadline import RetrieverCaller
 from pytest_ragmetrics._plugin.retriever import declares_thread_safe
-from pytest_ragmetrics.errors import RagMetricsWarning
-from pytest_ragmetrics.errors import brief_repr
+from pytest_ragmetrics.errors import RagMetricsWarning, brief_repr
 from pytest_ragmetrics.golden import Query
 
 __all__ = ["Retrieval"]

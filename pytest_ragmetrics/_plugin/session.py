@@ -21,9 +21,9 @@ from pytest_ragmetrics._plugin.options import RagOptions
 from pytest_ragmetrics._plugin.worker import QueryWorker
 from pytest_ragmetrics.errors import BaselineError, RagMetricsError, brief_repr, listed
 from pytest_ragmetrics.gate.baseline import Baseline, fingerprint_mismatch, load_baseline, threshold_mismatch
-from pytest_ragmetrics.gate.thresholds import Thresholds, load_thresholds
-from pytest_ragmetrics.gate.subset import select_smoke
 from pytest_ragmetrics.gate.staleness import LabelAges, check_tags, label_ages
+from pytest_ragmetrics.gate.subset import select_smoke
+from pytest_ragmetrics.gate.thresholds import Thresholds, load_thresholds
 from pytest_ragmetrics.gate.verdict import QueryRecord, find_renames, gate_names
 from pytest_ragmetrics.gold import GoldCheck, check_gold
 from pytest_ragmetrics.golden import GoldenSet, load_golden

@@ -20,8 +20,8 @@ from pytest_ragmetrics.golden import Query
 from pytest_ragmetrics.metrics import document_of, document_ranking, ideal_grades
 from pytest_ragmetrics.parents import score_parents
 from pytest_ragmetrics.results import normalize_results
-from pytest_ragmetrics.unjudged import measure_unjudged
 from pytest_ragmetrics.unanswerable import false_retrieval
+from pytest_ragmetrics.unjudged import measure_unjudged
 
 if TYPE_CHECKING:
     from pytest_ragmetrics._plugin.session import RagSession

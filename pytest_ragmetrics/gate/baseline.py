@@ -104,7 +104,7 @@ class Baseline:
         listed = measurement.get("metrics") if isinstance(measurement, Mapping) else None
         return list(listed) if isinstance(listed, list) else sorted(self.aggregate)
 
-    def renamed(self, old_to_new: Mapping[str, str]) -> "Baseline":
+    def renamed(self, old_to_new: Mapping[str, str]) -> Baseline:
         """This baseline with some entries under new query ids (in memory only; never written)."""
         per_query = {old_to_new.get(qid, qid): entry for qid, entry in self.per_query.items()}
         return Baseline(self.meta, self.aggregate, per_query, self.path, list(self.notes))

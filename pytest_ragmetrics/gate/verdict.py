@@ -28,10 +28,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Collection, Iterable, Mapping, Sequence
 
 from pytest_ragmetrics.errors import listed
-from pytest_ragmetrics.gate.baseline import Baseline
-from pytest_ragmetrics.gate.staleness import GATE as STALE_GATE, LabelAges
-from pytest_ragmetrics.gate.thresholds import Thresholds
 from pytest_ragmetrics.evaluation import drop_beyond_one_query, mean_metrics
+from pytest_ragmetrics.gate.baseline import Baseline
+from pytest_ragmetrics.gate.staleness import GATE as STALE_GATE
+from pytest_ragmetrics.gate.staleness import LabelAges
+from pytest_ragmetrics.gate.thresholds import Thresholds
 from pytest_ragmetrics.golden import GoldenSet
 from pytest_ragmetrics.measures import parse_measure
 from pytest_ragmetrics.parents import ParentLevel, summarize_parents
@@ -108,7 +109,7 @@ class QueryRecord:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "QueryRecord":
+    def from_dict(cls, data: Mapping[str, Any]) -> QueryRecord:
         fields = {k: data[k] for k in cls.__dataclass_fields__ if k in data}
         if fields.get("drops") is not None:
             fields["drops"] = [Drop(**d) if isinstance(d, Mapping) else d for d in fields["drops"]]

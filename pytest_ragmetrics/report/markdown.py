@@ -9,9 +9,16 @@ from __future__ import annotations
 from typing import Callable, Sequence
 
 from pytest_ragmetrics.gate.verdict import Drop, Regression, Verdict
-from pytest_ragmetrics.report.text import (aggregate_table, changes_hint, moved_heading, no_answer_text, parent_table,
-                                          retriever_note, strata_table)
 from pytest_ragmetrics.report.tables import escape_cell, markdown_table
+from pytest_ragmetrics.report.text import (
+    aggregate_table,
+    changes_hint,
+    moved_heading,
+    no_answer_text,
+    parent_table,
+    retriever_note,
+    strata_table,
+)
 
 __all__ = ["verdict_markdown"]
 

@@ -19,12 +19,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from pytest_ragmetrics.errors import InputError, listed
+from pytest_ragmetrics.evaluation import evaluate, id_rule
 from pytest_ragmetrics.gate.artifact import is_run_artifact, parse_run_json
 from pytest_ragmetrics.gate.baseline import Baseline, measurement_mismatch
 from pytest_ragmetrics.gate.staleness import LabelAges
 from pytest_ragmetrics.gate.thresholds import Thresholds
-from pytest_ragmetrics.errors import InputError, listed
-from pytest_ragmetrics.evaluation import evaluate, id_rule
 from pytest_ragmetrics.gate.verdict import EPS, Gate, QueryRecord, Verdict, build_verdict
 from pytest_ragmetrics.golden import GoldenSet, Query, load_qrels
 from pytest_ragmetrics.measures import MeasurementConfig
