@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 
@@ -25,7 +25,7 @@ class Controller:
 
         self.config = config
         self.rag = config.stash[RAG_SESSION]
-        self.prefix = None  # node id of the golden file, learnt from the first query item's report
+        self.prefix: str | None = None  # node id of the golden file, learnt from the first query item's report
         self.retriever_problem: str | None = None
         self.not_started: list[str] = []  # query ids the busy retriever could not start (--rag-timeout)
         self.verdict_failed = False  # for pytest's last line, when no gate item ran to fail (-k)
@@ -38,7 +38,7 @@ class Controller:
         from pytest_ragmetrics.gate.verdict import QueryRecord
 
         # a query item's reports say which query and which file they are about: no node id is parsed
-        query = next((value for key, value in report.user_properties if key == QUERY_KEY), None)
+        query: Any = next((value for key, value in report.user_properties if key == QUERY_KEY), None)
         if query is not None:
             report.user_properties = [p for p in report.user_properties if p[0] != QUERY_KEY]
             if self.prefix is None:
@@ -50,7 +50,7 @@ class Controller:
             if qid is not None and qid not in self.not_started:  # the call's report and the teardown's carry it
                 self.not_started.append(qid)
 
-        problems = [value for key, value in report.user_properties if key == RETRIEVER_PROBLEM_KEY]
+        problems = [str(value) for key, value in report.user_properties if key == RETRIEVER_PROBLEM_KEY]
         if problems:  # an xdist worker stopped at its first query
             self.retriever_problem = problems[0]
             report.user_properties = [p for p in report.user_properties if p[0] != RETRIEVER_PROBLEM_KEY]
@@ -60,11 +60,12 @@ class Controller:
             # The record has reached the process that judges; what stays on the report is
             # flat name=value properties (JUnit XML shows them as they are).
             report.user_properties = [p for p in report.user_properties if p[0] != RECORD_KEY]
-            self.rag.judge.add_record(records[0])
+            self.rag.judge.add_record(records[0])  # type: ignore[arg-type]  # user_properties hold objects
         elif report.failed and report.when == "setup" and qid is not None:
             if qid in self.rag.golden and qid not in self.rag.records:
                 message = report.longreprtext.strip().splitlines()
-                crash = getattr(report.longrepr, "reprcrash", None)  # "OSError: index not built", not "file:line: OSError"
+                # "OSError: index not built", not "file:line: OSError"
+                crash = getattr(report.longrepr, "reprcrash", None)
                 text = crash.message if crash is not None else (message[-1] if message else "?")
                 self.rag.records[qid] = QueryRecord(qid, "error", error=f"setup failed: {text}")
         if report.when == "teardown" and qid is not None:
@@ -79,7 +80,7 @@ class Controller:
 
         gates = [i for i in items if isinstance(i, GateItem)]
         if gates:
-            items[:] = [i for i in items if not isinstance(i, GateItem)] + gates
+            items[:] = [*(i for i in items if not isinstance(i, GateItem)), *gates]
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
@@ -197,7 +198,7 @@ class Controller:
             failed = not gate.passed and rag.thresholds.fail_on_regression and not updating
             # No logstart/logfinish: xdist's progress counter only knows the workers' items.
             for when in ("setup", "call", "teardown"):
-                outcome = "failed" if failed and when == "call" else "passed"
+                outcome: Literal["passed", "failed", "skipped"] = "failed" if failed and when == "call" else "passed"
                 longrepr: Any = gate_report_text(rag, gate) if outcome == "failed" else None
                 if updating and when == "call":
                     outcome, longrepr = "skipped", (location[0], None, "Skipped: the baseline is being updated")

@@ -19,8 +19,8 @@ from pytest_ragmetrics.golden import Query
 from pytest_ragmetrics.report.text import gate_line, regression_entry_lines
 from pytest_ragmetrics.unanswerable import FALSE_RETRIEVAL
 
-__all__ = ["FIXTURE_RAISED", "NOT_STARTED_KEY", "QUERY_KEY", "GoldenFile", "QueryItem", "GateItem", "RAG_SESSION", "RETRIEVER_PROBLEM_KEY", "gate_report_text",
-           "junit_properties"]
+__all__ = ["FIXTURE_RAISED", "NOT_STARTED_KEY", "QUERY_KEY", "GoldenFile", "QueryItem", "GateItem", "RAG_SESSION",
+           "RETRIEVER_PROBLEM_KEY", "gate_report_text", "junit_properties"]
 
 RAG_SESSION = pytest.StashKey[RagSession]()
 _RETRIEVER_CHECKED = pytest.StashKey[bool]()
@@ -106,7 +106,8 @@ class QueryItem(pytest.Function):
     def __init__(self, *, query: Query, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.query = query
-        self.user_properties.append((QUERY_KEY, {"qid": query.qid, "file": self.parent.nodeid}))
+        file = self.parent.nodeid if self.parent is not None else self.nodeid.rpartition("::")[0]
+        self.user_properties.append((QUERY_KEY, {"qid": query.qid, "file": file}))
 
     def setup(self) -> None:
         """Resolve ``rag_retriever``; at the first query, check it can be searched at all.
@@ -198,7 +199,8 @@ class QueryItem(pytest.Function):
                          f"{base.get(d.metric, d.before):.4f} -> {upper.get(d.metric, d.after):.4f} if the unjudged "
                          "documents are relevant" for d in exceeded)
         new = record.unjudged_new is not None and set(docs) <= set(record.unjudged_new)
-        return (f"inconclusive: {head}\n  judge {'this 1 document' if len(docs) == 1 else f'these {len(docs)} documents'} "
+        what = 'this 1 document' if len(docs) == 1 else f'these {len(docs)} documents'
+        return (f"inconclusive: {head}\n  judge {what} "
                 f"for {shown(record.qid)}: {', '.join(map(shown, docs))} (unjudged in its top {rag.options.k}"
                 f"{', not in the baseline top' if new else ''}); see gate unjudged")
 

@@ -80,7 +80,8 @@ class Judge:
         gold = rag.gold_check
         if gold is not None and gold.missing and not rag.options.allow_missing_gold:
             raise BaselineError(
-                f"not writing {rag.options.baseline}: {counted(len(gold.missing), 'relevant gold id is', 'relevant gold ids are')} "
+                f"not writing {rag.options.baseline}: "
+                f"{counted(len(gold.missing), 'relevant gold id is', 'relevant gold ids are')} "
                 f"not in the corpus ({gold.source}): {listed([m.text() for m in gold.missing])}; such a gold id "
                 "can never be retrieved, so it would score 0 in the baseline forever. Fix the golden set, or pass "
                 "--rag-allow-missing-gold to write it anyway (the baseline lists them in _meta.allowed_missing_gold)"

@@ -1,8 +1,10 @@
-"""``--rag-*`` flags and ``rag_*`` ini keys: declared once in :data:`OPTIONS`, resolved into one :class:`RagOptions`.
+"""``--rag-*`` flags and ``rag_*`` ini keys: declared once in :data:`OPTIONS`, resolved into one
+:class:`RagOptions`.
 
 ``plugin.py`` registers every flag and ini key from :data:`OPTIONS`, and a test
-holds the options table in docs/configuration.md to it. Flags win over ini keys; paths from the command line are relative to the
-invocation directory, paths from the ini file to the ini file's folder. Every
+holds the options table in docs/configuration.md to it. Flags win over ini keys; paths from the
+command line are relative to the invocation directory, paths from the ini file to the ini file's
+folder. Every
 value is checked here, before anything is loaded or retrieved.
 """
 

@@ -118,7 +118,8 @@ def write_html(rag: RagSession, path: Path) -> None:
     data = artifact(rag)
     data = {**data, "_meta": {**data["_meta"], "worst_n": rag.worst_n}}
     try:
-        atomic_write_text(path, render_html(data, texts=rag.judge.document_texts() if rag.judge.verdict().inconclusive else None))
+        texts = rag.judge.document_texts() if rag.judge.verdict().inconclusive else None
+        atomic_write_text(path, render_html(data, texts=texts))
     except OSError as exc:
         raise RagMetricsError(f"cannot write the HTML report {path}: {write_problem(path, exc)}") from None
 

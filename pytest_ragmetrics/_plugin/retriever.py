@@ -16,7 +16,8 @@ __all__ = ["MISSING", "PROTOCOL", "declares_thread_safe", "retriever_problem"]
 PROTOCOL = (
     "The session-scoped fixture `rag_retriever` (usually in conftest.py) must return an object with "
     "search(query: str, k: int) returning ranked results, best first: str ids, (id, score) pairs, objects "
-    "with an .id or mappings with \"id\" (e.g. {\"id\": ..., \"score\": ...}); search_batch(queries: list[str], k: int) is optional, and a class attribute "
+    "with an .id or mappings with \"id\" (e.g. {\"id\": ..., \"score\": ...}); "
+    "search_batch(queries: list[str], k: int) is optional, and a class attribute "
     "thread_safe = True lets --rag-timeout start the next call while an abandoned one still runs. "
     "pytest_ragmetrics.Retriever states this as a typing.Protocol a type checker can check your retriever against."
 )

@@ -104,7 +104,8 @@ class RagSession:
             self.baseline = load_baseline(options.baseline)
             self._check_baseline(self.baseline)
         #: query id -> the baseline entry it is compared with, for queries renamed since the baseline
-        self.baseline_id: dict[str, str] = {new: old for old, new in find_renames(self.full_golden, self.baseline).items()} \
+        self.baseline_id: dict[str, str] = \
+            {new: old for old, new in find_renames(self.full_golden, self.baseline).items()} \
             if self.baseline is not None and not options.update_baseline else {}
         self.gates = gate_names(self.metrics, self.thresholds, self.pooled)
         golden_path = options.golden.resolve()

@@ -73,7 +73,8 @@ def setup_deadline(seconds: float | None, grace: float = GRACE_SECONDS,
             release_output()
         except Exception:  # best effort: the process ends either way
             pass
-        sys.stderr.write(f"\nragmetrics: {_message(seconds, 'the rag_retriever fixture')}. It could not be interrupted; "
+        sys.stderr.write(f"\nragmetrics: {_message(seconds, 'the rag_retriever fixture')}. "
+                         "It could not be interrupted; "
                          "ending the process (exit code 4). Where each thread was:\n")
         sys.stderr.flush()
         faulthandler.dump_traceback(file=sys.stderr, all_threads=True)

@@ -105,12 +105,12 @@ class QueryWorker:
                                                 rag.config, rag.options.k)
         if rag.pooled:
             top = rag.baseline.per_query[entry].get("_top") if compared else None  # type: ignore[union-attr]
-            found = measure_unjudged(docs, query.judgments, metrics, rag.config, rag.top_grade,
+            unjudged = measure_unjudged(docs, query.judgments, metrics, rag.config, rag.top_grade,
                                      top if isinstance(top, list) else None)
             record.judged, record.unjudged, record.upper, record.upper_new, record.baseline_upper_new = \
-                found.judged, found.docs, found.upper, found.upper_new, found.baseline_upper_new
-            record.baseline_upper = found.baseline_upper
-            record.unjudged_new = found.new if compared else None
+                unjudged.judged, unjudged.docs, unjudged.upper, unjudged.upper_new, unjudged.baseline_upper_new
+            record.baseline_upper = unjudged.baseline_upper
+            record.unjudged_new = unjudged.new if compared else None
         if compared:  # once, here: the item, the gate and the JUnit properties read it off the record
             record.drops, record.inconclusive = judge_query(record, rag.baseline.per_query[entry],  # type: ignore[union-attr]
                                                             rag.thresholds, pooled=rag.pooled)

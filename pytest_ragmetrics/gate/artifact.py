@@ -127,7 +127,7 @@ def parse_run_json(text: str, name: str) -> dict[str, Any] | Baseline:
         raise InputError(name, None, f"not valid JSON ({exc})") from None
     if is_run_artifact(data):
         check_artifact(data, name)
-        return data  # type: ignore[no-any-return]
+        return data
     return load_baseline(name)
 
 

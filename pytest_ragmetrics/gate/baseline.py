@@ -25,7 +25,8 @@ Schema (``_meta.format`` :data:`FORMAT`; docs/configuration.md, "The baseline", 
 - ``aggregate``: each measured metric's mean over the entries that hold it (and
   ``false_retrieval_rate`` when questions marked answerable: false were measured);
 - ``per_query.<qid>``: every measured metric (finite, in [0, 1]), ``_judgments`` (the digest of
-  the query's text and judgments), ``_top`` (its top-k document ranking, by which a pooled set tells new unjudged documents from old) and ``_seal``;
+  the query's text and judgments), ``_top`` (its top-k document ranking, by which a pooled set
+  tells new unjudged documents from old) and ``_seal``;
   an unanswerable question's entry holds ``false_retrieval`` (0 or 1) instead of metrics.
 
 Versions: a file with a newer ``_meta.format`` is refused (upgrade pytest-ragmetrics to read it).
@@ -149,7 +150,8 @@ def _entry_seal(qid: str, entry: Mapping[str, Any]) -> str:
     return _digest([qid, _canonical_entry(entry)])
 
 
-def _seal(meta: Mapping[str, Any], aggregate: Mapping[str, Any], per_query: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+def _seal(meta: Mapping[str, Any], aggregate: Mapping[str, Any],
+          per_query: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
     """Section digests: naming which part of a file changed is what makes a refusal useful.
 
     ``_meta.created`` is left out: the gate never reads it, and a refresh that changes no
@@ -191,7 +193,8 @@ def seal_problems(data: Mapping[str, Any]) -> list[str]:
     if counted and n != len(per_query):  # said even beside edited entries: a removal must not hide behind them
         problems.append(f"per_query entries added or removed ({n} sealed, {len(per_query)} now)")
     elif not unsealed and not edited and recorded.get("per_query") != now["per_query"]:
-        problems.append("per_query entries added or removed" + (f" ({n} sealed, {len(per_query)} now)" if counted else ""))
+        problems.append("per_query entries added or removed"
+                        + (f" ({n} sealed, {len(per_query)} now)" if counted else ""))
     return problems
 
 
@@ -252,7 +255,8 @@ def _read(path: str | Path) -> tuple[dict[str, Any], str]:
     except (OSError, UnicodeDecodeError) as exc:
         raise BaselineError(f"{name}: cannot read the baseline: {exc}") from None
     conflict = next((n for n, line in enumerate(text.split("\n"), 1)
-                     if line.startswith(("<<<<<<< ", ">>>>>>> ")) or line.rstrip() in ("<<<<<<<", "=======", ">>>>>>>")), None)
+                     if line.startswith(("<<<<<<< ", ">>>>>>> "))
+                     or line.rstrip() in ("<<<<<<<", "=======", ">>>>>>>")), None)
     if conflict is not None:
         raise BaselineError(f"{name}, line {conflict}: holds a merge conflict marker; resolve the conflict by "
                             "re-measuring (`pytest --rag-eval --rag-update-baseline` on the merged code), "
@@ -291,7 +295,8 @@ def _check_schema(data: dict[str, Any], name: str, means: bool = True) -> None:
                     "upgrade pytest-ragmetrics")
     for metric, value in data["aggregate"].items():
         check_metric_value(name, f"aggregate.{metric}", value)
-    no_answer = [qid for qid, entry in data["per_query"].items() if isinstance(entry, dict) and FALSE_RETRIEVAL in entry]
+    no_answer = [qid for qid, entry in data["per_query"].items()
+                 if isinstance(entry, dict) and FALSE_RETRIEVAL in entry]
     for qid, entry in data["per_query"].items():
         if not isinstance(entry, dict):
             _fail(name, f"per_query.{qid} must be an object of metric values")
@@ -306,7 +311,7 @@ def _check_schema(data: dict[str, Any], name: str, means: bool = True) -> None:
     if len(set(metrics)) != len(metrics):
         _fail(name, "_meta.measurement.metrics lists a metric twice")
     try:  # the fingerprint a comparison checks must say what it means: no bool for a level, no made-up gain
-        MeasurementConfig.from_dict(measurement)  # type: ignore[arg-type]
+        MeasurementConfig.from_dict(measurement)
     except (MeasureError, KeyError, TypeError, ValueError) as exc:
         _fail(name, f"_meta.measurement is not a measurement config: {exc}")
     k = meta.get("k")
@@ -499,8 +504,10 @@ def measurement_mismatch(
     diffs = []
     for key in sorted(set(now) | set(recorded)):
         if key not in ignore and recorded.get(key) != now.get(key):
-            diffs.append(f"{key}: {before_name} {brief_repr(recorded.get(key))}, {after_name} {brief_repr(now.get(key))}")
+            diffs.append(f"{key}: {before_name} {brief_repr(recorded.get(key))}, "
+                         f"{after_name} {brief_repr(now.get(key))}")
     k_before, k_after = before.get("k"), after.get("k")
     if k_before is not None and k_after is not None and k_before != k_after:
-        diffs.append(f"k (results asked per query): {before_name} {brief_repr(k_before)}, {after_name} {brief_repr(k_after)}")
+        diffs.append(f"k (results asked per query): {before_name} {brief_repr(k_before)}, "
+                     f"{after_name} {brief_repr(k_after)}")
     return diffs

@@ -470,8 +470,9 @@ def build_verdict(
     ``reference`` names what the run is compared with in messages ("the baseline",
     or "A" when two runs are compared); ``baseline_path`` is where a missing
     baseline was looked for; ``artifact_path`` the run artifact this run writes, named
-    in the command that writes a pooled set's unjudged documents out for judging. ``labels``: the ages of the run's labels
-    (:func:`~pytest_ragmetrics.gate.staleness.label_ages`), gated when ``fail_on_stale_labels``.
+    in the command that writes a pooled set's unjudged documents out for judging. ``labels``: the
+    ages of the run's labels (:func:`~pytest_ragmetrics.gate.staleness.label_ages`), gated when
+    ``fail_on_stale_labels``.
     """
     pooled = golden.judgments == "pooled"
     order = [q.qid for q in golden if q.qid in records]
@@ -529,7 +530,9 @@ def build_verdict(
 
     failing = [r.metric for r in aggregate if r.dropped_too_far or r.under_floor
                or (thresholds.fail_on_significant_drop and not r.gated and r.significant_drop)]
-    regressions, moved, inconclusive = [], [], []
+    regressions: list[Regression] = []
+    moved: list[Regression] = []
+    inconclusive: list[Regression] = []
     for qid in common:
         record = records[qid]
         drops, on_hold = (record.drops, record.inconclusive) if record.drops is not None else \
@@ -898,7 +901,7 @@ def evaluate_gates(
             continue
         problems = []
         if row.dropped_too_far:
-            problems.append(f"{row.metric} fell {-row.delta:.4f} against {reference} "
+            problems.append(f"{row.metric} fell {-(row.delta or 0.0):.4f} against {reference} "
                             f"({row.baseline:.4f} -> {row.now_common:.4f}); allowed drop {row.tolerance:g}")
         if row.under_floor:
             problems.append(f"{row.metric} = {row.now:.4f} is under its floor {row.minimum:g}")
@@ -926,7 +929,7 @@ def evaluate_gates(
     if thresholds.fail_on_significant_drop and any(not r.gated for r in aggregate):
         fell = [r for r in aggregate if not r.gated and r.significant_drop]
         message = "; ".join(
-            f"{r.metric} fell {-r.delta:.4f} against {reference} ({r.baseline:.4f} -> {r.now_common:.4f}, "  # type: ignore[operator,union-attr,str-format]
+            f"{r.metric} fell {-r.delta:.4f} against {reference} ({r.baseline:.4f} -> {r.now_common:.4f}, "  # type: ignore[operator]
             f"p={r.stats.p_value:.4f} < {SIGNIFICANT_P:g}, more than 1/n = {1 / r.stats.n:.4f})"  # type: ignore[union-attr]
             for r in fell)
         if fell:

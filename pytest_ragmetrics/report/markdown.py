@@ -65,7 +65,8 @@ def verdict_markdown(v: Verdict, worst_n: int, title: str = "Retrieval gate",
             parts.append(f"<details><summary>{escape_cell(heading.rstrip(':'))}</summary>\n\n{rows}\n\n</details>")
     if v.labels is not None and (v.labels.stale or v.labels.undated):
         ages = v.labels
-        parts.append(f"### Label ages: {len(ages.stale)} of {ages.checked} records stale, {len(ages.undated)} undated\n\n"
+        parts.append(f"### Label ages: {len(ages.stale)} of {ages.checked} records stale, "
+                     f"{len(ages.undated)} undated\n\n"
                      + escape_cell(f"Limits: {ages.limits_text()}; today {ages.today} UTC") + "\n\n"
                      + markdown_table(["query", "state", "oldest label", "age (days)", "limit (days)", "from"],
                                       [[r.qid, "stale" if r.oldest else "undated", r.oldest or "—",
@@ -74,10 +75,10 @@ def verdict_markdown(v: Verdict, worst_n: int, title: str = "Retrieval gate",
     if pooled:
         parts.append(pooled)
     if v.has_baseline:
-        rows = _query_rows(v.regressions[:worst_n], lambda d: d.exceeded)
-        if rows:
-            parts.append(f"### Worst regressed queries ({len(rows)} of {len(v.regressions)})\n\n"
-                         + markdown_table(_HEADERS, rows))
+        worst = _query_rows(v.regressions[:worst_n], lambda d: d.exceeded)
+        if worst:
+            parts.append(f"### Worst regressed queries ({len(worst)} of {len(v.regressions)})\n\n"
+                         + markdown_table(_HEADERS, worst))
         elif v.moved:
             parts.append("No query regressed beyond its per-query tolerance.")
         else:
@@ -97,6 +98,7 @@ def _query_rows(entries: Sequence[Regression], shown: Callable[[Drop], bool]) ->
     for i, r in enumerate(entries, start=1):
         fell = "; ".join(f"{d.metric} {d.before:.4f} → {d.after:.4f}" for d in r.drops if shown(d))
         rows.append([i, r.qid, r.question, r.error or fell or "—",
-                     ", ".join(f"{d} ({g})" for d, g in r.gold) or ("none (answerable: false)" if not r.answerable else ""),
+                     ", ".join(f"{d} ({g})" for d, g in r.gold)
+                     or ("none (answerable: false)" if not r.answerable else ""),
                      ", ".join(r.returned[:5]) or "nothing"])
     return rows

@@ -48,7 +48,8 @@ def pooled_text(v: Verdict, k: int, texts: Mapping[str, str] | None = None, lack
             lines.append(f"{i:>3}. {shown(r.qid)}  {shown(repr(r.question))}")
             for d in r.drops:
                 if d.exceeded:
-                    lines.append(f"       {d.metric}  {d.before:.4f} -> {d.after:.4f}  beyond tolerance {d.tolerance:g}")
+                    lines.append(f"       {d.metric}  {d.before:.4f} -> {d.after:.4f}  "
+                                 f"beyond tolerance {d.tolerance:g}")
             for doc in r.unjudged:
                 text = texts.get(doc) if texts else None
                 lines.append(f"       unjudged: {shown(doc)}" + (f"  {shown(repr(snippet(text)))}" if text else ""))
@@ -118,12 +119,13 @@ def pooled_html(artifact: Mapping[str, Any], texts: Mapping[str, str] | None = N
         return ""
     k = (artifact.get("_meta") or {}).get("k", "k")
     out = [f"<h2>Judgments: pooled</h2><p class=note>Documents the golden set does not list are unjudged. "
-           f"{escape(_intro(comparison.get('judged'), comparison.get('unjudged_new'), k))}</p>"]  # type: ignore[arg-type]
+           f"{escape(_intro(comparison.get('judged'), comparison.get('unjudged_new'), k))}</p>"]
     upper = comparison.get("upper") or {}
     judged = comparison.get("judged")
     rows = [[f"<td>{escape(str(r.get('metric')))}</td>", f'<td class="num">{num(r.get("now"))}</td>',
              f'<td class="num">{num(upper.get(r.get("metric")))}</td>']
-            for r in comparison.get("aggregate") or [] if isinstance(r, Mapping) and (r.get("tolerance") is not None or r.get("min") is not None)]
+            for r in comparison.get("aggregate") or []
+            if isinstance(r, Mapping) and (r.get("tolerance") is not None or r.get("min") is not None)]
     if isinstance(judged, (int, float)) and judged < 1 and rows:
         out.append("<p class=note>Bounds of the gated metrics (mean over the scored queries):</p>"
                    + table(["metric", "unjudged = 0 (now)", "unjudged at the top grade"], rows))

@@ -15,10 +15,11 @@ from pytest_ragmetrics.report.tables import counted, markdown_table, one_query_m
 if TYPE_CHECKING:
     from pytest_ragmetrics.gate.baseline import Baseline
 
-__all__ = ["REFRESH_COMMAND", "shown", "shown_lines", "aggregate_table", "strata_table", "parent_table", "regressions_text", "regression_entry_lines", "moved_heading", "moved_text",
-           "drops_text", "gate_line", "no_answer_text", "tradeoff_rows", "tradeoff_heading", "signed_delta", "verdict_text", "baseline_change_text", "retriever_warnings",
-           "retriever_changes", "RetrieverNote", "retriever_note", "retriever_text", "changes_hint",
-           "retriever_hint"]
+__all__ = ["REFRESH_COMMAND", "shown", "shown_lines", "aggregate_table", "strata_table", "parent_table",
+           "regressions_text", "regression_entry_lines", "moved_heading", "moved_text", "drops_text", "gate_line",
+           "no_answer_text", "tradeoff_rows", "tradeoff_heading", "signed_delta", "verdict_text",
+           "baseline_change_text", "retriever_warnings", "retriever_changes", "RetrieverNote", "retriever_note",
+           "retriever_text", "changes_hint", "retriever_hint"]
 
 
 #: How to refresh a baseline, in every hint: the user's own command (its paths and options), but whole.
@@ -74,7 +75,7 @@ def aggregate_table(v: Verdict) -> str:
     if unguarded:
         off = not any(g.name == "significant-drops" for g in v.gates)
         lines.append("Not gated, but down beyond chance (p < 0.05): "
-                     + ", ".join(f"{r.metric} {signed_delta(r.delta)} (p={_p(r.stats)})" for r in unguarded)
+                     + ", ".join(f"{r.metric} {signed_delta(r.delta or 0.0)} (p={_p(r.stats)})" for r in unguarded)
                      + ". Give them a tolerance in thresholds.json to gate them"
                      + (" (the significant-drops gate is off: fail_on_significant_drop is false)." if off else "."))
     detectable = [(r.metric, r.stats.detectable) for r in v.aggregate if r.stats and r.stats.detectable]
@@ -147,7 +148,8 @@ def regression_entry_lines(r: Regression, number: int | None = None, shown_retur
     """One regressed query (question, drops, gold, what came back): numbered in a list, or
     without a number where it stands alone (a query item's failure)."""
     lead = f"{number:>3}. " if number is not None else "  "
-    lines = [f"{lead}{shown(r.qid)}" + (f"  {shown(repr(r.question))}" if r.question else "")]  # TREC qrels have no text
+    # TREC qrels have no text
+    lines = [f"{lead}{shown(r.qid)}" + (f"  {shown(repr(r.question))}" if r.question else "")]
     if r.error:
         lines.append(f"       ERROR: {shown(r.error)}")
     if r.drops:
@@ -253,7 +255,8 @@ def no_answer_text(v: Verdict) -> str:
              f"above; answer threshold: {threshold_text(na.threshold)})"]
     line = f"false_retrieval_rate {na.now:.4f}" if na.now is not None else "false_retrieval_rate —"
     if na.baseline is not None and na.delta is not None:
-        line += f" (baseline {na.baseline:.4f} over {counted(na.n_common, 'query', 'queries')}, {signed_delta(na.delta)})"
+        line += (f" (baseline {na.baseline:.4f} over {counted(na.n_common, 'query', 'queries')}, "
+                 f"{signed_delta(na.delta)})")
     limits = [f"allowed rise {na.tolerance:g}" if na.tolerance is not None else "",
               f"ceiling {na.maximum:g}" if na.maximum is not None else ""]
     limits = [x for x in limits if x]
@@ -278,7 +281,8 @@ def verdict_text(v: Verdict, worst_n: int) -> str:
     parts = []
     failures = v.failures()
     if failures:
-        head = "RETRIEVAL GATE FAILED" if v.fail_on_regression else "RETRIEVAL GATE FAILED (report only: fail_on_regression is false)"
+        head = "RETRIEVAL GATE FAILED" if v.fail_on_regression else \
+            "RETRIEVAL GATE FAILED (report only: fail_on_regression is false)"
         parts.append(head + "\n" + "\n".join(f"  {shown(line)}" for line in failures))
     elif v.has_baseline:
         parts.append(f"All gates passed ({len(v.gates)} checked)."
@@ -337,7 +341,8 @@ def baseline_change_text(old: Baseline | None, new: Baseline, metrics: Sequence[
     """
     lines = [f"Baseline written: {new.path} ({counted(len(new.per_query), 'query', 'queries')})."]
     if old is None:
-        lines.append(f"The previous file could not be read and was replaced, so nothing was compared: {shown(unreadable)}"
+        lines.append(f"The previous file could not be read and was replaced, so nothing was compared: "
+                     f"{shown(unreadable)}"
                      if unreadable else "No previous baseline.")
         lines.extend(f"  {m}: {new.aggregate[m]:.4f}" if new.aggregate.get(m) is not None else f"  {m}: no scored query"
                      for m in metrics)
