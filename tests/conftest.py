@@ -92,7 +92,18 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> objec
     them, so a skip there means a test silently stopped running.
     """
     outcome = yield
-    report = outcome.get_result()
+    _fail_a_skip(outcome.get_result())
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector) -> object:
+    """The same for a whole module skipped at import (``pytest.importorskip`` at module level),
+    which no test report would show."""
+    outcome = yield
+    _fail_a_skip(outcome.get_result())
+
+
+def _fail_a_skip(report: pytest.TestReport | pytest.CollectReport) -> None:
     if report.skipped and os.environ.get("RAGMETRICS_REQUIRE_ALL") == "1" and not hasattr(report, "wasxfail"):
         report.outcome = "failed"
         report.longrepr = f"skipped, but RAGMETRICS_REQUIRE_ALL=1 (CI has everything): {report.longrepr}"
