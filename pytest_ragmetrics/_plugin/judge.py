@@ -120,7 +120,8 @@ class Judge:
         verdict = self.verdict()
         return pooled_text(verdict, rag.options.k, self.document_texts() if verdict.inconclusive else None,
                            self.baseline_lacks_top(),
-                           rag._shown_path(rag.options.report) if rag.options.report else None)
+                           rag._shown_path(rag.options.report) if rag.options.report else None,
+                           str(rag.options.golden))
 
     def pooled_markdown(self) -> str:
         """The pooled-set part of the Markdown summary (:func:`pytest_ragmetrics.report.pooled.pooled_markdown`)."""
@@ -130,7 +131,8 @@ class Judge:
         verdict = self.verdict()
         return pooled_markdown(verdict, rag.options.k, self.document_texts() if verdict.inconclusive else None,
                                self.baseline_lacks_top(),
-                               rag._shown_path(rag.options.report) if rag.options.report else None)
+                               rag._shown_path(rag.options.report) if rag.options.report else None,
+                               str(rag.options.golden))
 
     def document_texts(self) -> dict[str, str] | None:
         """Document id -> text when the corpus is known (rag_corpus), for snippets; None otherwise."""

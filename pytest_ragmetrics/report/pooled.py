@@ -26,7 +26,7 @@ def snippet(text: str, width: int = 100) -> str:
 
 
 def pooled_text(v: Verdict, k: int, texts: Mapping[str, str] | None = None, lacks_top: bool = False,
-                artifact: str | None = None) -> str:
+                artifact: str | None = None, golden: str | None = None) -> str:
     """Judged@k and unjudged_new@k, the bounds table when judged@k < 1, and each inconclusive
     query's unjudged documents (with a snippet of their text when the corpus is known)."""
     judged = "—" if v.judged is None else f"{v.judged:.4f}"
@@ -54,9 +54,7 @@ def pooled_text(v: Verdict, k: int, texts: Mapping[str, str] | None = None, lack
                 text = texts.get(doc) if texts else None
                 lines.append(f"       unjudged: {shown(doc)}" + (f"  {shown(repr(snippet(text)))}" if text else ""))
     if v.to_judge:
-        lines += ["", f"To decide: {counted(len(v.to_judge), 'document')} to judge; "
-                      + fix_command(artifact) + ", then `ragmetrics annotate` it and merge the grades back with "
-                      "`ragmetrics export --golden GOLDEN --merge JUDGMENTS --golden-out GOLDEN --force`."]
+        lines += ["", _then(len(v.to_judge), fix_command(artifact, golden))]
     return "\n".join(lines)
 
 
@@ -72,7 +70,7 @@ def _then(n: int, command: str) -> str:
 
 
 def pooled_markdown(v: Verdict, k: int, texts: Mapping[str, str] | None = None, lacks_top: bool = False,
-                    artifact: str | None = None) -> str:
+                    artifact: str | None = None, golden: str | None = None) -> str:
     """The terminal's pooled part for ``$GITHUB_STEP_SUMMARY``: the reviewer of a red pull request sees
     which documents to judge, and the command, without opening the log."""
     parts = ["### Judgments: pooled", escape_cell("Documents the golden set does not list are unjudged. "
@@ -95,7 +93,7 @@ def pooled_markdown(v: Verdict, k: int, texts: Mapping[str, str] | None = None, 
                      "judge these documents to decide them.\n\n"
                      + markdown_table(["#", "query", "question", "fell", "unjudged documents"], rows))
     if v.to_judge:
-        parts.append(escape_cell(_then(len(v.to_judge), fix_command(artifact))))
+        parts.append(escape_cell(_then(len(v.to_judge), fix_command(artifact, golden))))
     return "\n\n".join(parts)
 
 

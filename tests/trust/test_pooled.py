@@ -73,6 +73,8 @@ def test_a_pooled_set_calls_an_unjudged_find_inconclusive_and_fails_with_judge_t
     summary = rag_summary(result)
     assert "gate unjudged: judge this 1 document: 1 query is inconclusive (q-004): it fell beyond tolerance" in summary
     assert "ragmetrics pool --run run.json --unjudged-only -o unjudged.jsonl" in summary
+    assert re.search(r"To decide: 1 document to judge; write them out for annotation with `ragmetrics pool --run "
+                     r"run\.json --unjudged-only -o unjudged\.jsonl --golden golden\.yaml`", summary), summary
     assert re.search(r"unjudged: hanger-alignment", summary)
     # not a regression: the recall gate and the regressed list leave it to the unjudged gate
     assert outcomes(result)["golden.yaml::gate::recall@10"] == "passed"
@@ -389,7 +391,7 @@ def test_markdown_and_html_carry_judged_unjudged_new_inconclusive_and_the_docume
     row = next(line for line in markdown.splitlines() if line.startswith("| 1 ") and "q-004" in line)
     assert "recall@10 1.0000 → 0.5000" in row
     assert "hanger-alignment (All about hanger alignment" in row
-    assert "ragmetrics pool --run run.json --unjudged-only -o unjudged.jsonl" in markdown
+    assert "ragmetrics pool --run run.json --unjudged-only -o unjudged.jsonl --golden golden.yaml" in markdown
     assert "| recall@10 | 0.9167 " in markdown  # the bounds table: judged@10 < 1
     assert "Worst regressed queries" not in markdown
     html = (project.path / "report.html").read_text(encoding="utf-8")
