@@ -13,6 +13,7 @@ import pytest
 
 import pytest_ragmetrics
 
+from demo_run import DemoRun, cold_demo_run, copy_home  # tests/demo_run.py
 from plugins_off import PLUGINS_OFF  # tests/plugins_off.py (tests/ is on sys.path)
 
 # pytester's in-process runs restore sys.modules afterwards; numpy's C core cannot be
@@ -65,6 +66,18 @@ def collections_dir() -> Path:
     if not COLLECTIONS.is_dir():
         pytest.skip(f"shared collections not found at {COLLECTIONS} (present in CI)")
     return COLLECTIONS
+
+
+@pytest.fixture(scope="session")
+def demo_cold(tmp_path_factory: pytest.TempPathFactory) -> DemoRun:
+    """The demo gate run cold once per test run, xdist workers included (``tests/demo_run.py``)."""
+    return cold_demo_run(tmp_path_factory)
+
+
+@pytest.fixture
+def warm_demo_home(demo_cold: DemoRun, tmp_path: Path) -> Path:
+    """A ``RAGMETRICS_HOME`` of this test's own holding the demo's built index and embedding cache."""
+    return copy_home(demo_cold, tmp_path / "demo-home")
 
 
 @pytest.fixture

@@ -484,8 +484,9 @@ def test_cli_ablate_bad_inputs_exit_2_with_a_clear_message(
 
 
 @pytest.mark.slow
-def test_eval_retrieval_script_prints_the_demo_table(_home: Path) -> None:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "RAGMETRICS_HOME": str(_home)}
+def test_eval_retrieval_script_prints_the_demo_table(warm_demo_home: Path) -> None:
+    """The script measures the demo's setting: the demo's built index and embedding cache serve it."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "RAGMETRICS_HOME": str(warm_demo_home)}
     proc = subprocess.run([sys.executable, str(REPO / "eval" / "eval_retrieval.py")], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -2,8 +2,9 @@
 
 These drive real subprocess sessions over the reference stack (chromadb, bm25s,
 the packaged MiniLM model) and the committed baseline, so they are slow-marked;
-CI runs them. The first one builds the demo index (~340 chunks), later ones reuse
-the embedding cache.
+CI runs them. The English gate is the session's one cold demo run (``demo_cold``,
+tests/demo_run.py: it builds the demo index, ~340 chunks); the BM25 setting runs on
+a copy of the home it left.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from demo_run import DemoRun
 
 REPO = Path(__file__).resolve().parents[1]
 BASELINE = REPO / "baselines" / "baseline.json"
@@ -33,10 +36,9 @@ def run_demo(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_demo_gate_passes_against_the_committed_baseline(tmp_path: Path) -> None:
-    before = BASELINE.read_bytes()
-    report = tmp_path / "run.json"
-    proc = run_demo(f"--rag-report={report}")
+def test_demo_gate_passes_against_the_committed_baseline(demo_cold: DemoRun) -> None:
+    before = demo_cold.baseline_before
+    proc, report = demo_cold, demo_cold.report
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     assert "All gates passed" in proc.stdout
     artifact = json.loads(report.read_text())
@@ -47,10 +49,10 @@ def test_demo_gate_passes_against_the_committed_baseline(tmp_path: Path) -> None
     assert BASELINE.read_bytes() == before  # a normal run never writes the baseline
 
 
-def test_bm25_only_setting_fails_and_names_the_fallen_queries(tmp_path: Path) -> None:
+def test_bm25_only_setting_fails_and_names_the_fallen_queries(tmp_path: Path, warm_demo_home: Path) -> None:
     before = BASELINE.read_bytes()
     report = tmp_path / "run.json"
-    proc = run_demo(f"--rag-report={report}", RAGMETRICS_MODE="bm25")
+    proc = run_demo(f"--rag-report={report}", RAGMETRICS_MODE="bm25", RAGMETRICS_HOME=str(warm_demo_home))
     assert proc.returncode == 1, proc.stdout[-4000:]
     out = proc.stdout
     assert "RETRIEVAL GATE FAILED" in out

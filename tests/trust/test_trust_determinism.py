@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from demo_run import DemoRun
 from ragproject import outcomes, rag_summary
 from trust_helpers import TrustProject, clean_env
 
@@ -75,24 +76,27 @@ def test_two_baseline_updates_give_identical_baselines(project: TrustProject) ->
     assert _without_created((project.path / "baselines" / "a.json").read_text(encoding="utf-8")) == before
 
 
-def _demo(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = clean_env(RAGMETRICS_HOME=str(tmp_path / "home"))
+def _demo(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = clean_env(RAGMETRICS_HOME=str(home))
     return subprocess.run([sys.executable, "-m", "pytest", "--rag-eval", "-p", "no:cacheprovider", *args],
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
 
 
 @pytest.mark.slow
-def test_the_demo_is_deterministic_serial_and_under_xdist(tmp_path: Path) -> None:
-    """The reference stack end to end (fresh index, then reused): two serial runs and a
-    ``-n 2`` run give the same artifact, and two baseline updates the same baseline."""
-    runs = {}
-    for name, extra in (("cold", []), ("warm", []), ("xdist", ["-n", "2"])):
-        proc = _demo(tmp_path, f"--rag-report={tmp_path / name}.json", *extra)
+def test_the_demo_is_deterministic_serial_and_under_xdist(tmp_path: Path, demo_cold: DemoRun,
+                                                          warm_demo_home: Path) -> None:
+    """The reference stack end to end (fresh index, then reused): the session's cold run
+    (``demo_cold``), a serial and a ``-n 2`` run on a copy of the home it built give the same
+    artifact, and two baseline updates the same baseline."""
+    assert demo_cold.returncode == 0, demo_cold.stdout[-4000:] + demo_cold.stderr[-2000:]
+    runs = {"cold": _without_created(demo_cold.report.read_text(encoding="utf-8"))}
+    for name, extra in (("warm", []), ("xdist", ["-n", "2"])):
+        proc = _demo(warm_demo_home, f"--rag-report={tmp_path / name}.json", *extra)
         assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
         runs[name] = _without_created((tmp_path / f"{name}.json").read_text(encoding="utf-8"))
     assert runs["cold"] == runs["warm"] == runs["xdist"]
     for name in ("a", "b"):
-        proc = _demo(tmp_path, "--rag-update-baseline", f"--rag-baseline={tmp_path / name}.json")
+        proc = _demo(warm_demo_home, "--rag-update-baseline", f"--rag-baseline={tmp_path / name}.json")
         assert proc.returncode == 0, proc.stdout[-4000:]
     a, b = ((tmp_path / f"{n}.json").read_text(encoding="utf-8") for n in "ab")
     assert _without_created(a) == _without_created(b)

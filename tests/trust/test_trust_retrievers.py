@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from demo_run import DemoRun
 from ragproject import QIDS, entry, ids_with, outcomes, rag_summary, worst_list
 from trust_helpers import FAST, TrustProject, clean_env, no_traceback
 
@@ -387,16 +388,19 @@ def test_sigint_without_update_leaves_the_baseline_and_writes_no_report(released
 
 
 @pytest.mark.slow
-def test_the_reference_stack_answers_the_same_under_a_timeout(tmp_path: Path) -> None:
+def test_the_reference_stack_answers_the_same_under_a_timeout(tmp_path: Path, demo_cold: DemoRun,
+                                                              warm_demo_home: Path) -> None:
     """With --rag-timeout every call runs in a worker thread of its own. The demo's stack,
-    built cold in the main thread (its embedding cache connection opened there), must give
-    the same run artifact as without the timeout, batched or one query at a time."""
+    built in the main thread (its embedding cache connection opened there), must give
+    the same run artifact as without the timeout (the session's cold run, ``demo_cold``),
+    batched or one query at a time."""
     import re
 
     repo = Path(__file__).resolve().parents[2]
-    env = clean_env(RAGMETRICS_HOME=str(tmp_path / "home"))
-    texts = {}
-    for name, extra in (("plain", []), ("timeout", ["--rag-timeout", "120", "--rag-batch-size", "1"]),
+    env = clean_env(RAGMETRICS_HOME=str(warm_demo_home))
+    assert demo_cold.returncode == 0, demo_cold.stdout[-4000:] + demo_cold.stderr[-2000:]
+    texts = {"plain": re.sub(r'"created": "[^"]*"', "", demo_cold.report.read_text(encoding="utf-8"))}
+    for name, extra in (("timeout", ["--rag-timeout", "120", "--rag-batch-size", "1"]),
                         ("timeout-batched", ["--rag-timeout", "120"])):
         proc = subprocess.run([sys.executable, "-m", "pytest", "--rag-eval", "-p", "no:cacheprovider",
                                f"--rag-report={tmp_path / name}.json", *extra],

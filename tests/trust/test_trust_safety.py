@@ -9,7 +9,6 @@ import html.parser
 import io
 import json
 import re
-import shutil
 import subprocess
 import sys
 import tokenize
@@ -18,8 +17,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from demo_run import DemoRun, guarded_env
 from ragproject import GOOD, rag_summary
-from trust_helpers import TrustProject, clean_env
+from trust_helpers import TrustProject
 
 from pytest_ragmetrics import golden as _golden
 from pytest_ragmetrics.report.tables import escape_cell, markdown_table
@@ -319,79 +319,17 @@ def test_a_refused_refresh_names_hostile_ids_escaped(project: TrustProject) -> N
 
 # ------------------------------------------------------------------------ no network
 
-GUARD = r'''
-"""Loaded at start-up through PYTHONPATH: records (and refuses) any attempt to reach
-another machine from Python code. The network namespace stops everything else."""
-import os
-import socket
-
-_LOG = os.environ["RAGMETRICS_NET_LOG"]
-_LOCAL = {None, "", "localhost", "127.0.0.1", "::1"}
-
-
-def _record(what):
-    with open(_LOG, "a", encoding="utf-8") as fh:
-        fh.write(what + "\n")
-
-
-def _host(address):
-    return address[0] if isinstance(address, tuple) else address
-
-
-_connect, _connect_ex, _getaddrinfo = socket.socket.connect, socket.socket.connect_ex, socket.getaddrinfo
-
-
-def connect(self, address):
-    if self.family != getattr(socket, "AF_UNIX", None) and _host(address) not in _LOCAL:
-        _record(f"connect {address!r}")
-        raise OSError(101, "network disabled by the test")
-    return _connect(self, address)
-
-
-def connect_ex(self, address):
-    if self.family != getattr(socket, "AF_UNIX", None) and _host(address) not in _LOCAL:
-        _record(f"connect_ex {address!r}")
-        return 101
-    return _connect_ex(self, address)
-
-
-def getaddrinfo(host, *args, **kwargs):
-    if host not in _LOCAL:
-        _record(f"getaddrinfo {host!r}")
-        raise socket.gaierror(socket.EAI_NONAME, "network disabled by the test")
-    return _getaddrinfo(host, *args, **kwargs)
-
-
-socket.socket.connect, socket.socket.connect_ex, socket.getaddrinfo = connect, connect_ex, getaddrinfo
-'''
-
-
-def _isolation() -> list[str]:
-    """A command prefix that puts the child in a network namespace of its own, if possible."""
-    unshare = shutil.which("unshare")
-    if unshare is None:
-        return []
-    for prefix in ([unshare, "-n"], [unshare, "-rn"]):
-        try:
-            if subprocess.run([*prefix, "true"], capture_output=True, timeout=30).returncode == 0:
-                return prefix
-        except (OSError, subprocess.SubprocessError):
-            pass
-    return []
-
-
 @pytest.mark.slow
-def test_the_demo_gate_runs_with_no_network(tmp_path: Path) -> None:
+def test_the_demo_gate_runs_with_no_network(demo_cold: DemoRun, tmp_path: Path) -> None:
     """`pytest --rag-eval` at the repository root, cold (fresh index and embedding cache),
     inside a network namespace with only a down loopback (unshare -n), with a socket guard
-    that records any attempt. It must pass, and nothing may even try to connect."""
-    prefix = _isolation()
-    guard = tmp_path / "guard"
-    guard.mkdir()
-    (guard / "sitecustomize.py").write_text(GUARD, encoding="utf-8")
+    that records any attempt. It must pass, and nothing may even try to connect.
+
+    That session is the test run's one cold demo run (``demo_cold``, tests/demo_run.py),
+    which runs so isolated for every test that checks it; here, that the isolation holds."""
+    prefix = demo_cold.isolation
     log = tmp_path / "network.log"
-    env = clean_env(RAGMETRICS_HOME=str(tmp_path / "home"), RAGMETRICS_NET_LOG=str(log), PYTHONPATH=str(guard),
-                    ANONYMIZED_TELEMETRY="False")
+    env = guarded_env(tmp_path, tmp_path / "home", log)
     if prefix:  # the namespace really has no way out
         probe = subprocess.run([*prefix, sys.executable, "-c",
                                 "import socket; s = socket.socket(); s.settimeout(5); s.connect(('1.1.1.1', 53))"],
@@ -401,14 +339,11 @@ def test_the_demo_gate_runs_with_no_network(tmp_path: Path) -> None:
     probe = subprocess.run([sys.executable, "-c", "import socket; socket.create_connection(('example.org', 80), 5)"],
                            capture_output=True, text=True, env=env, timeout=60)
     assert probe.returncode != 0 and log.read_text() == "getaddrinfo 'example.org'\n", probe.stderr
-    log.unlink()
-    report = tmp_path / "run.json"
-    proc = subprocess.run([*prefix, sys.executable, "-m", "pytest", "--rag-eval", "-p", "no:cacheprovider",
-                           f"--rag-report={report}"], cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
+    proc = demo_cold
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     assert "All gates passed" in proc.stdout
-    assert json.loads(report.read_text())["comparison"]["passed"] is True
-    attempts = log.read_text() if log.exists() else ""
+    assert json.loads(demo_cold.report.read_text())["comparison"]["passed"] is True
+    attempts = demo_cold.network_log
     assert attempts == "", f"network attempts:\n{attempts}"
     if not prefix:
         pytest.skip("no network namespace here (unshare unavailable): only the socket guard applied")
