@@ -8,7 +8,14 @@ import pkgutil
 import signal
 from pathlib import Path
 
-import numpy  # noqa: F401  - see below
+# One compute thread per process (OpenMP: torch, MKL, OpenBLAS), read when those libraries load,
+# so set before numpy's import and inherited by every process a test starts. The suite runs two
+# xdist workers on two cores, and often a subprocess beside each: a second thread per process
+# only waits for a core, and its OpenMP spin-wait still counts as CPU time (a cold demo build:
+# 25 s of CPU with two threads, 17 s with one, and no slower).
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import numpy  # noqa: F401,E402  - see below
 import pytest
 
 import pytest_ragmetrics
