@@ -77,6 +77,12 @@ class Judge:
                 f"not writing {rag.options.baseline}: {counted(len(errored), 'query', 'queries')} errored "
                 f"({', '.join(map(shown, errored[:5]))}); fix the retriever first"
             )
+        leaked = [qid for qid, r in rag.records.items() if r.leaks]
+        if leaked:  # a baseline measured with another tenant's documents would hide the leak's numbers
+            raise BaselineError(
+                f"not writing {rag.options.baseline}: {counted(len(leaked), 'query', 'queries')} returned documents "
+                f"outside their scope ({', '.join(map(shown, leaked[:5]))}); fix the leak first"
+            )
         gold = rag.gold_check
         if gold is not None and gold.missing and not rag.options.allow_missing_gold:
             raise BaselineError(
