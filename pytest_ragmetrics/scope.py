@@ -83,8 +83,9 @@ def find_leaks(ids: Sequence[str], result_metadata: Sequence[Mapping[str, Any] |
     """
     carried = any(m is not None for m in result_metadata)
     if ids and not carried and corpus is None:
-        where = (f"the corpus {corpus_name} gives its documents no metadata (a folder of text files has none; a "
-                 "corpus.jsonl gives each field beyond doc_id, title and text)") if corpus_name else "no corpus is given"
+        where = "no corpus is given" if not corpus_name else (
+            f"the corpus {corpus_name} gives its documents no metadata (a folder of text files has none; a "
+            "corpus.jsonl gives each field beyond doc_id, title and text)")
         raise ScopeUnchecked(
             f"{record}: scope {scope_text(scope)}, but its documents have no metadata source: the results carry no "
             f"metadata and {where}. Return a metadata mapping with each result (an attribute or a \"metadata\" "

@@ -391,8 +391,9 @@ def _check_comparison(comparison: Mapping[str, Any], name: str) -> None:
     if not isinstance(leaks, list):
         raise _fail(name, "comparison.leaks", f"is {brief_repr(leaks)}; expected a list of objects")
     for i, leak in enumerate(leaks):
-        if not isinstance(leak, dict) or not isinstance(leak.get("qid"), str) or not isinstance(leak.get("scope"), dict) \
-                or not isinstance(leak.get("docs"), list) or not leak["docs"]:
+        if not isinstance(leak, dict) or not isinstance(leak.get("qid"), str) \
+                or not isinstance(leak.get("scope"), dict) or not isinstance(leak.get("docs"), list) \
+                or not leak["docs"]:
             raise _fail(name, f"comparison.leaks[{i}]", f"is {brief_repr(leak)}; expected an object with a string "
                                                         "qid, a scope object and a non-empty list of docs")
         _check_leak_docs(leak["docs"], f"comparison.leaks[{i}].docs", name)

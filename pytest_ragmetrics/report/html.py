@@ -110,10 +110,13 @@ def _leaks_section(leaks: Any) -> str:
     """Every returned document outside its query's scope: the document, its metadata, the scope."""
     if not leaks:
         return ""
-    rows = [[f"<td><code>{escape(str(leak.get('qid')))}</code></td>", f"<td>{escape(str(leak.get('question')))}</td>",
+    rows = [[f"<td><code>{escape(str(leak.get('qid')))}</code></td>",
+             f"<td>{escape(str(leak.get('question')))}</td>",
              f"<td>{escape(_mapping_text(leak.get('filters'))) if leak.get('filters') else '—'}</td>",
-             f"<td>{escape(_mapping_text(leak.get('scope')))}</td>", f'<td class="num">{escape(str(d.get("rank")))}</td>',
-             f"<td><code>{escape(str(d.get('doc')))}</code></td>", f"<td>{escape(_mapping_text(d.get('metadata')))}</td>"]
+             f"<td>{escape(_mapping_text(leak.get('scope')))}</td>",
+             f'<td class="num">{escape(str(d.get("rank")))}</td>',
+             f"<td><code>{escape(str(d.get('doc')))}</code></td>",
+             f"<td>{escape(_mapping_text(d.get('metadata')))}</td>"]
             for leak in leaks for d in leak.get("docs", [])]
     return ("<h2>Leaks</h2><p class=note>Returned documents outside their query's scope. Zero tolerance: no "
             "threshold allows a leak.</p>"

@@ -187,7 +187,8 @@ def leak_summary(leaks: Sequence[Mapping[str, Any]], scope: Mapping[str, Any]) -
     """A leaking query's first line, for pytest's short summary."""
     n = len(leaks)
     return (f"leak: {n} returned {'document is' if n == 1 else 'documents are'} outside the scope "
-            f"{shown(scope_text(scope))}: {', '.join(shown(str(d['doc'])) for d in leaks)} (no threshold allows a leak)")
+            f"{shown(scope_text(scope))}: {', '.join(shown(str(d['doc'])) for d in leaks)} "
+            "(no threshold allows a leak)")
 
 
 def leak_lines(query: Any, leaks: Sequence[Mapping[str, Any]], lead: str = "  ") -> list[str]:

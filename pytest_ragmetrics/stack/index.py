@@ -489,7 +489,8 @@ class VectorIndex:
     def count(self) -> int:
         return 0 if self._collection is None else int(self._collection.count())
 
-    def query(self, vectors: np.ndarray, n: int, where: Mapping[str, Any] | None = None) -> list[list[tuple[str, float]]]:
+    def query(self, vectors: np.ndarray, n: int,
+              where: Mapping[str, Any] | None = None) -> list[list[tuple[str, float]]]:
         """Nearest ``n`` chunks for each query vector, as ``(chunk_id, cosine similarity)``; with ``where``
         (a chromadb filter on the chunks' metadata) only among the chunks it keeps."""
         if self._collection is None:
