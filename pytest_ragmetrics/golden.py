@@ -266,6 +266,8 @@ def check_mapping(value: Any, path: str, where: str, what: str) -> dict[str, Any
     for key, item in value.items():
         if not isinstance(key, str) or not key.strip():
             raise InputError(path, where, f"{what}: key {brief_repr(key)} must be a non-empty string")
+        if isinstance(item, dict):
+            item = {k: v for k, v in item.items() if k != "__line__"}
         items = item if isinstance(item, list) else [item]
         if not items or not all(_scalar(v) and v is not None for v in items):
             raise InputError(path, where, f"{what}: {key} is {brief_repr(item)}; expected a string, number or "
