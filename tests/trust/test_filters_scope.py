@@ -212,14 +212,16 @@ def test_a_search_batch_without_filters_leaves_the_filtered_queries_to_search(pr
     assert all(baseline[q]["recall@10"] == 1.0 for q in ("acme-refund", "acme-shipping", "globex-refund", "plain"))
 
 
-@pytest.mark.parametrize("value, shown", [("acme", "got str 'acme'"), (["acme"], "got list"),
-                                          ({"tenant": {"$eq": "acme"}}, "filters: tenant is {'$eq': 'acme'}")])
-def test_filters_that_are_not_a_mapping_of_values_are_refused_naming_file_and_record(
-        project: Project, value: Any, shown: str) -> None:
-    project.golden([GOLDEN[3], {**GOLDEN[0], "filters": value}])
+@pytest.mark.parametrize("key, value, shown", [
+    ("filters", "acme", "filters must be a mapping of metadata keys to values, such as {tenant: acme}; got str 'acme'"),
+    ("filters", ["acme"], "filters must be a mapping of metadata keys to values, such as {tenant: acme}; got list"),
+    ("filters", {"tenant": {"$eq": "acme"}}, "filters: tenant is {'$eq': 'acme'}; expected a string, number"),
+    ("scope", "acme", "scope must be a mapping of metadata keys to values, such as {tenant: acme}; got str 'acme'")])
+def test_filters_or_scope_that_are_not_a_mapping_of_values_are_refused_naming_file_and_record(
+        project: Project, key: str, value: Any, shown: str) -> None:
+    project.golden([GOLDEN[3], {**GOLDEN[0], key: value}])
     result = project.run()
-    message = assert_usage_error(result, "golden.yaml", "record 2", "id 'acme-refund'", shown)
-    assert "filters" in message
+    assert_usage_error(result, "golden.yaml", "record 2", "id 'acme-refund'", shown)
     assert project.calls() == []
 
 
@@ -281,7 +283,7 @@ def test_a_leak_fails_its_query_and_the_leak_gate_whatever_the_thresholds_say(pr
         "max_regressed_queries": 100, "fail_on_significant_drop": False}), encoding="utf-8")
     project.settings(kind="filtering", shape="meta", drop_filters=True)  # the bug: filters are ignored
     result = project.run("--rag-thresholds", "thresholds.json", "--rag-report", "run.json",
-                         "--rag-markdown", "summary.md", "--junitxml", "junit.xml")
+                         "--rag-markdown", "summary.md", "--rag-html", "report.html", "--junitxml", "junit.xml")
     out = result.stdout.str()
     no_traceback(out)
     assert result.ret == pytest.ExitCode.TESTS_FAILED, out[-3000:]
@@ -314,6 +316,17 @@ def test_a_leak_fails_its_query_and_the_leak_gate_whatever_the_thresholds_say(pr
     assert cases["acme-refund"]["verdict"] == "leak"
     assert cases["acme-refund"]["leak"] == "globex-refund {tenant: globex}, globex-shipping {tenant: globex}"
     assert cases["plain"]["verdict"] == "ok"
+    html = (project.path / "report.html").read_text(encoding="utf-8")
+    assert "<h2>Leaks</h2>" in html
+    assert ("<td><code>acme-refund</code></td><td>refund at acme</td><td>{tenant: acme}</td><td>{tenant: acme}</td>"
+            '<td class="num">2</td><td><code>globex-refund</code></td><td>{tenant: globex}</td>') in html
+    # a leaking run never becomes the baseline
+    before = (project.path / "baseline.json").read_bytes()
+    result = project.run("--rag-update-baseline")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert "returned documents outside their scope (acme-refund, acme-shipping, globex-refund); fix the leak first" \
+        in result.stdout.str()
+    assert (project.path / "baseline.json").read_bytes() == before
 
 
 def test_scope_metadata_comes_from_the_corpus_and_chunk_ids_map_to_their_document(project: Project) -> None:
