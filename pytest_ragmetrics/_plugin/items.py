@@ -219,7 +219,8 @@ class QueryItem(pytest.Function):
     def _leak_text(self, rag: RagSession, record: QueryRecord, drops: list[Drop]) -> str:
         """A leaking query's failure: which documents, with their metadata, fell outside which scope."""
         lines = [leak_summary(record.leaks, self.query.scope or {})]
-        lines += leak_lines(self.query, record.leaks)
+        q = self.query
+        lines += leak_lines(q.qid, q.text, q.filters, q.scope or {}, record.leaks)
         if drops:
             lines += ["", self._regression_text(rag, record, drops)]
         return "\n".join(lines)

@@ -191,11 +191,12 @@ def leak_summary(leaks: Sequence[Mapping[str, Any]], scope: Mapping[str, Any]) -
             "(no threshold allows a leak)")
 
 
-def leak_lines(query: Any, leaks: Sequence[Mapping[str, Any]], lead: str = "  ") -> list[str]:
+def leak_lines(qid: str, question: str, filters: Mapping[str, Any] | None, scope: Mapping[str, Any],
+               leaks: Sequence[Mapping[str, Any]], lead: str = "  ") -> list[str]:
     """One leaking query: its question and filters, the scope, and each document outside it with its metadata."""
-    lines = [f"{lead}{shown(query.qid)}  {shown(repr(query.question if hasattr(query, 'question') else query.text))}"
-             + (f"  filters {shown(scope_text(query.filters))}" if query.filters else "")]
-    lines.append(f"       scope:    {shown(scope_text(query.scope or {}))}")
+    lines = [f"{lead}{shown(qid)}" + (f"  {shown(repr(question))}" if question else "")
+             + (f"  filters {shown(scope_text(filters))}" if filters else "")]
+    lines.append(f"       scope:    {shown(scope_text(scope))}")
     for i, d in enumerate(leaks):
         head = "leaked:   " if i == 0 else "          "
         chunk = f"  (returned as {shown(str(d['id']))})" if d["id"] != d["doc"] else ""
@@ -212,7 +213,7 @@ def leaks_text(v: Verdict) -> str:
     lines = [f"Leaks: {counted(n, 'returned document', 'returned documents')} outside their query's scope "
              f"({counted(len(v.leaks), 'query', 'queries')}; zero tolerance, whatever the thresholds say):"]
     for i, leak in enumerate(v.leaks, start=1):
-        lines += leak_lines(leak, leak.docs, lead=f"{i:>3}. ")
+        lines += leak_lines(leak.qid, leak.question, leak.filters, leak.scope, leak.docs, lead=f"{i:>3}. ")
     return "\n".join(lines)
 
 

@@ -393,6 +393,21 @@ def test_a_leaking_artifact_marked_passed_is_refused(project: Project, capsys: p
            "their scope" in err
 
 
+def test_compare_fails_a_run_whose_artifact_leaked(project: Project, capsys: pytest.CaptureFixture[str]) -> None:
+    project.settings(kind="filtering", shape="meta")
+    _make_baseline(project)
+    project.run("--rag-report", "good.json")
+    project.settings(kind="filtering", shape="meta", drop_filters=True)
+    project.run("--rag-report", "leaky.json")
+    capsys.readouterr()
+    code = main(["compare", str(project.path / "good.json"), str(project.path / "leaky.json"), "--fail-on-regression"])
+    out = capsys.readouterr().out
+    assert code == 1, out
+    assert "gate leak: 6 returned documents are outside their query's scope in 3 queries" in out
+    assert "  1. acme-refund  filters {tenant: acme}\n       scope:    {tenant: acme}\n       leaked:   2. " \
+           "globex-refund  metadata {tenant: globex}" in out
+
+
 # ---------------------------------------------------------------------------------- pool
 
 
