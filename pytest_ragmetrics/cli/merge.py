@@ -11,7 +11,7 @@ from pytest_ragmetrics.cli import decided
 from pytest_ragmetrics.errors import BaselineError, RagMetricsError
 from pytest_ragmetrics.files import atomic_write_json, atomic_write_text, write_problem
 from pytest_ragmetrics.gate.artifact import seal_artifact
-from pytest_ragmetrics.tools.merge import Merged, merge_shards, refresh_baseline
+from pytest_ragmetrics.tools.merge import Merged, merge_shards, refresh_baseline, shown_path
 
 HELP = "judge the shards of one run (--rag-shard I/N) as one run: one verdict, artifact and report"
 
@@ -63,18 +63,32 @@ def run(args: argparse.Namespace) -> int:
     if args.markdown:
         _append_markdown(args, merged, worst)
     print(_header(merged))
-    print(_summary(merged, worst))
+    print(_summary(args, merged, worst))
     return code
 
 
-def _summary(merged: Merged, worst: int) -> str:
-    from pytest_ragmetrics.report.pooled import pooled_text
+def _pooled(args: argparse.Namespace, merged: Merged, markdown: bool) -> str | None:
+    """A pooled set's part of the report, as the plugin writes it (naming the merged artifact)."""
+    if merged.verdict.judgments != "pooled":
+        return None
+    from pytest_ragmetrics.report.pooled import pooled_markdown, pooled_text
+    from pytest_ragmetrics.unanswerable import FALSE_RETRIEVAL
+
+    meta = merged.shards[0].data["_meta"]
+    base = merged.baseline
+    lacks_top = base is not None and any("_top" not in e for e in base.per_query.values() if FALSE_RETRIEVAL not in e)
+    golden = meta.get("golden", {}).get("source") if isinstance(meta.get("golden"), dict) else None
+    return (pooled_markdown if markdown else pooled_text)(
+        merged.verdict, int(meta.get("k") or 10), None, lacks_top, shown_path(Path(args.out)) if args.out else None,
+        str(golden or merged.golden.source))
+
+
+def _summary(args: argparse.Namespace, merged: Merged, worst: int) -> str:
     from pytest_ragmetrics.report.summary import session_summary
 
     verdict, gold = merged.verdict, merged.gold_check
     meta = merged.shards[0].data["_meta"]
-    pooled = pooled_text(verdict, int(meta.get("k") or 10), None, False, None, str(merged.golden.source)) \
-        if verdict.judgments == "pooled" else None
+    pooled = _pooled(args, merged, markdown=False)
     late = None if gold is not None or merged.gold_unchecked is None \
         else f"WARNING: gold ids not checked: {merged.gold_unchecked}"
     return session_summary(verdict, worst, lost=set(gold.lost) if gold is not None else set(),
@@ -126,13 +140,11 @@ def _write_html(args: argparse.Namespace, merged: Merged, worst: int) -> None:
 
 def _append_markdown(args: argparse.Namespace, merged: Merged, worst: int) -> None:
     from pytest_ragmetrics.report.markdown import verdict_markdown
-    from pytest_ragmetrics.report.pooled import pooled_markdown
     from pytest_ragmetrics.report.text import retriever_changes
 
     meta = merged.shards[0].data["_meta"]
     verdict = merged.verdict
-    pooled = pooled_markdown(verdict, int(meta.get("k") or 10), None, False, None, str(merged.golden.source)) \
-        if verdict.judgments == "pooled" else None
+    pooled = _pooled(args, merged, markdown=True)
     path = Path(args.markdown)
     try:
         with open(path, "a", encoding="utf-8") as fh:

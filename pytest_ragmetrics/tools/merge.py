@@ -31,7 +31,7 @@ from pytest_ragmetrics.gold import GoldCheck
 from pytest_ragmetrics.golden import GoldenSet, load_golden
 from pytest_ragmetrics.measures import MeasureError, MeasurementConfig
 
-__all__ = ["Shard", "Merged", "load_shards", "check_shards", "merge_shards", "refresh_baseline"]
+__all__ = ["Shard", "Merged", "load_shards", "check_shards", "merge_shards", "refresh_baseline", "shown_path"]
 
 #: ``_meta`` keys a run's artifact adds to the run's fingerprint (:func:`build_artifact`); the
 #: rest is what a baseline's ``_meta`` holds too
@@ -247,7 +247,8 @@ def _gold(shards: Sequence[Shard]) -> tuple[GoldCheck | None, str | None]:
     return None, gold.get("unchecked") if isinstance(gold.get("unchecked"), str) else None
 
 
-def _shown(path: Path) -> str:
+def shown_path(path: Path) -> str:
+    """``path`` from the current folder when it is inside it (as the plugin names project paths)."""
     try:
         return path.absolute().relative_to(Path.cwd()).as_posix()
     except ValueError:
@@ -295,7 +296,7 @@ def merge_shards(paths: Sequence[str | Path], *, golden: str | Path | None = Non
     answer = meta.get("answer_threshold")
     verdict = build_verdict(records, run_golden, compared, thresholds, metrics, config.relevance_level, full,
                             baseline_path=str(base_path), labels=labels,
-                            artifact_path=_shown(Path(out)) if out else None,
+                            artifact_path=shown_path(Path(out)) if out else None,
                             answer_threshold=float(answer) if isinstance(answer, (int, float)) else None)
     gold_check, gold_unchecked = _gold(shards)
     run_meta = {k: v for k, v in meta.items() if k not in _ARTIFACT_KEYS}

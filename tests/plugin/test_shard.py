@@ -131,6 +131,9 @@ def test_a_shard_runs_its_share_and_fails_on_its_own_queries_only(baselined: Rag
         bad = sorted(set(share) & {"q-002", "q-004", "q-005"})
         assert ids_with(result, "failed") == [f"golden.yaml::{q}" for q in bad]
         assert result.ret == (pytest.ExitCode.TESTS_FAILED if bad else pytest.ExitCode.OK)
+        comparison = _read(baselined, f"shard{results.index(result) + 1}.json")["comparison"]
+        assert comparison["deferred"] == ["baseline", "recall@10", "significant-drops"]
+        assert all(g["passed"] for g in comparison["gates"]) and comparison["passed"] is not bool(bad)
         if not bad:
             assert "No query of this shard regressed or errored. Its gates (baseline, recall@10, significant-drops)" \
                    in rag_summary(result)
@@ -139,30 +142,44 @@ def test_a_shard_runs_its_share_and_fails_on_its_own_queries_only(baselined: Rag
 # ------------------------------------------------------------------------- merging
 
 
-@pytest.mark.parametrize("degrade", [False, True], ids=["passing", "failing"])
-def test_merged_shards_are_the_whole_run(baselined: RagProject, capsys: pytest.CaptureFixture[str],
-                                         monkeypatch: pytest.MonkeyPatch, degrade: bool) -> None:
+@pytest.mark.parametrize("case", ["passing", "failing", "smoke", "no-baseline", "pooled"])
+def test_merged_shards_are_the_whole_run(project: RagProject, capsys: pytest.CaptureFixture[str],
+                                         monkeypatch: pytest.MonkeyPatch, case: str) -> None:
     """3 shards merged give the artifact, verdict, exit code and report of one whole run, times aside."""
-    if degrade:
-        baselined.thresholds({"max_regressed_queries": 1})
-        baselined.answer(**DEGRADED)
-    whole = baselined.run("--rag-report=whole.json")
-    _shards(baselined)
-    code, out, err = _merge(baselined, capsys, monkeypatch, "shard1.json", "shard2.json", "shard3.json",
+    if case == "pooled":  # unlisted documents are unjudged: a drop they may explain is inconclusive
+        project.ini(rag_judgments="pooled")
+    if case != "no-baseline":
+        project.baseline_once()
+    if case == "pooled":
+        project.answer(q_002=["chain-lube#1-2", "other-doc", "new-doc"], q_004=["derailleur"])
+    if case == "failing":
+        project.thresholds({"max_regressed_queries": 1})
+        project.answer(**DEGRADED)
+    args = ("--rag-subset=smoke",) if case == "smoke" else ()
+    # the artifact under the merged one's name, which a pooled verdict names
+    whole = project.run("--rag-report=run.json", "--rag-markdown=whole.md", "--rag-html=whole.html", *args)
+    (project.path / "run.json").rename(project.path / "whole.json")
+    _shards(project, 3, *args)
+    code, out, err = _merge(project, capsys, monkeypatch, "shard1.json", "shard2.json", "shard3.json",
                             "--out", "run.json", "--markdown", "merged.md", "--html", "merged.html")
     assert err == ""
-    assert code == (1 if degrade else 0) == (whole.ret != 0)
-    merged, reference = _read(baselined, "run.json"), _read(baselined, "whole.json")
+    failed = case in ("failing", "no-baseline", "pooled")
+    assert code == int(failed) == int(whole.ret != 0)
+    merged, reference = _read(project, "run.json"), _read(project, "whole.json")
     assert _normalised(merged) == _normalised(reference)
     # the earliest shard's time; sealed like any artifact: the schema (and its seal) holds
-    assert merged["_meta"]["created"] == min(_read(baselined, f"shard{i}.json")["_meta"]["created"] for i in (1, 2, 3))
-    load_artifact(baselined.path / "run.json")
+    assert merged["_meta"]["created"] == min(_read(project, f"shard{i}.json")["_meta"]["created"] for i in (1, 2, 3))
+    load_artifact(project.path / "run.json")
     # the report is the whole run's: the same verdict text as its terminal summary
-    assert out.startswith("Merged 3 shards of 6 queries from golden.yaml: 1/3 shard1.json (2), ")
+    n, each = (3, 1) if case == "smoke" else (6, 2)
+    assert out.startswith(f"Merged 3 shards of {n} queries from golden.yaml: 1/3 shard1.json ({each}), ")
     assert rag_summary(whole).strip() in out
-    assert (baselined.path / "merged.md").read_text(encoding="utf-8").startswith(
-        "## Retrieval gate: failed" if degrade else "## Retrieval gate: passed")
-    assert "<html" in (baselined.path / "merged.html").read_text(encoding="utf-8")
+    markdown = (project.path / "merged.md").read_text(encoding="utf-8")
+    assert markdown == (project.path / "whole.md").read_text(encoding="utf-8")
+    assert markdown.startswith("## Retrieval gate: failed" if failed else "## Retrieval gate: passed")
+    html = (project.path / "merged.html").read_text(encoding="utf-8")
+    assert html.replace(merged["_meta"]["created"], "TIME") == \
+        (project.path / "whole.html").read_text(encoding="utf-8").replace(reference["_meta"]["created"], "TIME")
 
 
 def test_merge_names_a_missing_or_duplicated_shard(baselined: RagProject, capsys: pytest.CaptureFixture[str],
@@ -260,3 +277,23 @@ def test_a_shard_under_xdist_writes_the_serial_shards_artifact(baselined: RagPro
     assert serial.ret == parallel.ret
     assert ids_with(serial, "failed") == ids_with(parallel, "failed")
     assert _normalised(_read(baselined, "parallel.json")) == _normalised(_read(baselined, "serial.json"))
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda s: s.update(index=4), "shard1.json: shard.index is 4, above shard.count 3 (I is 1-based: 1..N)"),
+    (lambda s: s.update(count=0), "shard1.json: shard.count is 0; expected a whole number >= 1"),
+    (lambda s: s["records"].update({"q-999": {"qid": "q-999", "status": "scored"}}),
+     "shard1.json: shard.records.q-999 is a query this shard was not dealt (not in shard.queries)"),
+    (lambda s: s["records"].pop(next(iter(s["records"]))),
+     "has no record in shard.records: the file was edited"),
+])
+def test_the_shard_section_is_checked_with_the_artifact(baselined: RagProject, capsys: pytest.CaptureFixture[str],
+                                                        monkeypatch: pytest.MonkeyPatch, edit: Any,
+                                                        message: str) -> None:
+    _shards(baselined)
+    data = _read(baselined, "shard1.json")
+    edit(data["shard"])
+    (baselined.path / "shard1.json").write_text(json.dumps(data), encoding="utf-8")
+    code, out, err = _merge(baselined, capsys, monkeypatch, "shard1.json", "shard2.json", "shard3.json")
+    assert (code, out) == (2, "")
+    assert message in err
