@@ -109,6 +109,12 @@ def test_a_bad_shard_spec_is_a_usage_error(project: RagProject, spec: str, why: 
     no_traceback(result)
 
 
+def test_a_shard_without_an_artifact_is_told_merge_needs_one(baselined: RagProject) -> None:
+    result = baselined.run("--rag-shard=1/2")
+    assert result.ret == pytest.ExitCode.OK
+    assert "(pass --rag-report=PATH: merge reads the shard's artifact)" in result.stdout.str()
+
+
 def test_a_shard_refuses_to_refresh_the_baseline(project: RagProject) -> None:
     result = project.run("--rag-shard=1/2", "--rag-update-baseline")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
