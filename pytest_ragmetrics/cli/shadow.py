@@ -145,7 +145,8 @@ def run(args: argparse.Namespace) -> int:
         if questions is None:
             from pytest_ragmetrics.tools.shadow import ShadowQuery
 
-            qids = [q for q in side_a.rankings if q in side_b.rankings] or list(side_a.rankings)
+            # every query either run holds, so a query one of them lacks (or errored on) is named, not skipped
+            qids = list(dict.fromkeys([*side_a.rankings, *side_a.missing, *side_b.rankings, *side_b.missing]))
             questions = [ShadowQuery(q, q) for q in qids]
         elif not any(q.qid in side_a.rankings or q.qid in side_b.rankings for q in questions):
             raise RagMetricsError(f"none of the questions of {args.queries} is in {spec_a} or {spec_b}: are they runs "
