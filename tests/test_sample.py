@@ -9,6 +9,7 @@ real retriever module, and the candidates file ``ragmetrics annotate`` reads.
 from __future__ import annotations
 
 import json
+import random
 import sys
 from pathlib import Path
 from typing import Any, Iterator
@@ -88,6 +89,32 @@ def test_exact_and_near_duplicates_merge_into_the_most_asked_form(tmp_path: Path
     assert token_set("如何重置密码") == {"如何", "何重", "重置", "置密", "密码"}
     questions, exact, near = deduplicate(read_log(log), near=None)
     assert (exact, near) == (2, 0) and len(questions) == 6
+
+
+def test_near_duplicates_found_by_prefix_filtering_equal_a_pairwise_search() -> None:
+    """The candidate search (rarest tokens, set sizes) is an optimisation only: the same merges as
+    comparing every question with every one kept before it."""
+    from pytest_ragmetrics.tools.sample import LogEntry
+
+    def pairwise(entries: list[LogEntry], near: float) -> tuple[list[str], int]:
+        kept: list[Any] = []
+        for q in sorted(deduplicate(entries, None)[0], key=lambda q: (-q.count, q.line)):
+            s = token_set(q.key)
+            if s and any(k.filters == q.filters and len(s & token_set(k.key)) >= near * len(s | token_set(k.key))
+                         for k in kept):
+                continue
+            kept.append(q)
+        return sorted(q.key for q in kept), len(deduplicate(entries, None)[0]) - len(kept)
+
+    rng = random.Random(11)
+    for _ in range(300):
+        vocab = [f"w{i}" for i in range(rng.randint(3, 12))]
+        entries = [LogEntry(i + 1, " ".join(rng.sample(vocab, rng.randint(1, min(6, len(vocab))))),
+                            rng.choice([None, {"lang": "en"}]), "all", rng.randint(1, 3))
+                   for i in range(rng.randint(1, 40))]
+        near = rng.choice([0.5, 0.6, 0.75, 0.8, 1.0])
+        questions, _, merged = deduplicate(entries, near)
+        assert (sorted(q.key for q in questions), merged) == pairwise(entries, near)
 
 
 def test_allocation_is_proportional_with_one_at_least_and_capped() -> None:
@@ -204,6 +231,14 @@ def test_lines_without_the_by_field_are_listed_never_dropped(tmp_path: Path,
     meta, records = draft_of(out)
     assert meta["strata"]["other"] == {"lines": 2, "questions": 2, "sampled": 2}
     assert sorted(r["query"] for r in records if r["tags"] == ["intent=other"]) == ["b", "c"]
+
+
+def test_a_by_field_no_line_has_is_named_with_the_fields_they_have(tmp_path: Path) -> None:
+    log = write_log(tmp_path / "log.jsonl", [{"query": "a", "intent": "x"}, {"query": "b", "intent": "y"}])
+    with pytest.raises(InputError, match=r"log.jsonl: no line has the --by field 'intnet'; did you mean 'intent'\?"):
+        sample_log(log, 1, by="intnet")
+    with pytest.raises(InputError, match=r"no line has the --by field 'lang'; the lines have intent, query"):
+        sample_log(log, 1, by="lang")
 
 
 def test_usage_errors_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

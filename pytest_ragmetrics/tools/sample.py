@@ -146,6 +146,7 @@ def read_log(path: str | Path, by: str | None = None, by_missing: str | None = N
     name = str(p)
     out: list[LogEntry] = []
     missing: list[int] = []
+    fields: set[str] = set()
     for number, record in json_lines(p):
         where = f"line {number}"
         if not isinstance(record, dict):
@@ -166,6 +167,8 @@ def read_log(path: str | Path, by: str | None = None, by_missing: str | None = N
             raise InputError(name, where, f"count must be an integer >= 1 (how many times it was asked), got "
                                           f"{brief_repr(count)}")
         stratum = ALL
+        if by is not None and len(fields) < 100:
+            fields.update(str(key) for key in record)
         if by is not None:
             found, value = _field(record, by)
             if not found or value is None:
@@ -177,6 +180,13 @@ def read_log(path: str | Path, by: str | None = None, by_missing: str | None = N
         out.append(LogEntry(number, text, filters or None, stratum, count))
     if not out:
         raise InputError(name, None, "no questions found (an empty log)")
+    if missing and by_missing is None and len(missing) == len(out):  # a typo, most likely: say what the lines hold
+        import difflib
+
+        close = difflib.get_close_matches(str(by), sorted(fields), n=1)
+        raise InputError(name, None, f"no line has the --by field {by!r}"
+                                     + (f"; did you mean {close[0]!r}?" if close else
+                                        f"; the lines have {', '.join(sorted(fields)[:12])}"))
     if missing and by_missing is None:
         shown = ", ".join(str(n) for n in missing[:20]) + (f" … and {len(missing) - 20} more" if len(missing) > 20
                                                           else "")
@@ -267,7 +277,9 @@ def deduplicate(entries: Sequence[LogEntry], near: float | None = DEFAULT_NEAR) 
     for s in sets:
         for t in s:
             frequency[t] = frequency.get(t, 0) + 1
-    index: dict[tuple[str, str], list[int]] = {}  # (filters, token) -> kept questions with it in their prefix
+    # (filters, token, size) -> kept questions of that many tokens with the token in their prefix: a set
+    # of size m can reach the threshold with one of size n only when near * n <= m <= n / near
+    index: dict[tuple[str, str, int], list[int]] = {}
     kept: list[int] = []
     merged = 0
     for i, q in enumerate(ordered):
@@ -277,10 +289,11 @@ def deduplicate(entries: Sequence[LogEntry], near: float | None = DEFAULT_NEAR) 
             kept.append(i)
             continue
         prefix = sorted(s, key=lambda t: (frequency[t], t))[:len(s) - ceil(near * len(s) - 1e-9) + 1]
+        sizes = range(ceil(near * len(s) - 1e-9), floor(len(s) / near + 1e-9) + 1)
         target = None
         seen: set[int] = set()
-        for t in prefix:
-            for j in index.get((fkey, t), ()):
+        for t, size in ((t, size) for t in prefix for size in sizes):
+            for j in index.get((fkey, t, size), ()):
                 if j in seen:
                     continue
                 seen.add(j)
@@ -297,7 +310,7 @@ def deduplicate(entries: Sequence[LogEntry], near: float | None = DEFAULT_NEAR) 
             continue
         kept.append(i)
         for t in prefix:
-            index.setdefault((fkey, t), []).append(i)
+            index.setdefault((fkey, t, len(s)), []).append(i)
     return sorted((ordered[i] for i in kept), key=lambda q: q.line), duplicates, merged
 
 
