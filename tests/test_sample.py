@@ -306,3 +306,19 @@ def test_a_draft_pools_with_a_real_retriever_into_candidates_annotate_reads(
     from pytest_ragmetrics.annotate.task import shown_questions
 
     assert len(shown_questions(pool)) == 6
+
+
+def test_the_draft_becomes_a_golden_set_once_labelled(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from pytest_ragmetrics import load_golden
+
+    draft = tmp_path / "draft.jsonl"
+    assert main(["sample", str(big_log(tmp_path)), "--n", "3", "--seed", "2", "--out", str(draft)]) == 0
+    with pytest.raises(InputError, match=rf"{draft.name}, line 2 \(qid 'log-[0-9a-f]{{12}}'\): candidates must be"):
+        load_golden(draft)  # no labels yet: not a golden set, and the message says where
+    meta, records = draft_of(draft)
+    for r in records:
+        r["candidates"] = [{"doc_id": "some-doc", "rel": 1}]
+    draft.write_text("".join(json.dumps(x, ensure_ascii=False) + "\n" for x in [{"_meta": meta}, *records]),
+                     encoding="utf-8")
+    golden = load_golden(draft)  # source: log, log and filters ride along
+    assert [q.qid for q in golden] == [r["qid"] for r in records] and golden.judgments == "pooled"

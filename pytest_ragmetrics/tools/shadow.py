@@ -253,7 +253,7 @@ def rbo_ext(a: Sequence[str], b: Sequence[str], p: float = RBO_P) -> float:
     """
     if not 0 < p < 1:
         raise ValueError(f"p must be in (0, 1), got {p}")
-    if not a and not b:
+    if list(a) == list(b):  # exactly 1, not 1 within float error: "identical" must read as identical
         return 1.0
     if not a or not b:
         return 0.0
