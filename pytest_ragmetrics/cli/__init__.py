@@ -11,7 +11,9 @@ encoder backend is fastest on the CPU, at what cost in fidelity), ``pool`` (pool
 from several retrievers, runs or stack modes for annotation),
 ``annotate`` (a local page to grade pooled candidates, and to adjudicate two
 annotators), ``agreement`` (Cohen's kappa between two annotators), ``leakage`` (golden questions
-found in the corpus) and ``export`` (an artifact as a TREC run, a golden set as qrels).
+found in the corpus), ``export`` (an artifact as a TREC run, a golden set as qrels), ``sample`` (a draft
+golden set drawn from a query log: deduplicated, stratified, personal data redacted) and ``shadow``
+(two retrievers or runs compared without labels: overlap, rank-biased overlap, what to label next).
 Exit codes: 0 done, 1 a check failed (``--fail-on-regression``, ``--fail-on-drift``,
 ``--fail-below``, ``--fail``), 2 bad input or usage (the message names file, line and problem).
 A verb with a check decides its code (:func:`decided`) before it prints or writes anything, so
@@ -34,7 +36,7 @@ __all__ = ["main", "build_parser", "decided", "VERBS"]
 
 #: The verbs, in the order ``--help`` lists them; each is the module ``cli/<verb>.py``.
 VERBS = ("evaluate", "compare", "merge", "baseline", "history", "ablate", "encoders", "pool", "annotate", "agreement",
-         "leakage", "export")
+         "leakage", "export", "sample", "shadow")
 
 
 def build_parser() -> argparse.ArgumentParser:
