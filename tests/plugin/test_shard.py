@@ -261,17 +261,34 @@ def test_merge_refreshes_the_baseline_like_a_whole_run(project: RagProject, caps
     assert _read(project, "run.json")["_meta"]["baseline"]["updated"] is True
 
 
-def test_merge_refuses_to_refresh_from_an_errored_query(baselined: RagProject,
-                                                       capsys: pytest.CaptureFixture[str],
-                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("case, refusal", [
+    ("errored", "1 query errored (q-005); fix the retriever first"),
+    ("deselected", "1 golden query did not run (e.g. q-005); update the baseline from a full, unfiltered run"),
+])
+def test_merge_refuses_to_refresh_as_the_plugin_does(baselined: RagProject, capsys: pytest.CaptureFixture[str],
+                                                     monkeypatch: pytest.MonkeyPatch, case: str,
+                                                     refusal: str) -> None:
     before = baselined.baseline_path.read_bytes()
-    baselined.answer(q_005={"raise": "index shard offline"})
-    _shards(baselined)
+    if case == "errored":
+        baselined.answer(q_005={"raise": "index shard offline"})
+    _shards(baselined, 3, *(("--deselect=golden.yaml::q-005",) if case == "deselected" else ()))
     code, out, _ = _merge(baselined, capsys, monkeypatch, "shard1.json", "shard2.json", "shard3.json",
                           "--update-baseline")
     assert code == 1
-    assert "not writing" in out and "1 query errored (q-005); fix the retriever first" in out
+    assert f"not writing {baselined.baseline_path}: {refusal}" in out
     assert baselined.baseline_path.read_bytes() == before
+
+
+def test_merge_refuses_a_baseline_changed_since_the_shards(baselined: RagProject,
+                                                          capsys: pytest.CaptureFixture[str],
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    _shards(baselined, 2)
+    baselined.answer(q_001=["tire-repair"])
+    baselined.make_baseline()  # re-measured after the shards ran: not what they were judged against
+    code, out, err = _merge(baselined, capsys, monkeypatch, "shard1.json", "shard2.json")
+    assert (code, out) == (2, "")
+    assert f"{baselined.baseline_path}: is not the baseline the shards were judged against: its sha256 differs " \
+           "from shard1.json's _meta.baseline.sha256" in err
 
 
 @pytest.mark.slow
