@@ -74,7 +74,7 @@ def _pooled(args: argparse.Namespace, merged: Merged, markdown: bool) -> str | N
     from pytest_ragmetrics.report.pooled import pooled_markdown, pooled_text
     from pytest_ragmetrics.unanswerable import FALSE_RETRIEVAL
 
-    meta = merged.shards[0].data["_meta"]
+    meta = merged.recorded
     base = merged.baseline
     lacks_top = base is not None and any("_top" not in e for e in base.per_query.values() if FALSE_RETRIEVAL not in e)
     golden = meta.get("golden", {}).get("source") if isinstance(meta.get("golden"), dict) else None
@@ -87,7 +87,7 @@ def _summary(args: argparse.Namespace, merged: Merged, worst: int) -> str:
     from pytest_ragmetrics.report.summary import session_summary
 
     verdict, gold = merged.verdict, merged.gold_check
-    meta = merged.shards[0].data["_meta"]
+    meta = merged.recorded
     pooled = _pooled(args, merged, markdown=False)
     late = None if gold is not None or merged.gold_unchecked is None \
         else f"WARNING: gold ids not checked: {merged.gold_unchecked}"
@@ -100,7 +100,7 @@ def _summary(args: argparse.Namespace, merged: Merged, worst: int) -> str:
 def _refresh(args: argparse.Namespace, merged: Merged) -> int:
     from pytest_ragmetrics.report.summary import refresh_summary
 
-    meta = merged.shards[0].data["_meta"]
+    meta = merged.recorded
     try:
         change, written = refresh_baseline(merged, args.allow_missing_gold), True
     except BaselineError as exc:
@@ -142,7 +142,7 @@ def _append_markdown(args: argparse.Namespace, merged: Merged, worst: int) -> No
     from pytest_ragmetrics.report.markdown import verdict_markdown
     from pytest_ragmetrics.report.text import retriever_changes
 
-    meta = merged.shards[0].data["_meta"]
+    meta = merged.recorded
     verdict = merged.verdict
     pooled = _pooled(args, merged, markdown=True)
     path = Path(args.markdown)

@@ -61,6 +61,9 @@ class Merged:
     """The merged run: its verdict, its artifact (unsealed) and what the reports and a refresh need."""
 
     shards: list[Shard]
+    #: the ``_meta`` the shards share (:func:`reference`'s), as recorded
+    recorded: dict[str, Any]
+    #: the merged run's fingerprint, as a baseline's ``_meta`` holds it
     meta: dict[str, Any]
     golden: GoldenSet  # the queries meant to run: every shard's together
     full_golden: GoldenSet
@@ -104,21 +107,31 @@ def _value_at(data: Any, where: str) -> Any:
     return data
 
 
+def reference(shards: Sequence[Shard]) -> Shard:
+    """The shard whose ``_meta`` the merged run takes: the first that ran a query (one dealt none has
+    no retriever description), else the first."""
+    return next((s for s in shards if s.section["records"]), shards[0])
+
+
 def check_shards(shards: Sequence[Shard]) -> None:
     """Refuse shards that are not the N shards of one run, each once (naming the files and the field)."""
     if not shards:
         raise RagMetricsError("no shard given: pass every shard's artifact (shard*.json)")
-    first = shards[0]
+    first = reference(shards)
 
-    def fingerprint(shard: Shard) -> dict[str, Any]:
-        return {"_meta": {k: v for k, v in shard.data["_meta"].items() if k not in _PER_SHARD},
-                "shard": {k: shard.section.get(k) for k in ("count", "of", "baseline")}}
+    def fingerprint(shard: Shard, described: bool) -> dict[str, Any]:
+        meta = {k: v for k, v in shard.data["_meta"].items() if k not in _PER_SHARD}
+        if not described:  # a shard dealt no query never met the retriever, so it has no description
+            meta.pop("retriever", None)
+        return {"_meta": meta, "shard": {k: shard.section.get(k) for k in ("count", "of", "baseline")}}
 
-    for shard in shards[1:]:
-        differ = [d.lstrip(".") for d in _differences(fingerprint(first), fingerprint(shard), "")]
+    for shard in shards:
+        described = bool(shard.section["records"])
+        a, b = fingerprint(first, described), fingerprint(shard, described)
+        differ = [d.lstrip(".") for d in _differences(a, b, "")]
         if differ:
-            what = "; ".join(f"{d}: {brief_repr(_value_at(fingerprint(first), d))} in {first.path}, "
-                             f"{brief_repr(_value_at(fingerprint(shard), d))} in {shard.path}" for d in differ[:3])
+            what = "; ".join(f"{d}: {brief_repr(_value_at(a, d))} in {first.path}, "
+                             f"{brief_repr(_value_at(b, d))} in {shard.path}" for d in differ[:3])
             golden = any(d.startswith("_meta.golden") for d in differ)
             raise InputError(shard.path, None, f"is not a shard of the same run as {first.path}"
                              + (" (they ran different golden sets)" if golden else "")
@@ -267,7 +280,7 @@ def merge_shards(paths: Sequence[str | Path], *, golden: str | Path | None = Non
     shards = load_shards(paths)
     check_shards(shards)
     shards.sort(key=lambda s: s.section["index"])
-    meta = dict(shards[0].data["_meta"])
+    meta = dict(reference(shards).data["_meta"])
     created = min(str(s.data["_meta"].get("created") or "") for s in shards) or None
     try:
         config = MeasurementConfig.from_dict(meta["measurement"])
@@ -302,8 +315,8 @@ def merge_shards(paths: Sequence[str | Path], *, golden: str | Path | None = Non
     run_meta = {k: v for k, v in meta.items() if k not in _ARTIFACT_KEYS}
     if created is not None:
         run_meta["created"] = created
-    merged = Merged(shards, run_meta, run_golden, full, records, base, base_path, thresholds, metrics, verdict, {},
-                    gold_check, gold_unchecked, created or "")
+    merged = Merged(shards, meta, run_meta, run_golden, full, records, base, base_path, thresholds, metrics, verdict,
+                    {}, gold_check, gold_unchecked, created or "")
     merged.artifact = artifact_of(merged, None if updating else meta.get("baseline"), updating)
     return merged
 
@@ -312,10 +325,10 @@ def artifact_of(merged: Merged, baseline_file: Any, updating: bool) -> dict[str,
     """The merged run's artifact, as :func:`build_artifact` builds a whole run's (unsealed)."""
     from pytest_ragmetrics.report.text import retriever_changes
 
-    meta = merged.shards[0].data["_meta"]
+    meta = merged.recorded
     base = None if updating else merged.baseline
     baseline_id = {new: old for old, new in find_renames(merged.full_golden, base).items()} if base else {}
-    judgments = meta.get("judgments") if isinstance(meta.get("judgments"), dict) else {}
+    judgments: dict[str, Any] = meta["judgments"] if isinstance(meta.get("judgments"), dict) else {}
     before = meta.get("baseline_retriever")
     return build_artifact(merged.meta, merged.verdict, merged.golden, merged.records, merged.metrics,
                           int(meta.get("k") or 10), str(meta.get("subset") or "full"), base, baseline_id,
