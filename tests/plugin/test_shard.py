@@ -254,7 +254,8 @@ def test_merge_refuses_a_whole_run_or_an_edited_shard(baselined: RagProject, cap
 
 def test_merge_refreshes_the_baseline_like_a_whole_run(project: RagProject, capsys: pytest.CaptureFixture[str],
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    project.make_baseline()
+    whole = project.make_baseline("--rag-report=run.json")
+    (project.path / "run.json").rename(project.path / "whole.json")
     reference = project.baseline()
     project.baseline_path.unlink()
     _shards(project)  # no baseline yet: the shards run, and merge writes it
@@ -265,7 +266,14 @@ def test_merge_refreshes_the_baseline_like_a_whole_run(project: RagProject, caps
     for data in (written, reference):
         data["_meta"].pop("created")  # the one line a refresh of the same numbers changes
     assert written == reference
-    assert _read(project, "run.json")["_meta"]["baseline"]["updated"] is True
+    assert rag_summary(whole).strip() in out  # what changed in the baseline, as the plugin says it
+    # the artifact is a refresh run's, naming the baseline it wrote: by its content (its bytes hold its time)
+    artifacts = [_normalised(_read(project, name)) for name in ("run.json", "whole.json")]
+    for data in artifacts:
+        assert data["_meta"]["baseline"].pop("updated") is True
+        data["_meta"]["baseline"].pop("sha256"), data["_meta"]["baseline"].pop("created")
+        data["_meta"]["seal"].pop("_meta")
+    assert artifacts[0] == artifacts[1]
 
 
 @pytest.mark.parametrize("case, refusal", [
@@ -341,3 +349,13 @@ def test_a_shard_dealt_no_query_passes_and_still_writes_its_artifact(baselined: 
     code, out, err = _merge(baselined, capsys, monkeypatch, *(f"shard{i}.json" for i in range(1, 5)))
     assert (code, err) == (0, "")
     assert "Merged 4 shards of 3 queries" in out
+
+
+def test_merge_refuses_to_refresh_from_smoke_shards(baselined: RagProject, capsys: pytest.CaptureFixture[str],
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    before = baselined.baseline_path.read_bytes()
+    _shards(baselined, 2, "--rag-subset=smoke")
+    code, out, err = _merge(baselined, capsys, monkeypatch, "shard1.json", "shard2.json", "--update-baseline")
+    assert (code, out) == (2, "")
+    assert "--update-baseline needs the full set: the shards ran the smoke subset" in err
+    assert baselined.baseline_path.read_bytes() == before
