@@ -69,7 +69,7 @@ from pytest_ragmetrics.golden import GoldenSet
 from pytest_ragmetrics.measures import MeasurementConfig
 
 __all__ = ["ARTIFACT_FORMAT", "STATUSES", "ArtifactError", "build_artifact", "is_run_artifact", "load_artifact",
-           "parse_artifact", "parse_run_json", "check_artifact", "seal_artifact"]
+           "parse_artifact", "parse_run_json", "check_artifact", "seal_artifact", "whole_run_only"]
 
 #: The version of the schema above, written as ``_meta.format``.
 ARTIFACT_FORMAT = 1
@@ -133,6 +133,16 @@ def parse_run_json(text: str, name: str) -> dict[str, Any] | Baseline:
         check_artifact(data, name)
         return data
     return load_baseline(name)
+
+
+def whole_run_only(data: Mapping[str, Any], name: str) -> None:
+    """Refuse a shard's artifact where a whole run is read (``compare``, ``history``): its means
+    and its gates cover only the queries that shard was dealt."""
+    shard = data.get("shard")
+    if isinstance(shard, dict):
+        raise ArtifactError(name, None, f"is shard {shard.get('index')}/{shard.get('count')} of a sharded run, "
+                                   "holding only that shard's queries; merge the shards first: "
+                                   "`ragmetrics merge SHARD.json... --out run.json`")
 
 
 def _fail(name: str, where: str, problem: str) -> ArtifactError:

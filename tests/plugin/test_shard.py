@@ -359,3 +359,20 @@ def test_merge_refuses_to_refresh_from_smoke_shards(baselined: RagProject, capsy
     assert (code, out) == (2, "")
     assert "--update-baseline needs the full set: the shards ran the smoke subset" in err
     assert baselined.baseline_path.read_bytes() == before
+
+
+def test_compare_and_history_refuse_a_shard_as_a_whole_run(baselined: RagProject,
+                                                          capsys: pytest.CaptureFixture[str],
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """A shard left in a nightly folder holds a third of the set: read as a whole run its means
+    and gates would judge a partial set, so the readers of whole runs send it to merge."""
+    baselined.run("--rag-shard=1/3", "--rag-report=shard1.json")
+    baselined.run("--rag-report=whole.json")
+    for argv in (["compare", "whole.json", "shard1.json"], ["history", "whole.json", "shard1.json"]):
+        monkeypatch.chdir(baselined.path)
+        capsys.readouterr()
+        code = main(argv)
+        err = capsys.readouterr().err
+        assert code == 2, argv
+        assert "shard1.json: is shard 1/3 of a sharded run, holding only that shard's queries; merge " \
+               "the shards first: `ragmetrics merge SHARD.json... --out run.json`" in err, argv
