@@ -401,6 +401,8 @@ class Verdict:
     no_answer: NoAnswerRow | None = None
     #: queries that returned documents outside their scope: each fails, and so does the run
     leaks: list[ScopeLeak] = field(default_factory=list)
+    #: a shard's gates, left to ``ragmetrics merge`` (a part of the set cannot stand for the whole)
+    deferred: list[str] = field(default_factory=list)
 
     @property
     def failed_gates(self) -> list[Gate]:
@@ -468,6 +470,7 @@ class Verdict:
             **({"stale_labels": self.labels.to_dict()} if self.labels is not None else {}),
             "no_answer": self.no_answer.to_dict() if self.no_answer else None,
             **({"leaks": [leak.to_dict() for leak in self.leaks]} if self.leaks else {}),
+            **({"deferred": self.deferred} if self.deferred else {}),
             "failures": self.failures(),
             "passed": self.passed,
             **({"judgments": self.judgments, "judged": self.judged, "unjudged_new": self.unjudged_new,
