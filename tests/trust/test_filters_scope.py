@@ -408,6 +408,24 @@ def test_compare_fails_a_run_whose_artifact_leaked(project: Project, capsys: pyt
            "globex-refund  metadata {tenant: globex}" in out
 
 
+def test_shards_that_leaked_fail_their_merge_on_the_leak_gate(project: Project,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    project.settings(kind="filtering", shape="meta")
+    _make_baseline(project)
+    project.settings(kind="filtering", shape="meta", drop_filters=True)
+    shards = []
+    for i in (1, 2):
+        project.run("--rag-shard", f"{i}/2", "--rag-report", f"shard{i}.json")
+        shards.append(str(project.path / f"shard{i}.json"))
+    capsys.readouterr()
+    code = main(["merge", *shards, "--out", str(project.path / "run.json")])
+    out = capsys.readouterr().out
+    assert code == 1, out
+    assert "gate leak: 6 returned documents are outside their query's scope in 3 queries" in out
+    merged = json.loads((project.path / "run.json").read_text(encoding="utf-8"))
+    assert merged["comparison"]["passed"] is False and len(merged["comparison"]["leaks"]) == 3
+
+
 # ---------------------------------------------------------------------------------- pool
 
 
