@@ -185,13 +185,13 @@ class QueryItem(pytest.Function):
             self._attach(rag, record)
             raise
         self._attach(rag, record)
+        drops = record.drops or []
+        exceeded = [d for d in drops if d.exceeded]
+        if record.leaks:  # zero tolerance: no threshold, not even report-only mode, lets a leak pass; nor a skip
+            raise QueryLeak(self._leak_text(rag, record, drops if exceeded else []))
         if record.status == "unscorable":
             pytest.skip(f"{record.error}: not scored" if record.error else
                         f"no document is judged relevant at level {rag.config.relevance_level}: not scored")
-        drops = record.drops or []
-        exceeded = [d for d in drops if d.exceeded]
-        if record.leaks:  # zero tolerance: no threshold, not even report-only mode, lets a leak pass
-            raise QueryLeak(self._leak_text(rag, record, drops if exceeded else []))
         if exceeded and rag.thresholds.fail_on_regression:
             if rag.pooled and record.inconclusive:
                 raise QueryRegression(self._inconclusive_text(rag, record, exceeded))

@@ -329,6 +329,19 @@ def test_a_leak_fails_its_query_and_the_leak_gate_whatever_the_thresholds_say(pr
     assert (project.path / "baseline.json").read_bytes() == before
 
 
+def test_a_leak_fails_a_query_that_is_not_scored_or_has_no_answer_too(project: Project) -> None:
+    scoped = {"filters": {"tenant": "acme"}, "scope": {"tenant": "acme"}}
+    project.golden([{"id": "unscorable", "question": "refund at acme", "gold_chunks": {"acme-refund": 0}, **scoped},
+                    {"id": "no-answer", "question": "shipping at acme", "answerable": False, **scoped}])
+    project.settings(kind="filtering", shape="meta", drop_filters=True)
+    result = project.run()
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()[-3000:]
+    outcomes = _outcomes(result)
+    assert outcomes["golden.yaml::unscorable"] == "failed"  # not skipped as unscorable: the leak is the verdict
+    assert outcomes["golden.yaml::no-answer"] == "failed"
+    assert outcomes["golden.yaml::gate::leak"] == "failed"
+
+
 def test_scope_metadata_comes_from_the_corpus_and_chunk_ids_map_to_their_document(project: Project) -> None:
     project.corpus(TENANTS)
     project.settings(kind="filtering", shape="chunks")
