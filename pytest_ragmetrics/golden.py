@@ -84,11 +84,12 @@ class Query:
         return [d for d, _ in self.gold(relevance_level)]
 
     def judgments_digest(self) -> str:
-        """A short hash of this query's text and judgments, to spot changed labels."""
-        payload = json.dumps([self.text, sorted(self.judgments.items()), *self._no_answer()], ensure_ascii=False)
+        """A short hash of this query's text, judgments and filters, to spot changed labels (a scope changes
+        no number, so it is left out)."""
+        payload = json.dumps([self.text, sorted(self.judgments.items()), *self._hashed_extras()], ensure_ascii=False)
         return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:16]
 
-    def _no_answer(self) -> list[Any]:
+    def _hashed_extras(self) -> list[Any]:
         """What hashes add for an unanswerable question and for filters (nothing for the others, so
         their digests stay as they were): flipping the flag, or changing the filters the retriever is
         searched with, changes the query's digest."""
@@ -158,7 +159,7 @@ class GoldenSet:
         change a number, so retagging does not invalidate a baseline)."""
         h = hashlib.sha256()
         for q in sorted(self.queries, key=lambda q: q.qid):
-            h.update(json.dumps([q.qid, q.text, sorted(q.judgments.items()), *q._no_answer()],
+            h.update(json.dumps([q.qid, q.text, sorted(q.judgments.items()), *q._hashed_extras()],
                                 ensure_ascii=False).encode())
             h.update(b"\n")
         return h.hexdigest()
