@@ -6,6 +6,8 @@ import argparse
 import secrets
 from typing import Any
 
+from pytest_ragmetrics.files import check_output
+from pytest_ragmetrics.report.tables import counted
 from pytest_ragmetrics.tools.sample import DEFAULT_NEAR, draft_summary, sample_log, write_draft
 
 HELP = "draw an unlabelled draft golden set from a query log: deduplicated, stratified, personal data redacted"
@@ -69,17 +71,20 @@ def register(verbs: Any) -> None:
                         help="keep e-mail addresses, phone numbers, ID numbers and long digit runs as logged "
                              "(by default they are replaced by [email], [phone], [id], [number] and counted)")
     parser.add_argument("-o", "--out", required=True, metavar="DRAFT.jsonl",
-                        help="the draft golden set to write (refused if it exists, unless --force)")
+                        help="the draft golden set to write (refused if it exists, unless --force; never the log "
+                             "itself)")
     parser.add_argument("--force", action="store_true", help="overwrite --out if it exists")
 
 
 def run(args: argparse.Namespace) -> int:
     """Draw and write the draft: 0 done, 2 bad input (the message names the file and line)."""
+    check_output(args.out, inputs=[args.log], force=args.force, example="draft.jsonl")  # before the work
     seed = args.seed if args.seed is not None else secrets.randbelow(2**31)
     draft = sample_log(args.log, args.n, by=args.by, seed=seed, by_missing=args.by_missing, near=args.near,
                        keep_pii=args.keep_pii)
     path = write_draft(draft, args.out, force=args.force)
     print(draft_summary(draft))
-    print(f"Wrote {path}: {draft.meta['sampled']} unlabelled questions (source: log; --seed {seed} reproduces it). "
+    print(f"Wrote {path}: {counted(draft.meta['sampled'], 'unlabelled question')} (source: log; --seed {seed} "
+          "reproduces it). "
           f"Next: ragmetrics pool --queries {path} --retriever ... -o candidates.jsonl, then ragmetrics annotate.")
     return 0
