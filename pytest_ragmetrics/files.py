@@ -42,6 +42,7 @@ __all__ = [
     "atomic_write_json",
     "write_problem",
     "check_output",
+    "shown_filename",
     "git_commit",
 ]
 
@@ -359,6 +360,20 @@ def check_output(path: str | Path, *, inputs: Sequence[str | Path] = (), force: 
         raise RagMetricsError(f"cannot write {out}: {folder} is a file, not a folder")
     if not os.access(folder, os.W_OK | os.X_OK):
         raise RagMetricsError(f"cannot write {out}: {folder} is not a folder this user may write to")
+
+
+def shown_filename(exc: OSError) -> str | None:
+    """The file an error is about, as the user named it: the target of an atomic write rather
+    than its hidden temp file (``.report.html.k3j2x9.tmp``), which means nothing to them."""
+    name = exc.filename
+    if name is None:
+        return None
+    temp = Path(str(name))
+    if temp.name.startswith(".") and temp.name.endswith(".tmp") and temp.name.count(".") >= 3:
+        if exc.filename2 is not None:
+            return str(exc.filename2)
+        return str(temp.with_name(temp.name[1:].rsplit(".", 2)[0]))
+    return str(name)
 
 
 def _is_temp_of(path: Path, name: Any) -> bool:

@@ -557,3 +557,20 @@ def test_one_question_reads_as_one_question(extra: Path, capsys: pytest.CaptureF
     assert main(extra_shadow(extra, "Full", "Few", queries, "-k", "5", "--html", str(page))) == 0
     html = page.read_text(encoding="utf-8")
     assert "top 5; 1 question from" in html and "1 questions" not in html
+
+
+def test_a_write_that_fails_names_the_report_not_a_temp_file(extra: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A folder made where the page goes while the retrievers search (the path was fine when checked):
+    the error named the hidden temp file of the atomic write, ``.s.html.r01_k17u.tmp``."""
+    page = extra / "s.html"
+    (extra / "extra_app.py").write_text(EXTRA + f'''
+
+class MakesFolder:
+    def search(self, query, k, filters=None):
+        os.makedirs({str(page)!r}, exist_ok=True)
+        return DOCS[:k]
+''', encoding="utf-8")
+    queries = write_questions(extra / "q.jsonl", [{"qid": "q1", "query": "few"}])
+    assert main(extra_shadow(extra, "Full", "MakesFolder", queries, "--html", str(page))) == 2
+    err = capsys.readouterr().err
+    assert err.strip() == f"ragmetrics shadow: error: Is a directory: {page}"

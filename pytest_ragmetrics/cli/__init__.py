@@ -99,7 +99,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             _report(args, str(exc))
             return _after_output_error(args, 2)
         except OSError as exc:  # a full disk, a vanished folder: in words, not a traceback
-            _report(args, f"{exc.strerror or exc}" + (f": {exc.filename}" if exc.filename else ""))
+            from pytest_ragmetrics.files import shown_filename
+
+            name = shown_filename(exc)
+            _report(args, f"{exc.strerror or exc}" + (f": {name}" if name else ""))
             try:
                 sys.stdout.flush()
             except OSError:  # it was stdout: do not fail again at exit
