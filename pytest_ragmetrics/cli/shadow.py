@@ -153,9 +153,9 @@ def run(args: argparse.Namespace) -> int:
         args.id_separator or DEFAULT_ID_SEPARATOR)
     questions = read_questions(args.queries) if args.queries is not None else None
     if questions is not None and any(q.shown is not None for q in questions):
-        log(f"note: {args.queries} is a raw query log: its questions are searched as logged, and shown with "
-            "personal data redacted in the report and every file written; `ragmetrics sample` first gives a "
-            "deduplicated, redacted draft")
+        log(f"note: {args.queries} is read as a raw query log (no qid, no _meta line): its questions are searched "
+            "as logged, and shown with personal data redacted in the report and every file written; `ragmetrics "
+            "sample` first gives a deduplicated, redacted draft")
     notes: list[str] = []
     if retrievers:
         assert questions is not None
