@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from .embed_cache import cache_error, damaged, open_cache, read_vectors, write_vectors
+from .embed_cache import cache_error, file_damaged, open_cache, read_vectors, write_vectors
 from .models import (
     DEFAULT_MODEL_NAME,
     _fingerprint,
@@ -214,7 +214,7 @@ class Embedder:
         vectors; stopping it, or failing every query, would turn a stale cache into a red build.
         """
         error = cache_error(self.cache_path, exc)
-        if not damaged(exc):
+        if not file_damaged(exc):
             raise error from None
         if self._db is not None:
             with contextlib.suppress(sqlite3.Error):

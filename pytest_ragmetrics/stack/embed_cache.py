@@ -19,7 +19,7 @@ import numpy as np
 
 from .index_folder import IndexStoreError
 
-__all__ = ["cache_error", "open_cache", "read_vectors", "write_vectors"]
+__all__ = ["cache_error", "file_damaged", "open_cache", "read_vectors", "write_vectors"]
 
 _LOOKUP_BATCH = 500
 
@@ -104,7 +104,7 @@ def _intact(blob: bytes, crc: int | None) -> np.ndarray | None:
     return vec if np.isfinite(norm) and abs(norm - 1.0) < 1e-3 else None
 
 
-def damaged(exc: sqlite3.DatabaseError) -> bool:
+def file_damaged(exc: sqlite3.DatabaseError) -> bool:
     """Whether sqlite's error means the file's bytes are wrong (not a lock, a permission, a full disk)."""
     text = str(exc)
     # SQLITE_ERROR "unsupported file format": a header whose version bytes were overwritten
@@ -120,7 +120,7 @@ def cache_error(path: Path | None, exc: sqlite3.DatabaseError) -> IndexStoreErro
     nothing but encoding time.
     """
     text = str(exc)
-    if damaged(exc):
+    if file_damaged(exc):
         return IndexStoreError(
             f"the embedding cache {path} is damaged ({text}). It is only a cache: delete it, with its -wal "
             "and -shm files if present, and the next run encodes again what it needs"
