@@ -368,6 +368,8 @@ class Verdict:
     to_judge: list[tuple[str, str]] = field(default_factory=list)
     #: the questions marked answerable: false, scored by false retrieval (None: the run has none)
     no_answer: NoAnswerRow | None = None
+    #: a shard's gates, left to ``ragmetrics merge`` (a part of the set cannot stand for the whole)
+    deferred: list[str] = field(default_factory=list)
 
     @property
     def failed_gates(self) -> list[Gate]:
@@ -427,6 +429,7 @@ class Verdict:
             "parent_level": self.parent_level.to_dict() if self.parent_level else None,
             **({"stale_labels": self.labels.to_dict()} if self.labels is not None else {}),
             "no_answer": self.no_answer.to_dict() if self.no_answer else None,
+            **({"deferred": self.deferred} if self.deferred else {}),
             "failures": self.failures(),
             "passed": self.passed,
             **({"judgments": self.judgments, "judged": self.judged, "unjudged_new": self.unjudged_new,
