@@ -7,7 +7,7 @@ from typing import Any, Callable
 
 from pytest_ragmetrics.measures import GAINS
 
-__all__ = ["chunk_size_arg", "measurement_arguments", "seed_arg", "two_sided_verb"]
+__all__ = ["chunk_size_arg", "count_arg", "measurement_arguments", "seed_arg", "two_sided_verb"]
 
 
 def _at_least(raw: str, minimum: int, expected: str) -> int:
@@ -31,6 +31,11 @@ def chunk_size_arg(raw: str) -> int | None:
 def seed_arg(raw: str) -> int:
     """A random seed: an integer >= 0."""
     return _at_least(raw, 0, "an integer >= 0")
+
+
+def count_arg(raw: str) -> int:
+    """A count of at least one (questions, results, rows)."""
+    return _at_least(raw, 1, "an integer >= 1")
 
 
 def measurement_arguments(parser: argparse.ArgumentParser, *, ids: bool = True, scope: str = "") -> None:
