@@ -3,7 +3,8 @@
 One module a verb, each with ``register(verbs)`` (its options) and ``run(args)``
 (its work, through the library in ``tools/`` and the core): ``evaluate`` (score a
 TREC run against qrels, trec_eval's job), ``compare`` (judge run B against A with the
-plugin's gate), ``baseline`` (check a baseline file, or seal an edit made on purpose),
+plugin's gate), ``merge`` (the shards of one run, judged as one run), ``baseline`` (check a
+baseline file, or seal an edit made on purpose),
 ``history`` (nightly artifacts read together: series, drift, flaky queries), ``ablate``
 (compare the reference stack's modes and sweep its parameters), ``encoders`` (which
 encoder backend is fastest on the CPU, at what cost in fidelity), ``pool`` (pool candidates
@@ -35,8 +36,8 @@ from pytest_ragmetrics.errors import RagMetricsError, RagMetricsWarning, shown_l
 __all__ = ["main", "build_parser", "decided", "VERBS"]
 
 #: The verbs, in the order ``--help`` lists them; each is the module ``cli/<verb>.py``.
-VERBS = ("evaluate", "compare", "baseline", "history", "ablate", "encoders", "pool", "annotate", "agreement", "leakage",
-         "export", "sample", "shadow")
+VERBS = ("evaluate", "compare", "merge", "baseline", "history", "ablate", "encoders", "pool", "annotate", "agreement",
+         "leakage", "export", "sample", "shadow")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -6,31 +6,12 @@ import argparse
 import secrets
 from typing import Any
 
+from pytest_ragmetrics.cli.argtypes import count_arg, seed_arg
 from pytest_ragmetrics.files import check_output
 from pytest_ragmetrics.report.tables import counted
 from pytest_ragmetrics.tools.sample import DEFAULT_NEAR, draft_summary, sample_log, write_draft
 
 HELP = "draw an unlabelled draft golden set from a query log: deduplicated, stratified, personal data redacted"
-
-
-def _positive(raw: str) -> int:
-    try:
-        value = int(raw)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {raw!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {raw!r}")
-    return value
-
-
-def _seed(raw: str) -> int:
-    try:
-        value = int(raw)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {raw!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {raw!r}")
-    return value
 
 
 def _share(raw: str) -> float | None:
@@ -54,7 +35,7 @@ def register(verbs: Any) -> None:
                     "(source: log, no labels yet) for `ragmetrics pool --queries DRAFT`, then `annotate`.")
     parser.set_defaults(command=run)
     parser.add_argument("log", metavar="LOG.jsonl", help="the query log, one JSON object a line")
-    parser.add_argument("--n", type=_positive, required=True, metavar="N", help="questions to draw")
+    parser.add_argument("--n", type=count_arg, required=True, metavar="N", help="questions to draw")
     parser.add_argument("--by", default=None, metavar="FIELD",
                         help="stratify by this field of each line (a dotted path reaches into an object, e.g. "
                              "filters.product); each stratum gets a share proportional to its distinct questions, "
@@ -62,7 +43,7 @@ def register(verbs: Any) -> None:
     parser.add_argument("--by-missing", default=None, metavar="STRATUM",
                         help="sample lines without the --by field (or with null) as the stratum STRATUM, e.g. "
                              "other, instead of refusing the log")
-    parser.add_argument("--seed", type=_seed, default=None, metavar="S",
+    parser.add_argument("--seed", type=seed_arg, default=None, metavar="S",
                         help="seed of the draw (default: a random one, recorded in the draft's _meta and printed)")
     parser.add_argument("--near", type=_share, default=DEFAULT_NEAR, metavar="SHARE",
                         help="merge questions whose token sets overlap by at least this share (Jaccard; words, "

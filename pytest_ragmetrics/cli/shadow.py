@@ -9,32 +9,13 @@ from typing import Any
 
 from pytest_ragmetrics.cli import decided
 from pytest_ragmetrics.cli._stack import log, progress_for, quiet_argument
+from pytest_ragmetrics.cli.argtypes import count_arg, seed_arg
 from pytest_ragmetrics.errors import RagMetricsError
 from pytest_ragmetrics.files import check_output
 from pytest_ragmetrics.measures import DEFAULT_ID_SEPARATOR
 from pytest_ragmetrics.report.tables import counted
 
 HELP = "compare two retrievers or runs without labels: overlap@k, rank-biased overlap, what to label next"
-
-
-def _count(raw: str) -> int:
-    try:
-        value = int(raw)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {raw!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {raw!r}")
-    return value
-
-
-def _seed(raw: str) -> int:
-    try:
-        value = int(raw)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {raw!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {raw!r}")
-    return value
 
 
 def register(verbs: Any) -> None:
@@ -58,13 +39,13 @@ def register(verbs: Any) -> None:
                         help="the questions: a query log or a draft from `ragmetrics sample` (JSONL with query, "
                              "optional qid and filters), a golden set, or a text file of questions; required with "
                              "--a/--b, optional with runs (their question texts, and which questions to compare)")
-    parser.add_argument("-k", "--k", type=_count, default=None, metavar="K",
+    parser.add_argument("-k", "--k", type=count_arg, default=None, metavar="K",
                         help="compare the top K documents (default 10; with runs, the smaller k they recorded, "
                              "and no more)")
-    parser.add_argument("--depth", type=_count, default=None, metavar="N",
+    parser.add_argument("--depth", type=count_arg, default=None, metavar="N",
                         help="ask each retriever for N >= K results, so 'A never returned' looks N deep (default K; "
                              "a retriever may rank its top K differently when asked for more)")
-    parser.add_argument("--top", type=_count, default=10, metavar="N",
+    parser.add_argument("--top", type=count_arg, default=10, metavar="N",
                         help="most-changed questions listed on the terminal (default 10)")
     parser.add_argument("--html", default=None, metavar="PATH",
                         help="write a self-contained HTML page (replaced if it exists, as every report; never an "
@@ -74,13 +55,13 @@ def register(verbs: Any) -> None:
     parser.add_argument("--candidates", default=None, metavar="OUT.jsonl",
                         help="write the most-changed questions with both sides' top-K documents as a candidates file "
                              "for `ragmetrics annotate` (refused if it exists, unless --force)")
-    parser.add_argument("--label", type=_count, default=20, metavar="N",
+    parser.add_argument("--label", type=count_arg, default=20, metavar="N",
                         help="how many most-changed questions go to --candidates and get both rankings in --html "
                              "(default 20)")
     parser.add_argument("--corpus", default=None,
                         help="with --candidates: a folder of .md/.txt files or a corpus.jsonl giving candidates "
                              "their text")
-    parser.add_argument("--seed", type=_seed, default=None, metavar="N",
+    parser.add_argument("--seed", type=seed_arg, default=None, metavar="N",
                         help="seed of the order annotators see candidates in (default: random, recorded)")
     parser.add_argument("--id-separator", default=None, metavar="SEP",
                         help=f"map ranked ids to documents by the prefix before SEP ('none': as given; default "
