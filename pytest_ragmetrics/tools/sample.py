@@ -174,6 +174,25 @@ def redact(text: str, counts: dict[str, int] | None = None) -> str:
 # --------------------------------------------------------------------------- reading
 
 
+def logged_question(record: Any, name: str, where: str) -> tuple[str, dict[str, Any] | None]:
+    """A log or draft line's question and filters, or an :class:`InputError` naming the line."""
+    if not isinstance(record, dict):
+        raise InputError(name, where, f"expected a JSON object with \"query\", got {type(record).__name__}")
+    if "query" not in record:
+        raise InputError(name, where, "missing field 'query' (the question as it was asked)")
+    query = record["query"]
+    if not isinstance(query, str) or not query.strip():
+        raise InputError(name, where, f"query must be a non-empty string, got {brief_repr(query)}")
+    problem = query_problem(query)
+    if problem:
+        raise InputError(name, where, problem)
+    filters = record.get("filters")
+    if filters is not None and not isinstance(filters, dict):
+        raise InputError(name, where, f"filters must be an object (or null), got {type(filters).__name__} "
+                                      f"{brief_repr(filters)}")
+    return query, filters
+
+
 def query_problem(text: str) -> str | None:
     """What makes a non-empty question unusable, in words (None: nothing): a NUL character, which
     no retriever or annotator should get, or only invisible characters (zero-width spaces, marks)."""
@@ -236,20 +255,7 @@ def read_log(path: str | Path, by: str | None = None, by_missing: str | None = N
     fields: set[str] = set()
     for number, record in json_lines(p):
         where = f"line {number}"
-        if not isinstance(record, dict):
-            raise InputError(name, where, f"expected a JSON object with \"query\", got {type(record).__name__}")
-        if "query" not in record:
-            raise InputError(name, where, "missing field 'query' (the question as it was asked)")
-        query = record["query"]
-        if not isinstance(query, str) or not query.strip():
-            raise InputError(name, where, f"query must be a non-empty string, got {brief_repr(query)}")
-        problem = query_problem(query)
-        if problem:
-            raise InputError(name, where, problem)
-        filters = record.get("filters")
-        if filters is not None and not isinstance(filters, dict):
-            raise InputError(name, where, f"filters must be an object (or null), got {type(filters).__name__} "
-                                          f"{brief_repr(filters)}")
+        query, filters = logged_question(record, name, where)
         count = record.get("count", 1)
         if count is None:
             count = 1

@@ -39,14 +39,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_ragmetrics.errors import InputError, RagMetricsError, RetrieverError, brief_repr, listed
+from pytest_ragmetrics.errors import InputError, RagMetricsError, listed
 from pytest_ragmetrics.files import json_lines, read_text
 from pytest_ragmetrics.metrics import document_of
 from pytest_ragmetrics.progress import resolve as resolve_progress
 from pytest_ragmetrics.report.tables import counted, fmt, markdown_table
-from pytest_ragmetrics.results import normalize_results
 from pytest_ragmetrics.tools.pool import PooledQuery, PoolQuery, pool_sources
-from pytest_ragmetrics.tools.sources import Entry, Ranked, Source
+from pytest_ragmetrics.tools.sources import Entry, Ranked, Source, best_per_document, ranked_entries
 
 __all__ = ["RBO_P", "ShadowQuery", "Side", "ShadowReport", "read_questions", "search_with_filters", "rbo_ext",
            "overlap_at_k", "retriever_side", "run_side", "compare_sides", "shadow_text", "shadow_candidates"]
@@ -100,7 +99,8 @@ def _read_jsonl(path: Path) -> list[ShadowQuery]:
     ``ragmetrics sample`` nor a golden or candidates file) has not been redacted: its questions are
     searched as logged, and shown redacted (:func:`~pytest_ragmetrics.tools.sample.redact`) in every
     report and file written from them."""
-    from pytest_ragmetrics.tools.sample import query_problem, redact
+    from pytest_ragmetrics.tools.candidates import unique_qid
+    from pytest_ragmetrics.tools.sample import logged_question, redact
 
     name = str(path)
     out: list[ShadowQuery] = []
@@ -111,27 +111,8 @@ def _read_jsonl(path: Path) -> list[ShadowQuery]:
         if isinstance(record, dict) and "_meta" in record and not out:  # how the file was made: not a question
             described = True
             continue
-        if not isinstance(record, dict):
-            raise InputError(name, where, f"expected a JSON object with \"query\", got {type(record).__name__}")
-        if "query" not in record:
-            raise InputError(name, where, "missing field 'query'")
-        text = record["query"]
-        if not isinstance(text, str) or not text.strip():
-            raise InputError(name, where, f"query must be a non-empty string, got {brief_repr(text)}")
-        problem = query_problem(text)
-        if problem:
-            raise InputError(name, where, problem)
-        qid = record.get("qid", f"line-{number}")
-        if not isinstance(qid, str) or not qid.strip():
-            raise InputError(name, where, f"qid must be a non-empty string, got {brief_repr(qid)}")
-        where = f"line {number} (qid {qid!r})"
-        if qid in seen:
-            raise InputError(name, where, f"duplicate qid (first on line {seen[qid]})")
-        seen[qid] = number
-        filters = record.get("filters")
-        if filters is not None and not isinstance(filters, dict):
-            raise InputError(name, where, f"filters must be an object (or null), got {type(filters).__name__} "
-                                          f"{brief_repr(filters)}")
+        text, filters = logged_question(record, name, where)
+        qid, where = unique_qid(record.get("qid", f"line-{number}"), name, where, seen, number)
         tags = record.get("tags") or []
         if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
             raise InputError(name, where, "tags must be a list of strings")
@@ -175,18 +156,6 @@ class Side:
     depth: int | None = None
 
 
-def _documents(entries: Sequence[Entry], depth: int) -> list[Entry]:
-    out: list[Entry] = []
-    seen: set[str] = set()
-    for entry in entries:
-        if entry.doc not in seen:
-            seen.add(entry.doc)
-            out.append(entry)
-            if len(out) == depth:
-                break
-    return out
-
-
 def retriever_side(source: Source, retriever: Any, questions: Sequence[ShadowQuery], depth: int,
                    id_separator: str | None, progress: Any = None) -> Side:
     """Search every question (its filters replayed) for ``depth`` results; ids are mapped to
@@ -212,15 +181,7 @@ def retriever_side(source: Source, retriever: Any, questions: Sequence[ShadowQue
                 text = str(exc).strip().splitlines()
                 raise RagMetricsError(f"{label}: search raised on question {q.qid!r}: {type(exc).__name__}"
                                       f"{': ' + text[0] if text else ''}") from None
-            try:
-                returned = normalize_results(items, depth, q.qid)
-            except RetrieverError as exc:
-                raise RetrieverError(f"{label}: {exc}") from None
-            entries = []
-            for item, rid in zip(items[:depth], returned.ids):
-                found = item.get("text") if isinstance(item, Mapping) else getattr(item, "text", None)
-                entries.append(Entry(rid, document_of(rid, id_separator), found if isinstance(found, str) else None))
-            rankings[q.qid] = _documents(entries, depth)
+            rankings[q.qid] = ranked_entries(items, depth, q.qid, id_separator, label)
             progress.advance(1)
     finally:
         progress.finish()
@@ -263,7 +224,7 @@ def run_side(path: str | Path, name: str, id_separator: Any = _RECORDED) -> tupl
             raise InputError(str(p), f"per_query.{qid}", f"ranks {len(top)} documents, more than the k = {k} the run "
                                                          "recorded (_meta.k): the file was edited")
         entries = [Entry(rid, document_of(rid, id_separator)) for rid in top if isinstance(rid, str)]
-        rankings[qid] = _documents(entries, len(entries))
+        rankings[qid] = best_per_document(entries, len(entries))
     if not rankings:
         raise InputError(str(p), None, f"none of its {counted(len(per_query), 'query', 'queries')} records a ranking "
                                        "(_top): it was written before rankings were recorded, or every query "
@@ -487,6 +448,6 @@ def shadow_candidates(report: ShadowReport, n: int, tags: Mapping[str, tuple[str
     queries = [PoolQuery(r.qid, r.query, tags=tuple(tags.get(r.qid, ()))) for r in changed]
     ranked = []
     for side in (report.a, report.b):
-        rankings = {r.qid: _documents(side.rankings[r.qid], report.k) for r in changed}
+        rankings = {r.qid: best_per_document(side.rankings[r.qid], report.k) for r in changed}
         ranked.append(Ranked(side.source, rankings))
     return pool_sources(queries, ranked, report.k)
