@@ -9,13 +9,17 @@ top k would leave nothing), and the vector route asks chromadb with ``where``.
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 
 import pytest
+import yaml  # noqa: F401  imported here, not first inside a pytester run: its C loader outlives a sys.modules reset
 from plugins_off import PLUGINS_OFF  # tests/plugins_off.py
 
 from pytest_ragmetrics.stack import Document, Embedder, Retriever
+
+REPO = Path(__file__).resolve().parents[2]
 
 DOCS = [
     ("acme-refund-card", "acme", "Refund to the card within fourteen days of the purchase."),
@@ -95,9 +99,11 @@ class DropsFilters:
 def rag_retriever():
     from pytest_ragmetrics.stack import Retriever
 
-    retriever = Retriever(HERE / "corpus.jsonl", mode=os.environ["TEST_STACK_MODE"], data_dir=HERE / "index",
-                          top_k=3, fetch_k=10, unique_docs=True)
-    retriever.build()
+    mode = os.environ["TEST_STACK_MODE"]
+    retriever = Retriever(HERE / "corpus.jsonl", mode=mode, data_dir=HERE / "index", top_k=3, fetch_k=10,
+                          unique_docs=True)
+    if mode != "bm25":  # BM25 builds on first search; the vector index only for a mode that searches it
+        retriever.build()
     return DropsFilters(retriever) if os.environ.get("TEST_DROP_FILTERS") else retriever
 '''
 
@@ -116,16 +122,20 @@ def test_a_filter_bug_in_a_real_stack_build_is_caught_as_a_leak(pytester: pytest
         "".join(json.dumps({"doc_id": d, "text": text, "tenant": t}) + "\n" for d, t, text in DOCS), encoding="utf-8")
     (pytester.path / "golden.yaml").write_text(GOLDEN, encoding="utf-8")
     monkeypatch.setenv("TEST_STACK_MODE", mode)
+    # chromadb's native bindings cannot be imported twice in one process, as an in-process run's module reset
+    # would: the vector build runs in a subprocess (BM25 alone imports no native module)
+    run = pytester.runpytest if mode == "bm25" else pytester.runpytest_subprocess
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
     args = ("--rag-eval", "--rag-golden", "golden.yaml", "--rag-baseline", "baseline.json", "-rA",
             "-p", "no:cacheprovider", *PLUGINS_OFF)
-    result = pytester.runpytest(*args, "--rag-update-baseline")
+    result = run(*args, "--rag-update-baseline")
     assert result.ret == 0, result.stdout.str()[-3000:]
-    result = pytester.runpytest(*args)
+    result = run(*args)
     assert result.ret == 0, result.stdout.str()[-3000:]
     result.stdout.fnmatch_lines(["PASSED golden.yaml::gate::leak"])
 
     monkeypatch.setenv("TEST_DROP_FILTERS", "1")
-    result = pytester.runpytest(*args, "--rag-report", "run.json")
+    result = run(*args, "--rag-report", "run.json")
     out = result.stdout.str()
     assert result.ret == pytest.ExitCode.TESTS_FAILED, out[-3000:]
     result.stdout.fnmatch_lines(["FAILED golden.yaml::acme-refund - leak: *", "FAILED golden.yaml::gate::leak - *"])
