@@ -22,7 +22,8 @@ here, naming the file, the record (qid) and the field, before any reader trusts 
   query's ``metrics`` hold every measured metric, each a finite number in [0, 1]
   (not a bool), and no other key (``Recall@10`` is not ``recall@10``); optional
   ``ranking`` (a list of distinct strings: the plugin drops repeats) and ``tags``
-  (a list of strings), ``error`` (string or null),
+  (a list of strings), ``source`` (where the question came from: ``log``, ``curated``, ``harvested`` or
+  ``variant``; artifacts written before it have none, read as ``curated``), ``error`` (string or null),
   ``n_docs`` (integer), ``baseline`` (metric values), ``parent_level``, ``_judgments`` (a string),
   ``_top`` (the top-k document ranking, as the baseline records it: distinct non-empty strings;
   artifacts written before it have none), and for a pooled golden set ``unjudged`` (an object:
@@ -61,7 +62,7 @@ from pytest_ragmetrics.files import canonical_digest, loads_json, read_text
 from pytest_ragmetrics.gate.baseline import Baseline, check_mean, check_metric_value, load_baseline
 from pytest_ragmetrics.gate.thresholds import thresholds_from_mapping
 from pytest_ragmetrics.gate.verdict import QueryRecord, Verdict
-from pytest_ragmetrics.golden import GoldenSet
+from pytest_ragmetrics.golden import SOURCES, GoldenSet
 from pytest_ragmetrics.measures import MeasurementConfig
 
 __all__ = ["ARTIFACT_FORMAT", "STATUSES", "ArtifactError", "build_artifact", "is_run_artifact", "load_artifact",
@@ -73,7 +74,7 @@ ARTIFACT_FORMAT = 1
 STATUSES = ("scored", "unscorable", "error", "unanswerable")
 
 _ENTRY_KEYS = {"status", "metrics", "ranking", "tags", "error", "n_docs", "baseline", "parent_level", "unjudged",
-               "scores", "false_retrieval", "answerable"}
+               "scores", "false_retrieval", "answerable", "source"}
 _TOP_KEYS = {"_meta", "per_query", "comparison", "aggregate", "n"}
 
 
@@ -228,7 +229,7 @@ def build_artifact(meta: Mapping[str, Any], verdict: Verdict, golden: GoldenSet,
         if r is None:
             continue
         entry: dict[str, Any] = {"status": r.status, "metrics": r.metrics, "ranking": r.ranking,
-                                 "tags": list(q.tags), "error": r.error, "n_docs": r.n_docs,
+                                 "tags": list(q.tags), "source": q.source, "error": r.error, "n_docs": r.n_docs,
                                  "_judgments": q.judgments_digest()}  # lets `ragmetrics compare` spot changed labels
         if r.parent_level is not None:
             entry["parent_level"] = r.parent_level
@@ -437,6 +438,8 @@ def _check_entry(qid: str, entry: Any, metrics: list[str], name: str) -> dict[st
         raise _fail(name, f"{where}.ranking", f"holds the document {brief_repr(repeat)} twice; the plugin drops "
                                               "repeats, so the file was edited (a TREC run exported from it would "
                                               "be refused)")
+    if "source" in entry and entry["source"] not in SOURCES:
+        raise _fail(name, f"{where}.source", f"is {brief_repr(entry['source'])}; expected one of {', '.join(SOURCES)}")
     if "_judgments" in entry and not isinstance(entry["_judgments"], str):
         raise _fail(name, f"{where}._judgments", f"is {brief_repr(entry['_judgments'])}; expected a string "
                                                  "(the digest of the query's text and judgments)")
