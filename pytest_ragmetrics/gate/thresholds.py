@@ -24,7 +24,8 @@ from pytest_ragmetrics.errors import MeasureError, ThresholdsError, brief_repr
 from pytest_ragmetrics.files import loads_json
 from pytest_ragmetrics.measures import MeasurementConfig, parse_measure
 
-__all__ = ["DEFAULT_MAX_HARVESTED_SHARE", "Thresholds", "load_thresholds", "recorded_thresholds", "stricter", "thresholds_from_mapping"]
+__all__ = ["DEFAULT_MAX_HARVESTED_SHARE", "Thresholds", "load_thresholds", "recorded_thresholds", "stricter",
+           "thresholds_from_mapping"]
 
 
 _SUFFIXES = ("_query_tolerance", "_tolerance", "_min")

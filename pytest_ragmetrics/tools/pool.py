@@ -36,11 +36,11 @@ from typing import Any, Mapping, Sequence
 from pytest_ragmetrics.errors import InputError, RagMetricsError
 from pytest_ragmetrics.files import atomic_write_text, dumps_line, json_lines, read_text, split_lines
 from pytest_ragmetrics.golden import (
+    DEFAULT_SOURCE,
     _check_grade,
     _check_id,
     _check_tags,
     by_grade,
-    DEFAULT_SOURCE,
     check_source,
     load_golden,
     query_fields,
@@ -116,6 +116,8 @@ class PooledQuery:
     candidates: list[Candidate]
     #: where the question came from (``harvested`` for ``ragmetrics harvest``); None: not said
     source: str | None = None
+    #: for a harvested question: on how many runs it failed, and how (``ragmetrics harvest``)
+    harvest: dict[str, Any] | None = None
 
     def order(self, seed: int) -> list[str]:
         """The order annotators see the candidates in: :func:`display_order` from ``seed``."""
@@ -128,6 +130,8 @@ class PooledQuery:
             out["tags"] = list(self.tags)
         if self.source is not None:
             out["source"] = self.source
+        if self.harvest is not None:
+            out["harvest"] = self.harvest
         if seed is not None:
             out["order"] = self.order(seed)
         out["candidates"] = [c.to_dict() for c in self.candidates]
