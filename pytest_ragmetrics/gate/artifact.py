@@ -23,7 +23,8 @@ here, naming the file, the record (qid) and the field, before any reader trusts 
   (not a bool), and no other key (``Recall@10`` is not ``recall@10``); optional
   ``ranking`` (a list of distinct strings: the plugin drops repeats) and ``tags``
   (a list of strings), ``source`` (where the question came from: ``log``, ``curated``, ``harvested`` or
-  ``variant``; artifacts written before it have none, read as ``curated``), ``error`` (string or null),
+  ``variant``; written when it is not ``curated``, so absent reads as ``curated``, as in artifacts
+  written before it), ``error`` (string or null),
   ``n_docs`` (integer), ``baseline`` (metric values), ``parent_level``, ``_judgments`` (a string),
   ``_top`` (the top-k document ranking, as the baseline records it: distinct non-empty strings;
   artifacts written before it have none), and for a pooled golden set ``unjudged`` (an object:
@@ -62,7 +63,7 @@ from pytest_ragmetrics.files import canonical_digest, loads_json, read_text
 from pytest_ragmetrics.gate.baseline import Baseline, check_mean, check_metric_value, load_baseline
 from pytest_ragmetrics.gate.thresholds import thresholds_from_mapping
 from pytest_ragmetrics.gate.verdict import QueryRecord, Verdict
-from pytest_ragmetrics.golden import SOURCES, GoldenSet
+from pytest_ragmetrics.golden import DEFAULT_SOURCE, SOURCES, GoldenSet
 from pytest_ragmetrics.measures import MeasurementConfig
 
 __all__ = ["ARTIFACT_FORMAT", "STATUSES", "ArtifactError", "build_artifact", "is_run_artifact", "load_artifact",
@@ -229,10 +230,12 @@ def build_artifact(meta: Mapping[str, Any], verdict: Verdict, golden: GoldenSet,
         if r is None:
             continue
         entry: dict[str, Any] = {"status": r.status, "metrics": r.metrics, "ranking": r.ranking,
-                                 "tags": list(q.tags), "source": q.source, "error": r.error, "n_docs": r.n_docs,
+                                 "tags": list(q.tags), "error": r.error, "n_docs": r.n_docs,
                                  "_judgments": q.judgments_digest()}  # lets `ragmetrics compare` spot changed labels
         if r.parent_level is not None:
             entry["parent_level"] = r.parent_level
+        if q.source != DEFAULT_SOURCE:  # absent means curated, as in the golden set (and older artifacts)
+            entry["source"] = q.source
         entry["_top"] = list(r.ranking)  # the top k, as the baseline records it
         if pooled and r.judged is not None:
             entry["unjudged"] = {f"judged@{k}": r.judged, "docs": list(r.unjudged),

@@ -202,6 +202,8 @@ def test_failures_harvested_from_nightly_runs_reach_the_golden_set_and_the_repor
     assert "2 of 6 golden questions (33%) are harvested failures" in html and "<h2>Per source</h2>" in html
     compare = json.loads(Path("main.json").read_text(encoding="utf-8"))["comparison"]
     assert set(compare["sources"]) == {"curated", "harvested"} and OVERFIT in compare["harvested"]
+    code, out, _ = cli(capsys, "compare", "main.json", "main.json")  # the artifact's per-query source
+    assert code == 0 and "| harvested" in out and "2 of 6 golden questions (33%) are harvested" in out
 
     # a share the team accepts on purpose: no warning, the per-source means stay
     project.thresholds({"max_harvested_share": 0.5})
@@ -270,3 +272,20 @@ def test_harvest_of_runs_that_failed_nothing_writes_nothing(
     code, out, _ = cli(capsys, "harvest", "ok.json", "-o", "h.jsonl")
     assert code == 0 and "Nothing to harvest" in out
     assert not Path("h.jsonl").exists()
+
+
+def test_harvest_takes_inconclusive_questions_of_a_pooled_set(
+        project: TrustProject, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(project.path)
+    Path("golden.yaml").write_text(yaml.safe_dump({"judgments": "pooled", "queries": project.records},
+                                                  sort_keys=False), encoding="utf-8")
+    project.make_baseline()
+    project.answer(q_004=["derailleur", "hanger-alignment"])  # a gold document swapped for an unjudged one
+    assert project.run("--rag-report=night.json").ret == 1
+    code, out, _ = cli(capsys, "harvest", "night.json", "-o", "h.jsonl", "--golden", "golden.yaml")
+    assert code == 0, out
+    assert "q-004: failed on 1 of 1 runs (inconclusive)" in out
+    line = json.loads(Path("h.jsonl").read_text(encoding="utf-8").splitlines()[1])
+    assert line["source"] == "harvested" and line["harvest"]["verdicts"] == ["inconclusive"]
+    assert {c["doc_id"]: c["rel"] for c in line["candidates"]} == {"derailleur": 1, "hanger-alignment": None,
+                                                                   "shifter-cable": 1}
