@@ -3,7 +3,8 @@
 One module a verb, each with ``register(verbs)`` (its options) and ``run(args)``
 (its work, through the library in ``tools/`` and the core): ``evaluate`` (score a
 TREC run against qrels, trec_eval's job), ``compare`` (judge run B against A with the
-plugin's gate), ``baseline`` (check a baseline file, or seal an edit made on purpose),
+plugin's gate), ``merge`` (the shards of one run, judged as one run), ``baseline`` (check a
+baseline file, or seal an edit made on purpose),
 ``history`` (nightly artifacts read together: series, drift, flaky queries), ``ablate``
 (compare the reference stack's modes and sweep its parameters), ``encoders`` (which
 encoder backend is fastest on the CPU, at what cost in fidelity), ``pool`` (pool candidates
@@ -11,7 +12,9 @@ from several retrievers, runs or stack modes for annotation), ``harvest`` (the q
 runs failed, as candidates marked ``source: harvested``),
 ``annotate`` (a local page to grade pooled candidates, and to adjudicate two
 annotators), ``agreement`` (Cohen's kappa between two annotators), ``leakage`` (golden questions
-found in the corpus) and ``export`` (an artifact as a TREC run, a golden set as qrels).
+found in the corpus), ``export`` (an artifact as a TREC run, a golden set as qrels), ``sample`` (a draft
+golden set drawn from a query log: deduplicated, stratified, personal data redacted) and ``shadow``
+(two retrievers or runs compared without labels: overlap, rank-biased overlap, what to label next).
 Exit codes: 0 done, 1 a check failed (``--fail-on-regression``, ``--fail-on-drift``,
 ``--fail-below``, ``--fail``), 2 bad input or usage (the message names file, line and problem).
 A verb with a check decides its code (:func:`decided`) before it prints or writes anything, so
@@ -33,8 +36,8 @@ from pytest_ragmetrics.errors import RagMetricsError, RagMetricsWarning, shown_l
 __all__ = ["main", "build_parser", "decided", "VERBS"]
 
 #: The verbs, in the order ``--help`` lists them; each is the module ``cli/<verb>.py``.
-VERBS = ("evaluate", "compare", "baseline", "history", "ablate", "encoders", "pool", "harvest", "annotate", "agreement",
-         "leakage", "export")
+VERBS = ("evaluate", "compare", "merge", "baseline", "history", "ablate", "encoders", "pool", "harvest", "annotate",
+         "agreement", "leakage", "export", "sample", "shadow")
 
 
 def build_parser() -> argparse.ArgumentParser:

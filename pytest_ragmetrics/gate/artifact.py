@@ -39,6 +39,10 @@ here, naming the file, the record (qid) and the field, before any reader trusts 
   ``comparison.stale_labels``, when present (thresholds set a label age limit): ``checked`` (integer
   >= 0) and ``stale``/``undated`` (lists of ``{qid, oldest, age_days, limit_days, limit_key}``), no
   more stale and undated records than checked (artifacts written before labels aged have none);
+- ``shard``, only in the artifact of a ``--rag-shard I/N`` run: ``index`` and ``count`` (1 <= index <=
+  count), ``of`` (queries of the whole set), ``queries`` (the ids this shard was dealt), ``baseline``
+  (its path), ``gold`` (the gold check) and ``records`` (query id -> its full record, for the queries
+  of ``per_query`` and no others), which ``ragmetrics merge`` judges (:mod:`pytest_ragmetrics.gate.shard`);
 - ``_meta.seal``, written by the plugin: digests of the file's sections (:func:`seal_artifact`).
   A file whose content no longer matches it was edited after its run, and is refused with the
   sections that changed; a file with a ``_meta.format`` and no seal had it removed, and is refused
@@ -67,7 +71,7 @@ from pytest_ragmetrics.golden import DEFAULT_SOURCE, SOURCES, GoldenSet
 from pytest_ragmetrics.measures import MeasurementConfig
 
 __all__ = ["ARTIFACT_FORMAT", "STATUSES", "ArtifactError", "build_artifact", "is_run_artifact", "load_artifact",
-           "parse_artifact", "parse_run_json", "check_artifact", "seal_artifact"]
+           "parse_artifact", "parse_run_json", "check_artifact", "seal_artifact", "whole_run_only"]
 
 #: The version of the schema above, written as ``_meta.format``.
 ARTIFACT_FORMAT = 1
@@ -76,7 +80,7 @@ STATUSES = ("scored", "unscorable", "error", "unanswerable")
 
 _ENTRY_KEYS = {"status", "metrics", "ranking", "tags", "error", "n_docs", "baseline", "parent_level", "unjudged",
                "scores", "false_retrieval", "answerable", "source"}
-_TOP_KEYS = {"_meta", "per_query", "comparison", "aggregate", "n"}
+_TOP_KEYS = {"_meta", "per_query", "comparison", "aggregate", "n", "shard"}
 
 
 class ArtifactError(InputError):
@@ -133,6 +137,16 @@ def parse_run_json(text: str, name: str) -> dict[str, Any] | Baseline:
     return load_baseline(name)
 
 
+def whole_run_only(data: Mapping[str, Any], name: str) -> None:
+    """Refuse a shard's artifact where a whole run is read (``compare``, ``history``): its means
+    and its gates cover only the queries that shard was dealt."""
+    shard = data.get("shard")
+    if isinstance(shard, dict):
+        raise ArtifactError(name, None, f"is shard {shard.get('index')}/{shard.get('count')} of a sharded run, "
+                                   "holding only that shard's queries; merge the shards first: "
+                                   "`ragmetrics merge SHARD.json... --out run.json`")
+
+
 def _fail(name: str, where: str, problem: str) -> ArtifactError:
     return ArtifactError(name, where or None, problem)
 
@@ -180,6 +194,10 @@ def check_artifact(data: Any, name: str) -> None:
                                "errored queries: the file was edited by hand or is incomplete")
     if "aggregate" in data:
         _check_aggregate(data["aggregate"], metrics, counted, name)
+    if "shard" in data:
+        from pytest_ragmetrics.gate.shard import check_shard_section
+
+        check_shard_section(data["shard"], data["per_query"], name)
     if "format" in meta and "seal" not in meta:  # this version seals what it writes: a missing seal was removed
         raise _fail(name, "_meta.seal", "is missing: the plugin seals every artifact it writes (since _meta.format "
                                         "1), so it was removed by hand; restore the artifact the run wrote")
@@ -197,7 +215,7 @@ def _seal(data: Mapping[str, Any]) -> dict[str, str]:
     (history orders runs by it), so two runs of one state differ in that line alone."""
     meta = {k: v for k, v in data["_meta"].items() if k not in ("seal", "created")}
     return {"_meta": canonical_digest(meta)[:16], "created": canonical_digest(data["_meta"].get("created"))[:16],
-            **{key: canonical_digest(data[key])[:16] for key in ("per_query", "aggregate", "comparison", "n")
+            **{key: canonical_digest(data[key])[:16] for key in ("per_query", "aggregate", "comparison", "n", "shard")
                if key in data}}
 
 

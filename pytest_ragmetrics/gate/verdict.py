@@ -366,6 +366,8 @@ class Verdict:
     sources_stats: dict[str, dict[str, DeltaStats]] = field(default_factory=dict)
     #: why the golden set over-fits known failures (harvested questions above max_harvested_share), or None
     harvested: str | None = None
+    #: a shard's gates, left to ``ragmetrics merge`` (a part of the set cannot stand for the whole)
+    deferred: list[str] = field(default_factory=list)
 
     @property
     def failed_gates(self) -> list[Gate]:
@@ -436,6 +438,7 @@ class Verdict:
                          "stats": {m: st.to_dict() for m, st in self.sources_stats.get(source, {}).items()}}
                 for source, (n, now, base) in self.sources.items()}} if self.sources else {}),
             **({"harvested": self.harvested} if self.harvested else {}),
+            **({"deferred": self.deferred} if self.deferred else {}),
             "failures": self.failures(),
             "passed": self.passed,
             **({"judgments": self.judgments, "judged": self.judged, "unjudged_new": self.unjudged_new,

@@ -33,6 +33,8 @@ def verdict_markdown(v: Verdict, worst_n: int, title: str = "Retrieval gate",
         head = f"## {title}: failed"
     elif failures:
         head = f"## {title}: regressions (report only)"
+    elif v.deferred:
+        head = f"## {title}: no query regressed in this shard (gates deferred to `ragmetrics merge`)"
     else:
         head = f"## {title}: passed"
     parts = [head]

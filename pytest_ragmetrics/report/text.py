@@ -287,6 +287,9 @@ def verdict_text(v: Verdict, worst_n: int) -> str:
         head = "RETRIEVAL GATE FAILED" if v.fail_on_regression else \
             "RETRIEVAL GATE FAILED (report only: fail_on_regression is false)"
         parts.append(head + "\n" + "\n".join(f"  {shown(line)}" for line in failures))
+    elif v.deferred:
+        parts.append(f"No query of this shard regressed or errored. Its gates ({', '.join(v.deferred)}) judge the "
+                     "whole set: `ragmetrics merge` judges them over every shard's artifact.")
     elif v.has_baseline:
         parts.append(f"All gates passed ({len(v.gates)} checked)."
                      + "".join(f"\nWARNING: {shown(w)}" for w in v.warnings))

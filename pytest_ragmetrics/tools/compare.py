@@ -21,7 +21,7 @@ from typing import Any, Mapping, Sequence
 
 from pytest_ragmetrics.errors import InputError, listed
 from pytest_ragmetrics.evaluation import evaluate, id_rule
-from pytest_ragmetrics.gate.artifact import is_run_artifact, parse_run_json
+from pytest_ragmetrics.gate.artifact import is_run_artifact, parse_run_json, whole_run_only
 from pytest_ragmetrics.gate.baseline import Baseline, measurement_mismatch
 from pytest_ragmetrics.gate.staleness import LabelAges
 from pytest_ragmetrics.gate.thresholds import Thresholds
@@ -142,6 +142,7 @@ def run_data_from_artifact(data: Mapping[str, Any], source: str) -> RunData:
     """One side from a run artifact checked by :func:`~pytest_ragmetrics.gate.artifact.check_artifact`:
     per query its metrics, or its error, or that it was unscorable, with its ranking, tags and
     judgments digest."""
+    whole_run_only(data, source)
     side = RunData(source, {}, meta=data.get("_meta", {}))
     ages = data["comparison"].get("stale_labels")
     side.stale_labels = ages if isinstance(ages, dict) else None
