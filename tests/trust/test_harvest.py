@@ -10,7 +10,6 @@ exceed ``max_harvested_share`` of the golden set (they over-fit known failures).
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -230,8 +229,9 @@ def test_the_warning_shows_on_a_failing_run_too(project: TrustProject) -> None:
 # ------------------------------------------------------------------------------- harvest's inputs
 
 
-def test_harvest_names_an_unreadable_or_foreign_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    os.chdir(tmp_path)
+def test_harvest_names_an_unreadable_or_foreign_file(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
     Path("broken.json").write_text("{not json", encoding="utf-8")
     Path("baseline.json").write_text(json.dumps({"_meta": {}, "aggregate": {}, "per_query": {}}), encoding="utf-8")
     for name, fragment in (("missing.json", "missing.json: file not found"),
@@ -289,3 +289,20 @@ def test_harvest_takes_inconclusive_questions_of_a_pooled_set(
     assert line["source"] == "harvested" and line["harvest"]["verdicts"] == ["inconclusive"]
     assert {c["doc_id"]: c["rel"] for c in line["candidates"]} == {"derailleur": 1, "hanger-alignment": None,
                                                                    "shifter-cable": 1}
+
+
+def test_pool_and_annotate_keep_a_sampled_questions_source(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    Path("draft.jsonl").write_text('{"qid": "l1", "query": "why is my bill higher", "source": "log"}\n'
+                                   '{"qid": "c1", "query": "how do I cancel"}\n', encoding="utf-8")
+    Path("run.trec").write_text("l1 Q0 d1 1 2.0 r\nl1 Q0 d2 2 1.0 r\nc1 Q0 d3 1 1.0 r\n", encoding="utf-8")
+    code, out, _ = cli(capsys, "pool", "--queries", "draft.jsonl", "--run", "run.trec", "-o", "c.jsonl", "--seed", "1")
+    assert code == 0, out
+    lines = [json.loads(line) for line in Path("c.jsonl").read_text(encoding="utf-8").splitlines()[1:]]
+    assert [line.get("source") for line in lines] == ["log", None]
+    lines[0]["source"] = "logs"
+    Path("c.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    code, _, err = cli(capsys, "annotate", "c.jsonl", "--annotator", "ann")
+    assert code == 2
+    assert "c.jsonl, line 1 (qid 'l1'): source must be one of log, curated, harvested, variant, got 'logs'" in err
