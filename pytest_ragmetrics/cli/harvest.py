@@ -79,6 +79,9 @@ def run(args: argparse.Namespace) -> int:
     if found.textless:
         print(f"note: {counted(len(found.textless), 'failed question')} left out: no text in the artifacts"
               f"{'' if golden is None else ' nor in ' + str(golden_path)}: {listed(found.textless)}")
+    if found.empty:
+        print(f"note: {counted(len(found.empty), 'failed question')} left out: nothing to judge (no document "
+              f"returned on any failing run, and no gold known): {listed(found.empty)}")
     if not found.pooled:
         print(f"Nothing to harvest: no question regressed, errored or was inconclusive in "
               f"{counted(len(nights), 'run artifact')}; {out} not written.")

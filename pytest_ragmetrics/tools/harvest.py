@@ -67,6 +67,8 @@ class Harvested:
     verdicts: dict[str, list[str]] = field(default_factory=dict)
     #: failed questions left out: no text for them in any artifact nor in the golden set
     textless: list[str] = field(default_factory=list)
+    #: failed questions left out: nothing to judge (they returned nothing, and no gold is known)
+    empty: list[str] = field(default_factory=list)
     runs: int = 0
 
     def record(self, qid: str) -> dict[str, Any]:
@@ -167,10 +169,13 @@ def harvest(nights: Sequence[Night], golden: GoldenSet | None = None) -> Harvest
         queries.append(PoolQuery(qid, text, dict(known.judgments) if known is not None else gold.get(qid, {}), {},
                                  tuple(known.tags) if known is not None else tags.get(qid, ()), "harvested"))
     # most often failed first: the failures that keep coming back are the ones worth a label
-    queries.sort(key=lambda q: (-len(found[q.qid]), list(found).index(q.qid)))
+    first = {qid: i for i, qid in enumerate(found)}
+    queries.sort(key=lambda q: (-len(found[q.qid]), first[q.qid]))
     pooled = pool_sources(queries, ranked, depth) if queries else []
-    out = Harvested(pooled, {q.qid: found[q.qid] for q in queries},
-                    {q.qid: [v for v in VERDICTS if v in how[q.qid]] for q in queries}, textless, len(nights))
+    empty = [p.qid for p in pooled if not p.candidates]
+    pooled = [p for p in pooled if p.candidates]
+    out = Harvested(pooled, {p.qid: found[p.qid] for p in pooled},
+                    {p.qid: [v for v in VERDICTS if v in how[p.qid]] for p in pooled}, textless, empty, len(nights))
     for p in pooled:
         p.harvest = out.record(p.qid)
     return out

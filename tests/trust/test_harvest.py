@@ -306,3 +306,23 @@ def test_pool_and_annotate_keep_a_sampled_questions_source(tmp_path: Path, capsy
     code, _, err = cli(capsys, "annotate", "c.jsonl", "--annotator", "ann")
     assert code == 2
     assert "c.jsonl, line 1 (qid 'l1'): source must be one of log, curated, harvested, variant, got 'logs'" in err
+
+
+def test_harvest_without_the_golden_set_takes_texts_and_gold_from_the_artifacts(
+        baselined: TrustProject, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    project = baselined
+    project.answer(q_002=["noise-doc"], q_004={"raise": "index offline"})
+    assert project.run("--rag-report=night.json").ret == 1
+    elsewhere = project.path.parent / f"{project.path.name}-downloaded"
+    elsewhere.mkdir()
+    (elsewhere / "night.json").write_bytes((project.path / "night.json").read_bytes())
+    monkeypatch.chdir(elsewhere)
+    code, out, _ = cli(capsys, "harvest", "night.json", "-o", "h.jsonl")
+    assert code == 0, out
+    assert "the golden set the runs name, golden.yaml, is not found here" in out
+    lines = {r["qid"]: r for r in map(json.loads, Path("h.jsonl").read_text(encoding="utf-8").splitlines()[1:])}
+    assert lines["q-002"]["query"] == "how often should the chain be lubricated"
+    assert {c["doc_id"]: c["rel"] for c in lines["q-002"]["candidates"]} == {"noise-doc": None, "chain-lube": 1,
+                                                                             "chain-clean": 1}
+    assert {c["doc_id"] for c in lines["q-004"]["candidates"]} == {"derailleur", "shifter-cable"}
+    assert "5 candidates have no text; pass --corpus to annotate them." in out
