@@ -64,6 +64,95 @@ def test_ordinary_numbers_are_not_personal_data(text: str) -> None:
     assert counts == {}
 
 
+#: What the default redaction let through, each with what the draft must hold instead.
+MISSED = [
+    ("张三@example.com 的账号", "[email] 的账号"),
+    ("contact jürgen@müller.de now", "contact [email] now"),
+    ("联系zhangsan@qq.com", "联系[email]"),
+    ("ｊｏｈｎ＠ｅｘａｍｐｌｅ．ｃｏｍ 登录", "[email] 登录"),
+    ("user＠example.com login", "[email] login"),
+    ("my email is john.doe@gmail。com", "my email is [email]"),
+    ("call 138.1234.5678", "call [phone]"),
+    ("call +86 138.1234.5678", "call [phone]"),
+    ("call 020 7946 0958", "call [phone]"),
+    ("call 07700 900123", "call [phone]"),
+    ("call 06 12 34 56 78", "call [phone]"),
+    ("call 021-6123 4567", "call [phone]"),
+    ("call (021)61234567", "call [phone]"),
+    ("call 0086-138-1234-5678", "call [phone]"),
+    ("我的手机号是１３８１２３４５６７８请回电", "我的手机号是[phone]请回电"),
+    ("身份证 110105 19900101 002X", "身份证 [id]"),
+    ("身份证１１０１０５１９４９１２３１００２Ｘ", "身份证[id]"),
+    ("ssn 123-45-6789", "ssn [id]"),
+    ("card 3782 822463 10005", "card [number]"),
+    ("card 4111.1111.1111.1111", "card [number]"),
+    ("ssn 123-45-6789 card 4111 1111 1111 1111", "ssn [id] card [number]"),
+    ("iban DE89 3704 0044 0532 0130 00", "iban [number]"),
+]
+#: Numbers that are nobody's personal data, kept as they are.
+ORDINARY = ["3 items in the cart", "price $1,299.00 or 49.99", "version 2.4.6", "released 2026-03-01",
+            "top 10 results in 2024", "order of 12 boxes, 2 left", "from 2024 2025 2026", "ISO 9001 2015",
+            "２０２４年的报告"]
+
+
+def test_personal_data_the_default_redaction_missed_is_redacted(tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    cases = [*MISSED, *((q, q) for q in ORDINARY)]
+    log = write_log(tmp_path / "log.jsonl", [{"query": f"q{i}: {q}"} for i, (q, _) in enumerate(cases)])
+    out = tmp_path / "draft.jsonl"
+    assert main(["sample", str(log), "--n", "100", "--near", "off", "--seed", "1", "--out", str(out)]) == 0
+    meta, records = draft_of(out)
+    drafted = {r["log"]["line"]: r["query"] for r in records}
+    assert [drafted[i + 1] for i in range(len(cases))] == [f"q{i}: {want}" for i, (_, want) in enumerate(cases)]
+    assert meta["redacted"] == {"email": 6, "id_card": 4, "phone": 9, "digits": 4}
+    assert "email 6, id_card 4, phone 9, digits 4" in capsys.readouterr().out
+
+
+def test_a_full_width_mobile_number_counts_as_a_phone_number() -> None:
+    counts: dict[str, int] = {}
+    assert redact("电话１３８１２３４５６７８", counts) == "电话[phone]"
+    assert counts == {"phone": 1}
+
+
+def _unbounded_repeats(tree: Any) -> Iterator[str]:
+    """The repetitions without an upper bound in a parsed pattern (``re._parser``), nested ones too."""
+    import re._constants as c  # type: ignore[import-not-found]
+
+    for op, av in tree:
+        if op in (c.MAX_REPEAT, c.MIN_REPEAT, c.POSSESSIVE_REPEAT):
+            if av[1] == c.MAXREPEAT:
+                yield f"{op} {{{av[0]},}}"
+            yield from _unbounded_repeats(av[2])
+        elif op == c.SUBPATTERN:
+            yield from _unbounded_repeats(av[-1])
+        elif op == c.BRANCH:
+            for branch in av[1]:
+                yield from _unbounded_repeats(branch)
+        elif op in (c.ASSERT, c.ASSERT_NOT):
+            yield from _unbounded_repeats(av[1])
+        elif op == c.ATOMIC_GROUP:
+            yield from _unbounded_repeats(av)
+
+
+def test_redaction_is_linear_in_the_length_of_a_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """An unbounded ``[...]+@`` rescanned a long run of letters from each of its positions: 5 s for a
+    40,000-character line, 17.5 s for 80,000. With every repetition bounded (and every lookaround
+    of fixed width) the work at each position is bounded, so the whole line is linear; checked on
+    the patterns themselves, not on a clock."""
+    import re._parser as parser  # type: ignore[import-not-found]
+
+    from pytest_ragmetrics.tools.sample import _PII
+
+    for kind, pattern in _PII.items():
+        assert list(_unbounded_repeats(parser.parse(pattern.pattern))) == [], kind
+    # and a 200,000-character line through the verb: its e-mail address, phone and long digit run redacted
+    line = "a" * 100_000 + " bob@example.com " + "7" * 99_000 + " 13812345678"
+    log = write_log(tmp_path / "log.jsonl", [{"query": line}])
+    out = tmp_path / "draft.jsonl"
+    assert main(["sample", str(log), "--n", "1", "--seed", "1", "--out", str(out)]) == 0
+    assert draft_of(out)[1][0]["query"] == "a" * 100_000 + " [email] [number] [phone]"
+
+
 # ----------------------------------------------------------------------- deduplication
 
 
@@ -98,7 +187,9 @@ def test_near_duplicates_found_by_prefix_filtering_equal_a_pairwise_search() -> 
 
     def pairwise(entries: list[LogEntry], near: float) -> tuple[list[str], int]:
         kept: list[Any] = []
-        for q in sorted(deduplicate(entries, None)[0], key=lambda q: (-q.count, q.line)):
+        # most asked first, ties by text (not by line: the log's order must not matter)
+        for q in sorted(deduplicate(entries, None)[0],
+                        key=lambda q: (-q.count, q.key, json.dumps(q.filters, sort_keys=True, ensure_ascii=False))):
             s = token_set(q.key)
             if s and any(k.filters == q.filters and len(s & token_set(k.key)) >= near * len(s | token_set(k.key))
                          for k in kept):
@@ -257,6 +348,74 @@ def test_usage_errors_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert info.value.code == 2
     with pytest.raises(RagMetricsError):
         sample_log(log, 1, near=1.5)
+
+
+def test_exact_duplicates_take_the_stratum_of_their_most_asked_form(tmp_path: Path) -> None:
+    log = write_log(tmp_path / "log.jsonl", [
+        {"query": "reset password", "intent": "account"},  # first, asked once
+        {"query": "Reset password!", "intent": "billing", "count": 9},  # the same question, asked 9 times
+        {"query": "refund my order", "intent": "billing"},
+    ])
+    out = tmp_path / "draft.jsonl"
+    assert main(["sample", str(log), "--n", "5", "--by", "intent", "--near", "off", "--seed", "1",
+                 "--out", str(out)]) == 0
+    meta, records = draft_of(out)
+    reset = next(r for r in records if "password" in r["query"])
+    assert reset["query"] == "Reset password!" and reset["tags"] == ["intent=billing"]
+    assert reset["log"] == {"count": 10, "line": 1, "lines": 2, "forms": 1}
+    assert meta["strata"]["billing"]["questions"] == 2 and meta["strata"]["account"]["questions"] == 0
+
+
+def test_the_order_of_the_log_lines_does_not_change_the_sample(tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    rng = random.Random(4)
+    words = "reset password refund order parcel track invoice login email card delete account change".split()
+    records = [{"query": " ".join(rng.sample(words, rng.randint(2, 5))), "intent": rng.choice("abc"),
+                "count": rng.randint(1, 5)} for _ in range(300)]
+    shuffled = records[:]
+    random.Random(9).shuffle(shuffled)
+    drafts = []
+    for name, lines in (("log", records), ("shuffled", shuffled)):
+        out = tmp_path / f"{name}.draft.jsonl"
+        assert main(["sample", str(write_log(tmp_path / f"{name}.jsonl", lines)), "--n", "30", "--by", "intent",
+                     "--seed", "7", "--out", str(out)]) == 0
+        meta, drawn = draft_of(out)
+        drafts.append((meta["strata"], meta["questions"],
+                       sorted((r["qid"], r["query"], r["tags"][0], r["log"]["count"], r["log"]["lines"],
+                               r["log"]["forms"]) for r in drawn)))
+    assert drafts[0] == drafts[1]
+
+
+@pytest.mark.parametrize("query, problem", [
+    ("\u200b", "query holds only invisible characters"),
+    ("\u200b \ufeff\u200d", "query holds only invisible characters"),
+    ("a\u0000b", "query contains a NUL character"),
+])
+def test_a_nul_or_invisible_question_is_refused_naming_its_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                                query: str, problem: str) -> None:
+    log = write_log(tmp_path / "log.jsonl", [{"query": "fine"}, {"query": query}])
+    out = tmp_path / "d.jsonl"
+    assert main(["sample", str(log), "--n", "1", "--out", str(out)]) == 2
+    assert f"{log}, line 2: {problem}" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_the_draft_never_replaces_the_log_even_with_force(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    log = write_log(tmp_path / "log.jsonl", [{"query": "reset my password"}])
+    before = log.read_bytes()
+    link = tmp_path / "link.jsonl"
+    link.symlink_to(log)
+    for out in (log, link, tmp_path / "sub" / ".." / "log.jsonl"):
+        assert main(["sample", str(log), "--n", "1", "--out", str(out), "--force"]) == 2
+        assert f"{out} is the input {log}" in capsys.readouterr().err
+    assert log.read_bytes() == before
+    assert main(["sample", str(log), "--n", "1", "--out", str(tmp_path)]) == 2
+    assert f"{tmp_path} is a directory; give a file name such as draft.jsonl" in capsys.readouterr().err
+    (tmp_path / "file").write_text("", encoding="utf-8")
+    assert main(["sample", str(log), "--n", "1", "--out", str(tmp_path / "file" / "d.jsonl")]) == 2
+    assert "is a file, not a folder" in capsys.readouterr().err
+    assert main(["sample", str(log), "--n", "1", "--out", str(tmp_path / "new" / "d.jsonl")]) == 0  # folders made
+    assert ": 1 unlabelled question (source: log;" in capsys.readouterr().out
 
 
 # ------------------------------------------------------------- the chain: pool, annotate

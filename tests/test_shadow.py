@@ -14,7 +14,9 @@ them, filters replayed) and over run artifacts.
 from __future__ import annotations
 
 import json
+import os
 import random
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any, Iterator, Sequence
@@ -312,3 +314,264 @@ def test_a_run_without_rankings_is_refused_naming_the_file(tmp_path: Path, capsy
     (tmp_path / "broken.json").write_text("{", encoding="utf-8")
     assert main(["shadow", "--run-a", str(a), "--run-b", str(tmp_path / "broken.json")]) == 2
     assert "broken.json" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------- outputs and inputs
+
+EXTRA = '''
+import copy
+import os
+import signal
+
+SEEN = []
+DOCS = ["d1", "d2", "d3", "d4", "d5"]
+
+
+class Mutating:
+    """Edits the filters it is given, as a careless retriever might."""
+
+    def __init__(self, name):
+        self.name = name
+
+    def search(self, query, k, filters=None):
+        SEEN.append((self.name, query, copy.deepcopy(filters)))
+        if filters:
+            filters["tags"].append("MUT")
+            filters["lang"] = "zz"
+        return DOCS[:k]
+
+
+class Full:
+    def search(self, query, k, filters=None):
+        SEEN.append(("full", query))
+        return DOCS[:k]
+
+
+class Few:
+    """A's first two documents only, on the question 'few'; A's ranking with the top two swapped on 'swap'."""
+
+    def search(self, query, k, filters=None):
+        if query == "few":
+            return DOCS[:2]
+        if query == "swap":
+            return [DOCS[1], DOCS[0], *DOCS[2:k]]
+        return DOCS[:k]
+
+
+class Interrupted:
+    def search(self, query, k, filters=None):
+        os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C while searching
+        return DOCS[:k]
+
+
+mutating_a = Mutating("a")
+mutating_b = Mutating("b")
+'''
+
+
+@pytest.fixture
+def extra(tmp_path: Path) -> Iterator[Path]:
+    (tmp_path / "extra_app.py").write_text(EXTRA, encoding="utf-8")
+    before = set(sys.modules)
+    yield tmp_path
+    for name in set(sys.modules) - before:
+        if str(tmp_path) in str(getattr(sys.modules[name], "__file__", "") or ""):
+            del sys.modules[name]
+
+
+def write_questions(path: Path, records: list[dict[str, Any]]) -> Path:
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
+    return path
+
+
+def extra_shadow(root: Path, a: str, b: str, queries: Path, *more: str) -> list[str]:
+    return ["shadow", "--a", f"extra_app:{a}", "--b", f"extra_app:{b}", "--queries", str(queries),
+            "--rootdir", str(root), "-q", *more]
+
+
+def run_cli(root: Path, *args: str, stdout: Any = subprocess.PIPE) -> subprocess.CompletedProcess[str]:
+    """``python -m pytest_ragmetrics ARGS`` with this checkout's package."""
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    return subprocess.run([sys.executable, "-m", "pytest_ragmetrics", *args], cwd=root, env=env, stdout=stdout,
+                          stderr=subprocess.PIPE, text=True, timeout=120)
+
+
+def test_a_closed_pipe_still_gets_every_file_written(extra: Path) -> None:
+    """``shadow ... | head -1`` printed first, so the closed pipe stopped it before --json, --html and
+    --candidates were written, and it still exited 0."""
+    queries = write_questions(extra / "q.jsonl", [{"qid": f"q{i}", "query": f"swap {i}" if i % 2 else "swap"}
+                                                  for i in range(300)])
+    outs = [extra / "s.json", extra / "s.html", extra / "label.jsonl"]
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before the first line: every write to stdout fails
+    try:
+        proc = run_cli(extra, *extra_shadow(extra, "Full", "Few", queries, "-k", "3", "--top", "300",
+                                            "--json", str(outs[0]), "--html", str(outs[1]),
+                                            "--candidates", str(outs[2]), "--seed", "1"), stdout=write)
+    finally:
+        os.close(write)
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert all(p.exists() for p in outs)
+    assert json.loads(outs[0].read_text(encoding="utf-8"))["summary"]["n"] == 300
+
+
+def test_output_paths_are_checked_before_any_search(extra: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    queries = write_questions(extra / "q.jsonl", [{"qid": "q1", "query": "few"}])
+    folder = extra / "adir"
+    folder.mkdir()
+    (extra / "file").write_text("", encoding="utf-8")
+    for option, path, words in [
+        ("--html", folder, f"{folder} is a directory; give a file name such as shadow.html"),
+        ("--json", extra / "file" / "s.json", "is a file, not a folder"),
+        ("--json", queries, f"{queries} is the input {queries}"),
+        ("--html", queries, f"{queries} is the input {queries}"),
+        ("--candidates", queries, f"{queries} is the input {queries}"),
+    ]:
+        assert main(extra_shadow(extra, "Full", "Few", queries, option, str(path), "--force")) == 2, option
+        err = capsys.readouterr().err
+        assert words in err and ".tmp" not in err, err
+        assert "extra_app" not in sys.modules  # refused before the retrievers were even imported
+    assert queries.read_text(encoding="utf-8") == '{"qid": "q1", "query": "few"}\n'
+    assert main(extra_shadow(extra, "Full", "Few", queries, "--json", str(extra / "x"), "--html",
+                             str(extra / "x"))) == 2
+    assert "--html and --json are the same file" in capsys.readouterr().err
+    # reports are replaced as every verb's are (compare --html too); only the candidates ask for --force
+    (extra / "old.json").write_text("{}", encoding="utf-8")
+    assert main(extra_shadow(extra, "Full", "Few", queries, "--json", str(extra / "old.json"))) == 0
+    assert json.loads((extra / "old.json").read_text(encoding="utf-8"))["summary"]["n"] == 1
+
+
+def test_a_run_artifact_is_never_overwritten_by_the_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    a = artifact(tmp_path / "a.json", {"q1": ["d1", "d2", "d3"]})
+    b = artifact(tmp_path / "b.json", {"q1": ["d3", "d2", "d1"]})
+    before = b.read_bytes()
+    for option in ("--json", "--html"):
+        assert main(["shadow", "--run-a", str(a), "--run-b", str(b), option, str(b), "--force"]) == 2
+        assert f"{b} is the input {b}" in capsys.readouterr().err
+    assert b.read_bytes() == before
+
+
+def test_every_call_gets_its_own_copy_of_the_filters(extra: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A retriever that edited the filters it got changed what B was asked and what the report showed."""
+    queries = write_questions(extra / "q.jsonl", [{"qid": "q1", "query": "refund", "filters": {"tags": ["a"]}}])
+    out = extra / "s.json"
+    assert main(extra_shadow(extra, "mutating_a", "mutating_b", queries, "-k", "3", "--json", str(out))) == 0
+    assert sys.modules["extra_app"].SEEN == [("a", "refund", {"tags": ["a"]}), ("b", "refund", {"tags": ["a"]})]
+    assert json.loads(out.read_text(encoding="utf-8"))["per_query"][0]["filters"] == {"tags": ["a"]}
+
+
+def test_a_side_returning_fewer_than_k_is_marked_and_ordered_as_changed(extra: Path,
+                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """B returning A's first two of five scored RBO_ext 1 (the short list extrapolated) and sorted as if
+    unchanged; it is marked short and ordered by its overlap@k, 2/5."""
+    queries = write_questions(extra / "q.jsonl", [{"qid": "q-swap", "query": "swap"}, {"qid": "q-few", "query": "few"},
+                                                  {"qid": "q-same", "query": "same"}])
+    out = extra / "s.json"
+    assert main(extra_shadow(extra, "Full", "Few", queries, "-k", "5", "--json", str(out))) == 0
+    printed = capsys.readouterr().out
+    data = json.loads(out.read_text(encoding="utf-8"))
+    rows = {r["qid"]: r for r in data["per_query"]}
+    assert rows["q-few"]["rbo"] == 1.0 and rows["q-few"]["overlap"] == pytest.approx(0.4)
+    assert rows["q-few"]["short"] == ["B"] and rows["q-swap"]["short"] == [] and rows["q-same"]["short"] == []
+    assert [r["qid"] for r in data["per_query"]] == ["q-few", "q-swap", "q-same"]
+    assert data["summary"]["short"] == 1
+    assert "| questions where a side returned fewer than 5 | 1 of 3" in printed
+    few = next(line for line in printed.splitlines() if line.startswith("| q-few "))
+    assert [cell.strip() for cell in few.strip("|").split("|")] == ["q-few", "few", "0.4000", "1.0000", "0 of 2", "B"]
+    assert printed.index("q-few") < printed.index("q-swap")
+
+
+def test_runs_recorded_at_different_k_are_noted_and_a_deeper_k_refused(tmp_path: Path,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    a = artifact(tmp_path / "a.json", {"q1": ["d1", "d2", "d3"], "q2": ["d1#x", "d1#y", "d2"]}, k=3)
+    b = artifact(tmp_path / "b.json", {"q1": [f"d{i}" for i in range(1, 11)], "q2": ["d1", "d2"]}, k=10)
+    out = tmp_path / "s.json"
+    assert main(["shadow", "--run-a", str(a), "--run-b", str(b), "--json", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "top 3" in printed
+    assert "note: the runs were recorded at different k (a: 3, b: 10): compared on the top 3" in printed
+    data = json.loads(out.read_text(encoding="utf-8"))
+    assert data["_meta"]["notes"] == ["the runs were recorded at different k (a: 3, b: 10): compared on the top 3"]
+    rows = {r["qid"]: r for r in data["per_query"]}
+    assert rows["q2"]["a"] == ["d1", "d2"] and rows["q2"]["rbo"] == 1.0  # chunk ids mapped by '#', as with retrievers
+    assert main(["shadow", "--run-a", str(a), "--run-b", str(b), "--id-separator", "none", "--json", str(out)]) == 0
+    assert {r["qid"]: r for r in json.loads(out.read_text(encoding="utf-8"))["per_query"]}["q2"]["a"] == \
+        ["d1#x", "d1#y", "d2"]
+    capsys.readouterr()
+    assert main(["shadow", "--run-a", str(a), "--run-b", str(b), "-k", "10"]) == 2
+    assert f"-k 10 is deeper than {a} recorded (k = 3)" in capsys.readouterr().err
+
+
+def test_a_ranking_longer_than_the_runs_k_is_refused_naming_file_and_query(tmp_path: Path,
+                                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    a = artifact(tmp_path / "a.json", {"q1": ["d1", "d2", "d3"]})
+    long_top = artifact(tmp_path / "long.json", {"q1": [f"d{i}" for i in range(20)]}, k=3)
+    assert main(["shadow", "--run-a", str(a), "--run-b", str(long_top)]) == 2
+    assert f"{long_top}: per_query.q1._top holds 20 documents, more than _meta.k = 3" in capsys.readouterr().err
+    old = json.loads(long_top.read_text(encoding="utf-8"))  # written before _top: its ranking is read
+    del old["per_query"]["q1"]["_top"]
+    long_top.write_text(json.dumps(old), encoding="utf-8")
+    assert main(["shadow", "--run-a", str(a), "--run-b", str(long_top)]) == 2
+    assert f"{long_top}, per_query.q1: ranks 20 documents, more than the k = 3" in capsys.readouterr().err
+
+
+def test_ctrl_c_exits_130_with_one_line(extra: Path) -> None:
+    queries = write_questions(extra / "q.jsonl", [{"qid": "q1", "query": "few"}])
+    proc = run_cli(extra, *extra_shadow(extra, "Full", "Interrupted", queries))
+    assert proc.returncode == 130
+    assert proc.stderr.strip() == "ragmetrics shadow: interrupted"
+
+
+def test_a_raw_log_is_searched_as_logged_and_shown_redacted(extra: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    log = write_questions(extra / "log.jsonl", [{"query": "my email john.doe@example.com and phone 13812345678, "
+                                                          "why locked?"}, {"query": "few"}])
+    outs = {"json": extra / "s.json", "html": extra / "s.html", "candidates": extra / "c.jsonl"}
+    assert main(extra_shadow(extra, "Full", "Few", log, "-k", "5", "--json", str(outs["json"]), "--html",
+                             str(outs["html"]), "--candidates", str(outs["candidates"]), "--seed", "1")) == 0
+    captured = capsys.readouterr()
+    assert f"note: {log} is read as a raw query log (no qid, no _meta line)" in captured.err
+    assert "ragmetrics sample" in captured.err
+    assert ("full", "my email john.doe@example.com and phone 13812345678, why locked?") in \
+        sys.modules["extra_app"].SEEN  # the retrievers get the question as asked
+    for text in [captured.out, *(p.read_text(encoding="utf-8") for p in outs.values())]:
+        assert "john.doe" not in text and "13812345678" not in text
+    assert "my email [email] and phone [phone], why locked?" in outs["json"].read_text(encoding="utf-8")
+    # a draft from `ragmetrics sample` (a _meta line) or a golden file (qids) is taken as it is: no note
+    draft = write_questions(extra / "golden.jsonl", [{"qid": "g1", "query": "few"}])
+    assert main(extra_shadow(extra, "Full", "Few", draft)) == 0
+    assert "raw query log" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("query, problem", [("\u200b", "query holds only invisible characters"),
+                                            ("a\u0000b", "query contains a NUL character")])
+def test_a_nul_or_invisible_question_is_refused_naming_its_line(extra: Path, capsys: pytest.CaptureFixture[str],
+                                                                query: str, problem: str) -> None:
+    queries = write_questions(extra / "q.jsonl", [{"query": "few"}, {"query": query}])
+    assert main(extra_shadow(extra, "Full", "Few", queries)) == 2
+    assert f"{queries}, line 2: {problem}" in capsys.readouterr().err
+
+
+def test_one_question_reads_as_one_question(extra: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    queries = write_questions(extra / "q.jsonl", [{"qid": "q1", "query": "few"}])
+    page = extra / "s.html"
+    assert main(extra_shadow(extra, "Full", "Few", queries, "-k", "5", "--html", str(page))) == 0
+    html = page.read_text(encoding="utf-8")
+    assert "top 5; 1 question from" in html and "1 questions" not in html
+
+
+def test_a_write_that_fails_names_the_report_not_a_temp_file(extra: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A folder made where the page goes while the retrievers search (the path was fine when checked):
+    the error named the hidden temp file of the atomic write, ``.s.html.r01_k17u.tmp``."""
+    page = extra / "s.html"
+    (extra / "extra_app.py").write_text(EXTRA + f'''
+
+class MakesFolder:
+    def search(self, query, k, filters=None):
+        os.makedirs({str(page)!r}, exist_ok=True)
+        return DOCS[:k]
+''', encoding="utf-8")
+    queries = write_questions(extra / "q.jsonl", [{"qid": "q1", "query": "few"}])
+    assert main(extra_shadow(extra, "Full", "MakesFolder", queries, "--html", str(page))) == 2
+    err = capsys.readouterr().err
+    assert err.strip() == f"ragmetrics shadow: error: Is a directory: {page}"

@@ -7,31 +7,15 @@ import secrets
 from pathlib import Path
 from typing import Any
 
+from pytest_ragmetrics.cli import decided
 from pytest_ragmetrics.cli._stack import log, progress_for, quiet_argument
+from pytest_ragmetrics.cli.argtypes import count_arg, seed_arg
 from pytest_ragmetrics.errors import RagMetricsError
+from pytest_ragmetrics.files import check_output
 from pytest_ragmetrics.measures import DEFAULT_ID_SEPARATOR
+from pytest_ragmetrics.report.tables import counted
 
 HELP = "compare two retrievers or runs without labels: overlap@k, rank-biased overlap, what to label next"
-
-
-def _count(raw: str) -> int:
-    try:
-        value = int(raw)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {raw!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {raw!r}")
-    return value
-
-
-def _seed(raw: str) -> int:
-    try:
-        value = int(raw)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {raw!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {raw!r}")
-    return value
 
 
 def register(verbs: Any) -> None:
@@ -55,25 +39,29 @@ def register(verbs: Any) -> None:
                         help="the questions: a query log or a draft from `ragmetrics sample` (JSONL with query, "
                              "optional qid and filters), a golden set, or a text file of questions; required with "
                              "--a/--b, optional with runs (their question texts, and which questions to compare)")
-    parser.add_argument("-k", "--k", type=_count, default=None, metavar="K",
-                        help="compare the top K documents (default 10; with runs, the k they recorded)")
-    parser.add_argument("--depth", type=_count, default=None, metavar="N",
+    parser.add_argument("-k", "--k", type=count_arg, default=None, metavar="K",
+                        help="compare the top K documents (default 10; with runs, the smaller k they recorded, "
+                             "and no more)")
+    parser.add_argument("--depth", type=count_arg, default=None, metavar="N",
                         help="ask each retriever for N >= K results, so 'A never returned' looks N deep (default K; "
                              "a retriever may rank its top K differently when asked for more)")
-    parser.add_argument("--top", type=_count, default=10, metavar="N",
+    parser.add_argument("--top", type=count_arg, default=10, metavar="N",
                         help="most-changed questions listed on the terminal (default 10)")
-    parser.add_argument("--html", default=None, metavar="PATH", help="write a self-contained HTML page")
-    parser.add_argument("--json", default=None, metavar="PATH", help="write every number as JSON")
+    parser.add_argument("--html", default=None, metavar="PATH",
+                        help="write a self-contained HTML page (replaced if it exists, as every report; never an "
+                             "input file)")
+    parser.add_argument("--json", default=None, metavar="PATH",
+                        help="write every number as JSON (replaced if it exists; never an input file)")
     parser.add_argument("--candidates", default=None, metavar="OUT.jsonl",
                         help="write the most-changed questions with both sides' top-K documents as a candidates file "
                              "for `ragmetrics annotate` (refused if it exists, unless --force)")
-    parser.add_argument("--label", type=_count, default=20, metavar="N",
+    parser.add_argument("--label", type=count_arg, default=20, metavar="N",
                         help="how many most-changed questions go to --candidates and get both rankings in --html "
                              "(default 20)")
     parser.add_argument("--corpus", default=None,
                         help="with --candidates: a folder of .md/.txt files or a corpus.jsonl giving candidates "
                              "their text")
-    parser.add_argument("--seed", type=_seed, default=None, metavar="N",
+    parser.add_argument("--seed", type=seed_arg, default=None, metavar="N",
                         help="seed of the order annotators see candidates in (default: random, recorded)")
     parser.add_argument("--id-separator", default=None, metavar="SEP",
                         help=f"map ranked ids to documents by the prefix before SEP ('none': as given; default "
@@ -102,8 +90,25 @@ def _pair(a: tuple[str, str], b: tuple[str, str]) -> tuple[tuple[str, str], tupl
     return a, b
 
 
+def _check_outputs(args: argparse.Namespace, inputs: list[str]) -> None:
+    """Every output path checked before any search: a folder, an input file (even with --force), two
+    outputs on one file, a --candidates that exists without --force, a folder that cannot be written."""
+    outputs = [(option, path) for option, path in (("--json", args.json), ("--html", args.html),
+                                                   ("--candidates", args.candidates)) if path is not None]
+    for i, (option, path) in enumerate(outputs):
+        for other, earlier in outputs[:i]:
+            if Path(path).resolve() == Path(earlier).resolve():
+                raise RagMetricsError(f"{option} and {other} are the same file {path}: give each its own")
+        example = {"--json": "shadow.json", "--html": "shadow.html"}.get(option, "label-next.jsonl")
+        # reports are replaced as every verb's are; a candidates file may hold annotations
+        check_output(path, inputs=inputs, force=args.force or option != "--candidates", example=example)
+
+
 def run(args: argparse.Namespace) -> int:
-    """Compare and report: 0 done, 2 bad input (a retriever that does not import, a bad file)."""
+    """Compare and report: 0 done, 2 bad input (a retriever that does not import, a bad file).
+
+    Every file is written before anything is printed, so a closed pipe (``| head``) loses only
+    terminal text."""
     from pytest_ragmetrics.tools.shadow import compare_sides, read_questions, retriever_side, run_side, shadow_text
     from pytest_ragmetrics.tools.sources import Source, load_retriever, project_on_path
 
@@ -119,17 +124,24 @@ def run(args: argparse.Namespace) -> int:
     if retrievers and args.queries is None:
         raise RagMetricsError("--a/--b search questions: give --queries FILE (a query log, a draft from `ragmetrics "
                               "sample`, or a golden set)")
-    if args.candidates is not None and Path(args.candidates).exists() and not args.force:
-        raise RagMetricsError(f"{args.candidates} already exists; pass --force to overwrite it (it may hold "
-                              "annotations)")
-    sep = DEFAULT_ID_SEPARATOR if args.id_separator is None else (
-        None if args.id_separator.strip().lower() in ("", "none") else args.id_separator)
+    if runs:
+        (name_a, spec_a), (name_b, spec_b) = _pair(_named(args.run_a, "run", "A"), _named(args.run_b, "run", "B"))
+    else:
+        (name_a, spec_a), (name_b, spec_b) = _pair(_named(args.a, "retriever", "A"), _named(args.b, "retriever", "B"))
+    inputs = [p for p in (args.queries, args.corpus, *((spec_a, spec_b) if runs else ())) if p is not None]
+    _check_outputs(args, inputs)
+    sep: Any = None if args.id_separator is not None and args.id_separator.strip().lower() in ("", "none") else (
+        args.id_separator or DEFAULT_ID_SEPARATOR)
     questions = read_questions(args.queries) if args.queries is not None else None
+    if questions is not None and any(q.shown is not None for q in questions):
+        log(f"note: {args.queries} is read as a raw query log (no qid, no _meta line): its questions are searched "
+            "as logged, and shown with personal data redacted in the report and every file written; `ragmetrics "
+            "sample` first gives a deduplicated, redacted draft")
+    notes: list[str] = []
     if retrievers:
         assert questions is not None
         k = args.k or 10
         depth = max(k, args.depth or k)
-        (name_a, spec_a), (name_b, spec_b) = _pair(_named(args.a, "retriever", "A"), _named(args.b, "retriever", "B"))
         progress = progress_for(args)
         with project_on_path(args.rootdir) as root:
             found_a = load_retriever(spec_a, root)  # both imported before any search: a typo stops it at once
@@ -137,11 +149,22 @@ def run(args: argparse.Namespace) -> int:
             side_a = retriever_side(Source(name_a, "retriever", spec_a), found_a, questions, depth, sep, progress)
             side_b = retriever_side(Source(name_b, "retriever", spec_b), found_b, questions, depth, sep, progress)
     else:
-        (name_a, spec_a), (name_b, spec_b) = _pair(_named(args.run_a, "run", "A"), _named(args.run_b, "run", "B"))
-        side_a, k_a = run_side(spec_a, name_a)
-        side_b, k_b = run_side(spec_b, name_b)
-        recorded = [x for x in (k_a, k_b) if x is not None]
-        k = args.k or (min(recorded) if recorded else 10)
+        from pytest_ragmetrics.tools.shadow import _RECORDED
+
+        run_sep = _RECORDED if args.id_separator is None else sep
+        side_a, k_a = run_side(spec_a, name_a, run_sep)
+        side_b, k_b = run_side(spec_b, name_b, run_sep)
+        recorded = {spec: x for spec, x in ((spec_a, k_a), (spec_b, k_b)) if x is not None}
+        k = args.k or (min(recorded.values()) if recorded else 10)
+        deeper = {spec: x for spec, x in recorded.items() if k > x}
+        if deeper:
+            spec, x = next(iter(deeper.items()))
+            raise RagMetricsError(f"-k {k} is deeper than {spec} recorded (k = {x}): its rankings hold at most {x} "
+                                  f"documents, so its lists would read as short; use -k {min(recorded.values())} "
+                                  "or less")
+        if k_a is not None and k_b is not None and k_a != k_b:
+            notes.append(f"the runs were recorded at different k ({name_a}: {k_a}, {name_b}: {k_b}): compared on "
+                         f"the top {k}")
         if questions is None:
             from pytest_ragmetrics.tools.shadow import ShadowQuery
 
@@ -151,8 +174,8 @@ def run(args: argparse.Namespace) -> int:
         elif not any(q.qid in side_a.rankings or q.qid in side_b.rankings for q in questions):
             raise RagMetricsError(f"none of the questions of {args.queries} is in {spec_a} or {spec_b}: are they runs "
                                   "of these questions?")
-    report = compare_sides(questions, side_a, side_b, k, source=args.queries or "")
-    print(shadow_text(report, args.top))
+    report = compare_sides(questions, side_a, side_b, k, source=args.queries or "", notes=notes)
+    decided(args, 0)  # no check here: a closed pipe or a full disk afterwards is reported, never hidden
     written = []
     if args.json is not None:
         from pytest_ragmetrics.files import atomic_write_json
@@ -165,21 +188,23 @@ def run(args: argparse.Namespace) -> int:
 
         atomic_write_text(Path(args.html), render_shadow_html(report.to_dict(), args.label))
         written.append(args.html)
-    if args.candidates is not None:
-        _write_candidates(args, report, questions)
+    said = _write_candidates(args, report, questions) if args.candidates is not None else []
+    print(shadow_text(report, args.top))
     if written:
         print(f"Wrote {', '.join(written)}.")
+    for line in said:
+        print(line)
     return 0
 
 
-def _write_candidates(args: argparse.Namespace, report: Any, questions: Any) -> None:
+def _write_candidates(args: argparse.Namespace, report: Any, questions: Any) -> list[str]:
+    """Write --candidates; what to print about it afterwards."""
     from pytest_ragmetrics.tools.pool import fill_texts, textless_note, write_pool
     from pytest_ragmetrics.tools.shadow import shadow_candidates
 
     pooled = shadow_candidates(report, args.label, {q.qid: q.tags for q in questions})
     if not pooled:
-        print(f"Every question is ranked identically: nothing to label, {args.candidates} not written.")
-        return
+        return [f"Every question is ranked identically: nothing to label, {args.candidates} not written."]
     sources = [report.a.source, report.b.source]
     if args.corpus is not None:
         from pytest_ragmetrics.corpus import load_corpus
@@ -192,8 +217,8 @@ def _write_candidates(args: argparse.Namespace, report: Any, questions: Any) -> 
     seed = args.seed if args.seed is not None else secrets.randbelow(2**31)
     path = write_pool(pooled, args.candidates, sources=sources, seed=seed, depth=report.k, force=args.force)
     docs = sum(len(p.candidates) for p in pooled)
-    print(f"Wrote {path}: the {len(pooled)} most-changed questions, {docs} documents from both sides to grade "
-          f"(ragmetrics annotate {path}; display order seed {seed}).")
     note = textless_note(pooled)
     if note:
         log(note)
+    return [f"Wrote {path}: the {counted(len(pooled), 'most-changed question')}, {counted(docs, 'document')} from "
+            f"both sides to grade (ragmetrics annotate {path}; display order seed {seed})."]

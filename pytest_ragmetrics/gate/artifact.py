@@ -26,8 +26,8 @@ here, naming the file, the record (qid) and the field, before any reader trusts 
   ``variant``; written when it is not ``curated``, so absent reads as ``curated``, as in artifacts
   written before it), ``error`` (string or null),
   ``n_docs`` (integer), ``baseline`` (metric values), ``parent_level``, ``_judgments`` (a string),
-  ``_top`` (the top-k document ranking, as the baseline records it: distinct non-empty strings;
-  artifacts written before it have none), and for a pooled golden set ``unjudged`` (an object:
+  ``_top`` (the top-k document ranking, as the baseline records it: distinct non-empty strings,
+  no more than ``_meta.k``; artifacts written before it have none), and for a pooled golden set ``unjudged`` (an object:
   ``judged@k``, ``docs`` and ``new`` unjudged documents, ``unjudged_new@k``, ``upper``, ``inconclusive``),
   ``scores`` (the score behind each ranked document); a question marked answerable: false has
   ``answerable: false``, status ``unanswerable`` (or ``error``) and ``false_retrieval`` 0 or 1, and
@@ -185,8 +185,9 @@ def check_artifact(data: Any, name: str) -> None:
         raise _fail(name, "comparison", "is not an object")
     _check_comparison(data["comparison"], name)
     counted: list[dict[str, float]] = []
+    k = meta.get("k")  # checked above: a positive integer, or absent
     for qid, entry in data["per_query"].items():
-        row = _check_entry(qid, entry, metrics, name)
+        row = _check_entry(qid, entry, metrics, name, k if isinstance(k, int) else None)
         if row is not None:
             counted.append(row)
     if "n" in data and (isinstance(data["n"], bool) or data["n"] != len(counted)):
@@ -421,7 +422,8 @@ def _check_stale_labels(ages: Any, name: str) -> None:
                                  "edited by hand")
 
 
-def _check_entry(qid: str, entry: Any, metrics: list[str], name: str) -> dict[str, float] | None:
+def _check_entry(qid: str, entry: Any, metrics: list[str], name: str, k: int | None = None
+                 ) -> dict[str, float] | None:
     """Check one per-query record; its values as the gate averages them (``None``: unscorable)."""
     where = f"per_query.{qid}"
     if not isinstance(entry, dict):
@@ -444,6 +446,9 @@ def _check_entry(qid: str, entry: Any, metrics: list[str], name: str) -> dict[st
     if any(not doc.strip() for doc in top) or len(set(top)) != len(top):
         raise _fail(name, f"{where}._top", "holds an empty or repeated document id; the plugin writes each "
                                            "document of the top k once")
+    if k is not None and len(top) > k:
+        raise _fail(name, f"{where}._top", f"holds {len(top)} documents, more than _meta.k = {k}: the plugin "
+                                           "records the top k, so the file was edited")
     unjudged = entry.get("unjudged")
     if unjudged is not None and (not isinstance(unjudged, dict) or not all(
             isinstance(unjudged.get(key) or [], list) and all(isinstance(d, str) for d in unjudged.get(key) or [])

@@ -138,6 +138,11 @@ class Drop:
     def exceeded(self) -> bool:
         return self.tolerance is not None and self.loss > self.tolerance + EPS
 
+    def report_entry(self) -> dict[str, Any]:
+        """How a regression lists it in the report (:meth:`QueryRecord.to_dict` keeps the fields as they are)."""
+        return {"metric": self.metric, "baseline": self.before, "now": self.after, "delta": self.delta,
+                "tolerance": self.tolerance, "exceeded": self.exceeded}
+
 
 def query_drops(
     metrics: Mapping[str, float] | None,
@@ -207,11 +212,7 @@ class Regression:
         return {
             "qid": self.qid,
             "question": self.question,
-            "drops": [
-                {"metric": d.metric, "baseline": d.before, "now": d.after, "delta": d.delta,
-                 "tolerance": d.tolerance, "exceeded": d.exceeded}
-                for d in self.drops
-            ],
+            "drops": [d.report_entry() for d in self.drops],
             "gold": [list(g) for g in self.gold],
             "returned": self.returned,
             "explains": self.explains,
@@ -263,6 +264,12 @@ class AggregateRow:
         d, st = self.delta, self.stats
         return (d is not None and st is not None and drop_beyond_one_query(d, st.n)
                 and st.p_value < SIGNIFICANT_P)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"metric": self.metric, "now": self.now, "now_common": self.now_common, "baseline": self.baseline,
+                "delta": self.delta, "tolerance": self.tolerance, "min": self.minimum,
+                "dropped_too_far": self.dropped_too_far, "under_floor": self.under_floor,
+                "stats": self.stats.to_dict() if self.stats else None}
 
 
 @dataclass
@@ -406,13 +413,7 @@ class Verdict:
         return {
             "n": self.n,
             "n_common": self.n_common,
-            "aggregate": [
-                {"metric": r.metric, "now": r.now, "now_common": r.now_common, "baseline": r.baseline,
-                 "delta": r.delta, "tolerance": r.tolerance, "min": r.minimum,
-                 "dropped_too_far": r.dropped_too_far, "under_floor": r.under_floor,
-                 "stats": r.stats.to_dict() if r.stats else None}
-                for r in self.aggregate
-            ],
+            "aggregate": [r.to_dict() for r in self.aggregate],
             "strata": {
                 tag: {"n": n, "now": now, "baseline": base,
                       "stats": {m: st.to_dict() for m, st in self.strata_stats.get(tag, {}).items()}}
@@ -822,16 +823,27 @@ def _gates_no_answer(thresholds: Thresholds) -> bool:
     return thresholds.false_retrieval_rate_tolerance is not None or thresholds.false_retrieval_rate_max is not None
 
 
+def _limit_problems(name: str, row: AggregateRow | NoAnswerRow, reference: str, beyond: bool, past: float | None,
+                    rise: bool = False) -> list[str]:
+    """What a gated row broke: moved beyond its tolerance against ``reference`` (``beyond``), and
+    ``past``, the floor its value fell under (with ``rise``, where higher is worse: the ceiling it
+    went over), else None."""
+    problems = []
+    if beyond:
+        moved = f"rose {row.delta:+.4f}" if rise else f"fell {-(row.delta or 0.0):.4f}"
+        problems.append(f"{name} {moved} against {reference} ({row.baseline:.4f} -> {row.now_common:.4f}); "
+                        f"allowed {'rise' if rise else 'drop'} {row.tolerance:g}")
+    if past is not None:
+        problems.append(f"{name} = {row.now:.4f} is {'above its ceiling' if rise else 'under its floor'} {past:g}")
+    return problems
+
+
 def _no_answer_gate(row: NoAnswerRow | None, reference: str, has_baseline: bool) -> Gate:
     """The false_retrieval_rate gate: no rise beyond its tolerance, no rate above its ceiling."""
     if row is None:
         return Gate(RATE, True, f"{RATE}: no question marked answerable: false ran")
-    problems = []
-    if row.rose_too_far:
-        problems.append(f"{RATE} rose {row.delta:+.4f} against {reference} ({row.baseline:.4f} -> "
-                        f"{row.now_common:.4f}); allowed rise {row.tolerance:g}")
-    if row.over_max:
-        problems.append(f"{RATE} = {row.now:.4f} is above its ceiling {row.maximum:g}")
+    problems = _limit_problems(RATE, row, reference, row.rose_too_far, row.maximum if row.over_max else None,
+                               rise=True)
     if row.tolerance is not None and has_baseline and row.n_common == 0:
         problems.append(f"{RATE} cannot be compared: no unanswerable question of this run is in {reference}, so "
                         "its allowed rise checks nothing; refresh the baseline to record them")
@@ -940,12 +952,8 @@ def evaluate_gates(
     for row in aggregate:
         if row.tolerance is None and row.minimum is None:
             continue
-        problems = []
-        if row.dropped_too_far:
-            problems.append(f"{row.metric} fell {-(row.delta or 0.0):.4f} against {reference} "
-                            f"({row.baseline:.4f} -> {row.now_common:.4f}); allowed drop {row.tolerance:g}")
-        if row.under_floor:
-            problems.append(f"{row.metric} = {row.now:.4f} is under its floor {row.minimum:g}")
+        problems = _limit_problems(row.metric, row, reference, row.dropped_too_far,
+                                   row.minimum if row.under_floor else None)
         if row.tolerance is not None and row.delta is None and has_baseline:
             # A tolerance with nothing to hold it against checks nothing: that is a failure, not a pass.
             if compared is not None and row.metric not in compared:

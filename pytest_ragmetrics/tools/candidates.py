@@ -148,14 +148,21 @@ def read_candidates(path: str | Path) -> Candidates:
     return Candidates(p, meta, questions)
 
 
-def _question(record: dict[str, Any], name: str, where: str, seen: dict[str, int], number: int) -> CandidateQuestion:
-    qid, query = record.get("qid"), record.get("query")
+def unique_qid(qid: Any, name: str, where: str, seen: dict[str, int], number: int) -> tuple[str, str]:
+    """A question id that is a non-empty string met first on line ``number`` (recorded in
+    ``seen``), and ``where`` naming it; else an :class:`InputError`."""
     if not isinstance(qid, str) or not qid.strip():
         raise InputError(name, where, f"qid must be a non-empty string, got {brief_repr(qid)}")
     where = f"{where} (qid {qid!r})"
     if qid in seen:
-        raise InputError(name, where, f"duplicate qid (first at line {seen[qid]})")
+        raise InputError(name, where, f"duplicate qid (first on line {seen[qid]})")
     seen[qid] = number
+    return qid, where
+
+
+def _question(record: dict[str, Any], name: str, where: str, seen: dict[str, int], number: int) -> CandidateQuestion:
+    qid, where = unique_qid(record.get("qid"), name, where, seen, number)
+    query = record.get("query")
     if not isinstance(query, str) or not query.strip():
         raise InputError(name, where, "query must be a non-empty string")
     tags = record.get("tags") or []

@@ -11,21 +11,26 @@ other field can stratify the sample (``--by intent``, or ``--by filters.product`
 
 What it does, in order:
 
-1. **Redacts personal data** in each question (unless ``keep_pii``): e-mail addresses,
-   phone numbers (Chinese mobile numbers included), ID-card-like strings (a Chinese
-   resident ID: 17 digits and a check digit or X) and long digit runs (8 or more digits,
-   or card-like groups) become ``[email]``, ``[phone]``, ``[id]`` and ``[number]``, and
-   are counted by kind. Filters and the stratifying field are kept as they are: they are
-   the application's own values, replayed to the retriever.
+1. **Redacts personal data** in each question (unless ``keep_pii``), looked for in its NFKC
+   form so full-width characters are caught, replaced in the question as written:
+   e-mail addresses (any script, ``＠`` and ``。`` included) become ``[email]``; Chinese
+   resident IDs (18 characters, in 6-8-4 groups too) and US social security numbers
+   ``[id]``; phone numbers (Chinese mobiles and landlines, international numbers with ``+``,
+   North American, British and French ones) ``[phone]``; card numbers in groups, IBANs and
+   runs of 8 digits or more ``[number]``; each counted by kind (see :data:`_PII`). Filters
+   and the stratifying field are kept as they are: they are the application's own values,
+   replayed to the retriever.
 2. **Deduplicates**: questions equal after normalisation (NFKC, case folded, punctuation
-   and spacing dropped) with the same filters are one question (their counts add up);
-   then near-duplicates, whose token sets (words; character bigrams for CJK) have a
-   Jaccard overlap of at least ``near`` (default 0.8) and the same filters, join the most
-   asked one. A question keeps the stratum of its most asked form.
+   and spacing dropped) with the same filters are one question (their counts add up),
+   with the wording asked most and the stratum that wording was asked in most; then
+   near-duplicates, whose token sets (words; character bigrams for CJK) have a Jaccard
+   overlap of at least ``near`` (default 0.8) and the same filters, join the most asked
+   one, which keeps its wording and stratum.
 3. **Samples** ``n`` questions, stratified: each stratum gets a share proportional to its
    number of distinct questions (largest remainders; every stratum at least one when ``n``
-   allows), drawn uniformly within the stratum by a generator seeded from ``seed`` and the
-   stratum's name, so the same log and seed give the same draft.
+   allows), drawn uniformly within the stratum (its questions taken in the order of their
+   ids) by a generator seeded from ``seed`` and the stratum's name, so the same log and
+   seed give the same questions, whatever the order of the log's lines.
 
 The draft is a golden JSONL file without labels: a ``_meta`` line (how it was drawn:
 strata, duplicates, redactions), then one question a line with ``qid`` (``log-`` and a
@@ -42,6 +47,7 @@ import hashlib
 import json
 import random
 import re
+import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from math import ceil, floor
@@ -49,7 +55,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_ragmetrics.errors import InputError, RagMetricsError, brief_repr
-from pytest_ragmetrics.files import atomic_write_text, dumps_line, json_lines
+from pytest_ragmetrics.files import atomic_write_text, check_output, dumps_line, json_lines
 from pytest_ragmetrics.report.tables import counted, markdown_table
 from pytest_ragmetrics.tools.leakage import normalize, tokens
 
@@ -69,32 +75,132 @@ ALL = "all"
 #: number, and neither is a mere long number), each with its placeholder.
 PII_KINDS = ("email", "id_card", "phone", "digits")
 _PLACEHOLDER = {"email": "[email]", "id_card": "[id]", "phone": "[phone]", "digits": "[number]"}
+# Every repetition below has an upper bound, and so do the lookarounds: the work at each position of
+# a line is bounded, so a line is redacted in time linear in its length (an unbounded ``[...]+@``
+# rescanned a long run of letters from each of its positions: 5 s for 40,000 characters).
+_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
+_LOCAL = rf"(?:[^\W{_CJK}]|[.%+\-])"  # a local part's character: a letter or digit of any script but CJK, or .%+-
+_LABEL = r"(?:[^\W_]|-){1,63}"  # a domain label, internationalised domains included
+_DOT = "[.\u3002]"  # a full stop, or the ideographic one of a Chinese keyboard
+_SEP = "[ .-]"  # what people put between groups of digits
 _PII = {
-    "email": re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}"),
-    # a Chinese resident ID: 6 region digits, a birth date, 3 digits and a check digit or X
-    "id_card": re.compile(r"(?<![0-9A-Za-z])[1-9]\d{5}(?:18|19|20)\d{2}(?:0[1-9]|1[0-2])(?:0[1-9]|[12]\d|3[01])"
-                          r"\d{3}[0-9Xx](?![0-9A-Za-z])"),
+    # the local part: the word before @ (a run of CJK characters, or of other letters, digits and .%+-)
+    "email": re.compile(rf"(?:(?<![\w.%+\-])[{_CJK}]{{1,16}}|(?<!{_LOCAL}){_LOCAL}{{1,64}})"
+                        rf"@{_LABEL}(?:{_DOT}{_LABEL}){{0,8}}{_DOT}[^\W\d_]{{2,63}}"),
+    "id_card": re.compile(
+        # a Chinese resident ID: 6 region digits, a birth date, 3 digits and a check digit or X, maybe in groups
+        r"(?<![0-9A-Za-z])[1-9]\d{5}[ -]?(?:18|19|20)\d{2}(?:0[1-9]|1[0-2])(?:0[1-9]|[12]\d|3[01])[ -]?"
+        r"\d{3}[0-9Xx](?![0-9A-Za-z])"
+        # a US social security number (never 000, 666 or 9xx, nor a 00 group or 0000 serial)
+        r"|(?<![\d-])(?!000|666|9)\d{3}-(?!00)\d{2}-(?!0000)\d{4}(?![\d-])"),
     "phone": re.compile(
         r"(?<![\d+])(?:"
-        r"(?:\+?86[ -]?)?1[3-9]\d[ -]?\d{4}[ -]?\d{4}"  # a Chinese mobile number, 3-4-4 or run together
-        r"|\+\d{1,3}[ -]?\(?\d{1,4}\)?(?:[ -]?\d{2,4}){2,4}"  # an international number
-        r"|\(?\d{3}\)?[ .-]\d{3}[ .-]\d{4}"  # a North American one
-        r"|0\d{2,3}-\d{7,8}"  # a Chinese landline with its area code
+        rf"(?:(?:\+|00)?86{_SEP}?)?1[3-9]\d{_SEP}?\d{{4}}{_SEP}?\d{{4}}"  # a Chinese mobile number
+        rf"|\+\d{{1,3}}{_SEP}?\(?\d{{1,4}}\)?(?:{_SEP}?\d{{2,4}}){{2,4}}"  # an international number
+        rf"|(?:1{_SEP})?(?:\(\d{{3}}\) ?|\d{{3}}{_SEP})\d{{3}}{_SEP}\d{{4}}"  # a North American one
+        r"|\(?0\d{2,3}\)?[ -]?\d{7,8}"  # a number with its area code: 010-62345678, (021)61234567
+        r"|0\d{2,3}[ -]\d{3,4}[ -]\d{4}"  # in groups: 021-6123 4567, 020 7946 0958
+        r"|0\d{4} ?\d{6}"  # a British mobile: 07700 900123
+        rf"|0[1-9](?:{_SEP}\d{{2}}){{4}}"  # a French one: 06 12 34 56 78
         r")(?!\d)"),
-    "digits": re.compile(r"(?<!\d)(?:\d{8,}|\d{4}(?:[ -]\d{4}){2,})(?!\d)"),
+    # card numbers in groups (4-4-4-4, 4-4-4-4-3, Amex 4-6-5) and IBANs, looked for before phone numbers, which
+    # their groups can resemble; then runs of 8 digits or more (one longer than 64 is matched 64 at a
+    # time, the pieces joined into one placeholder)
+    "cards": re.compile(rf"(?<!\d)(?:\d{{4}}(?:{_SEP}\d{{4}}){{3}}(?:{_SEP}\d{{1,4}})?"
+                        rf"|\d{{4}}{_SEP}\d{{6}}{_SEP}\d{{4,5}})(?!\d)"
+                        r"|(?<![0-9A-Za-z])[A-Z]{2}\d{2} ?[0-9A-Z]{4}(?: ?\d{4}){2,6}(?: ?\d{1,3})?(?![0-9A-Za-z])"),
+    "digits": re.compile(r"(?<!\d)\d{8,64}|(?<=\d{64})\d{1,64}"),
 }
 
 
+#: The order the patterns are tried in: a span one of them found is not looked at again.
+_ORDER = ("email", "id_card", "cards", "phone", "digits")
+#: What a found span is masked with: no pattern matches it, and it is a boundary to them all.
+_MASK = "\x00"
+
+
+def _normalised(text: str) -> tuple[str, list[int]]:
+    """``text`` in Unicode NFKC, character by character (full-width ``＠`` and digits become ``@``
+    and ASCII digits), with the index in ``text`` each of its characters comes from."""
+    if text.isascii():
+        return text, list(range(len(text)))
+    out: list[str] = []
+    origin: list[int] = []
+    for i, ch in enumerate(text):
+        folded = unicodedata.normalize("NFKC", ch)
+        out.append(folded)
+        origin.extend([i] * len(folded))
+    return "".join(out), origin
+
+
 def redact(text: str, counts: dict[str, int] | None = None) -> str:
-    """``text`` with personal data replaced by placeholders; ``counts`` (kind -> replacements) is added to."""
-    for kind in PII_KINDS:
-        text, found = _PII[kind].subn(_PLACEHOLDER[kind], text)
-        if counts is not None and found:
-            counts[kind] = counts.get(kind, 0) + found
-    return text
+    """``text`` with personal data replaced by placeholders; ``counts`` (kind -> replacements) is added to.
+
+    The patterns look at the NFKC form of the text (so full-width characters are caught), and
+    what they find is replaced in the text as it was written, which otherwise stays as it is.
+    """
+    folded, origin = _normalised(text)
+    taken: list[tuple[int, int, str]] = []  # (start, end, kind) in ``folded``, no two overlapping
+    for pattern in _ORDER:
+        kind = "digits" if pattern == "cards" else pattern
+        found = [(m.start(), m.end(), kind) for m in _PII[pattern].finditer(folded) if m.end() > m.start()]
+        if found:  # masked, the same length, so the next patterns neither see nor straddle it
+            pieces, at = [], 0
+            for start, end, _ in found:
+                pieces += [folded[at:start], _MASK * (end - start)]
+                at = end
+            folded = "".join(pieces) + folded[at:]
+            taken += found
+    if not taken:
+        return text
+    taken.sort()
+    merged: list[tuple[int, int, str]] = []
+    for start, end, kind in taken:  # a digit run longer than 64, found in pieces: one placeholder
+        if merged and merged[-1][1] == start and merged[-1][2] == kind == "digits":
+            merged[-1] = (merged[-1][0], end, kind)
+        else:
+            merged.append((start, end, kind))
+    parts: list[str] = []
+    at = 0
+    for start, end, kind in merged:
+        first, last = origin[start], origin[end - 1] + 1
+        parts.append(text[at:first] + _PLACEHOLDER[kind])
+        at = last
+        if counts is not None:
+            counts[kind] = counts.get(kind, 0) + 1
+    return "".join(parts) + text[at:]
 
 
 # --------------------------------------------------------------------------- reading
+
+
+def logged_question(record: Any, name: str, where: str) -> tuple[str, dict[str, Any] | None]:
+    """A log or draft line's question and filters, or an :class:`InputError` naming the line."""
+    if not isinstance(record, dict):
+        raise InputError(name, where, f"expected a JSON object with \"query\", got {type(record).__name__}")
+    if "query" not in record:
+        raise InputError(name, where, "missing field 'query' (the question as it was asked)")
+    query = record["query"]
+    if not isinstance(query, str) or not query.strip():
+        raise InputError(name, where, f"query must be a non-empty string, got {brief_repr(query)}")
+    problem = query_problem(query)
+    if problem:
+        raise InputError(name, where, problem)
+    filters = record.get("filters")
+    if filters is not None and not isinstance(filters, dict):
+        raise InputError(name, where, f"filters must be an object (or null), got {type(filters).__name__} "
+                                      f"{brief_repr(filters)}")
+    return query, filters
+
+
+def query_problem(text: str) -> str | None:
+    """What makes a non-empty question unusable, in words (None: nothing): a NUL character, which
+    no retriever or annotator should get, or only invisible characters (zero-width spaces, marks)."""
+    if "\x00" in text:
+        return f"query contains a NUL character: {brief_repr(text)}"
+    if all(ch.isspace() or unicodedata.category(ch) in ("Cf", "Cc") for ch in text):
+        return f"query holds only invisible characters (zero-width spaces, format marks): {brief_repr(text)}"
+    return None
 
 
 @dataclass
@@ -149,17 +255,7 @@ def read_log(path: str | Path, by: str | None = None, by_missing: str | None = N
     fields: set[str] = set()
     for number, record in json_lines(p):
         where = f"line {number}"
-        if not isinstance(record, dict):
-            raise InputError(name, where, f"expected a JSON object with \"query\", got {type(record).__name__}")
-        if "query" not in record:
-            raise InputError(name, where, "missing field 'query' (the question as it was asked)")
-        query = record["query"]
-        if not isinstance(query, str) or not query.strip():
-            raise InputError(name, where, f"query must be a non-empty string, got {brief_repr(query)}")
-        filters = record.get("filters")
-        if filters is not None and not isinstance(filters, dict):
-            raise InputError(name, where, f"filters must be an object (or null), got {type(filters).__name__} "
-                                          f"{brief_repr(filters)}")
+        query, filters = logged_question(record, name, where)
         count = record.get("count", 1)
         if count is None:
             count = 1
@@ -248,28 +344,35 @@ def deduplicate(entries: Sequence[LogEntry], near: float | None = DEFAULT_NEAR) 
 
     Exact: the same normalised text and filters. Near: Jaccard overlap of token sets at least
     ``near`` (None turns it off), same filters; the most asked question absorbs the others
-    (ties: the earliest line). Candidates are found by prefix filtering (only questions sharing
-    one of the rarest tokens can reach the threshold), so a large log is not compared pairwise.
+    (ties: by text, so the order of the log's lines does not matter). A question takes the
+    wording asked most, and the stratum that wording was asked in most. Candidates are found by
+    prefix filtering (only questions sharing one of the rarest tokens can reach the threshold), so
+    a large log is not compared pairwise.
     """
     exact: dict[tuple[str, str], Question] = {}
-    forms: dict[tuple[str, str], dict[str, int]] = {}  # raw form -> count, to pick the most asked wording
+    # raw form -> stratum -> count, to pick the most asked wording and the stratum it was asked in most
+    forms: dict[tuple[str, str], dict[str, dict[str, int]]] = {}
     duplicates = 0
     for e in entries:
         key = normalize(e.query) or e.query.strip().casefold()
         k = (key, _filters_key(e.filters))
         q = exact.get(k)
         if q is None:
-            exact[k] = Question(e.query, key, e.filters, e.stratum, e.line, e.count, [e.line])
-            forms[k] = {e.query: e.count}
+            q = exact[k] = Question(e.query, key, e.filters, e.stratum, e.line, e.count, [e.line])
+            forms[k] = {}
         else:
             duplicates += 1
             q.count += e.count
             q.lines.append(e.line)
-            forms[k][e.query] = forms[k].get(e.query, 0) + e.count
-    for k, q in exact.items():  # the wording asked most, the first one on ties (dicts keep order)
-        counts = forms[k]
-        q.query = max(counts, key=lambda form: counts[form])
-    ordered = sorted(exact.values(), key=lambda q: (-q.count, q.line))
+            q.line = min(q.line, e.line)
+        strata = forms[k].setdefault(e.query, {})
+        strata[e.stratum] = strata.get(e.stratum, 0) + e.count
+    for k, q in exact.items():  # ties by text, not by line: the order of the log's lines changes nothing
+        totals = {form: sum(strata.values()) for form, strata in forms[k].items()}
+        q.query = min(totals, key=lambda form: (-totals[form], form))
+        strata = forms[k][q.query]
+        q.stratum = min(strata, key=lambda stratum: (-strata[stratum], stratum))
+    ordered = sorted(exact.values(), key=lambda q: (-q.count, q.key, _filters_key(q.filters)))
     if near is None:
         return sorted(ordered, key=lambda q: q.line), duplicates, 0
     sets = [token_set(q.key) for q in ordered]
@@ -387,9 +490,9 @@ def sample_log(path: str | Path, n: int, *, by: str | None = None, seed: int = 0
     alloc = allocate({s: len(groups.get(s, ())) for s in lines_in}, n)
     chosen: list[Question] = []
     for stratum in sorted(groups):
-        members = groups[stratum]  # in log order
+        members = sorted(groups[stratum], key=lambda q: q.qid)  # drawn by id: the log's order changes nothing
         picked = random.Random(f"{seed}\0{stratum}").sample(range(len(members)), alloc[stratum])
-        chosen.extend(members[i] for i in sorted(picked))
+        chosen.extend(sorted((members[i] for i in picked), key=lambda q: q.line))
     qids: dict[str, Question] = {}
     for q in chosen:  # a hash collision between two distinct questions: vanishingly rare, never silent
         if q.qid in qids:
@@ -418,12 +521,9 @@ def sample_log(path: str | Path, n: int, *, by: str | None = None, seed: int = 0
 
 def write_draft(draft: Draft, out: str | Path, *, force: bool = False) -> Path:
     """Write the draft (UTF-8 JSONL: ``_meta``, then one question a line) atomically; an existing
-    file is refused unless ``force``."""
+    file is refused unless ``force``, and the log itself always."""
     path = Path(out)
-    if path.exists() and not force:
-        raise RagMetricsError(f"{path} already exists; pass --force to overwrite it")
-    if path.is_dir():
-        raise RagMetricsError(f"{path} is a directory; give a file name such as draft.jsonl")
+    check_output(path, inputs=[draft.meta["log"]], force=force, example="draft.jsonl")
     text = "".join(dumps_line(line) + "\n" for line in [{"_meta": draft.meta}, *draft.records()])
     atomic_write_text(path, text)
     return path
@@ -437,7 +537,8 @@ def draft_summary(draft: Draft) -> str:
         else "near-duplicates not merged"
     lines = [
         f"{counted(m['lines'], 'log line')} -> {counted(m['questions'], 'distinct question')} "
-        f"({dup['exact']} exact duplicates, {near}); sampled {m['sampled']} of --n {m['n']}, seed {m['seed']}"
+        f"({counted(dup['exact'], 'exact duplicate')}, {near}); sampled {m['sampled']} of --n {m['n']}, "
+        f"seed {m['seed']}"
         + (f", stratified by {m['by']!r}:" if m["by"] else ":"),
         "",
         markdown_table(["stratum", "log lines", "distinct", "sampled"],
@@ -445,7 +546,8 @@ def draft_summary(draft: Draft) -> str:
         "",
     ]
     if m["sampled"] < m["n"]:
-        lines.append(f"note: only {m['sampled']} distinct questions to draw from, fewer than --n {m['n']}: all taken.")
+        lines.append(f"note: only {counted(m['sampled'], 'distinct question')} to draw from, fewer than --n {m['n']}: "
+                     "all taken.")
     if m["by_missing"] is not None and m["by_missing"] in m["strata"]:
         lines.append(f"note: {counted(m['strata'][m['by_missing']]['lines'], 'line')} without {m['by']!r} "
                      f"sampled as the stratum {m['by_missing']!r} (--by-missing).")

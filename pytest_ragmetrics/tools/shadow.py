@@ -19,7 +19,10 @@ repeats dropped, as the gate judges them):
 - **new in B**: the share of B's top k that A never returned (not among A's results, which
   go to ``depth`` >= k when asked deeper).
 
-The most-changed questions come first: lowest RBO, then lowest overlap, then most new.
+The most-changed questions come first: lowest of RBO and overlap@k, then lowest RBO, lowest
+overlap, most new. A side that returns fewer than k documents is marked ``short``: RBO_ext
+extrapolates the agreement of a short list, so B returning only A's first two documents scores
+RBO 1, and its overlap@k (2 / k) is what orders it among the changed.
 
 Filters: a question with ``filters`` is searched with ``search(query, k, filters=...)``, one
 without as ``search(query, k)`` (:func:`search_with_filters`), so a retriever that takes no
@@ -28,6 +31,7 @@ filters works on questions that have none.
 
 from __future__ import annotations
 
+import copy
 import inspect
 import statistics
 from collections.abc import Mapping, Sequence
@@ -35,14 +39,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_ragmetrics.errors import InputError, RagMetricsError, RetrieverError, brief_repr, listed
+from pytest_ragmetrics.errors import InputError, RagMetricsError, listed
 from pytest_ragmetrics.files import json_lines, read_text
 from pytest_ragmetrics.metrics import document_of
 from pytest_ragmetrics.progress import resolve as resolve_progress
 from pytest_ragmetrics.report.tables import counted, fmt, markdown_table
-from pytest_ragmetrics.results import normalize_results
 from pytest_ragmetrics.tools.pool import PooledQuery, PoolQuery, pool_sources
-from pytest_ragmetrics.tools.sources import Entry, Ranked, Source
+from pytest_ragmetrics.tools.sources import Entry, Ranked, Source, best_per_document, ranked_entries
 
 __all__ = ["RBO_P", "ShadowQuery", "Side", "ShadowReport", "read_questions", "search_with_filters", "rbo_ext",
            "overlap_at_k", "retriever_side", "run_side", "compare_sides", "shadow_text", "shadow_candidates"]
@@ -53,12 +56,18 @@ RBO_P = 0.9
 
 @dataclass(frozen=True)
 class ShadowQuery:
-    """A question to replay: its id, text, filters (None when it has none) and tags."""
+    """A question to replay: its id, text, filters (None when it has none) and tags; ``shown``, when
+    set, is the text reports show instead (a raw log's question, redacted)."""
 
     qid: str
     text: str
     filters: Mapping[str, Any] | None = None
     tags: tuple[str, ...] = ()
+    shown: str | None = None
+
+    @property
+    def display(self) -> str:
+        return self.text if self.shown is None else self.shown
 
 
 # ----------------------------------------------------------------------------- questions
@@ -86,37 +95,32 @@ def read_questions(path: str | Path) -> list[ShadowQuery]:
 
 
 def _read_jsonl(path: Path) -> list[ShadowQuery]:
+    """A JSONL file's questions. A raw query log (no ``_meta`` line, no ``qid``: not a draft from
+    ``ragmetrics sample`` nor a golden or candidates file) has not been redacted: its questions are
+    searched as logged, and shown redacted (:func:`~pytest_ragmetrics.tools.sample.redact`) in every
+    report and file written from them."""
+    from pytest_ragmetrics.tools.candidates import unique_qid
+    from pytest_ragmetrics.tools.sample import logged_question, redact
+
     name = str(path)
     out: list[ShadowQuery] = []
     seen: dict[str, int] = {}
+    described = False  # a _meta line: a file written by ragmetrics (a draft, candidates)
     for number, record in json_lines(path):
         where = f"line {number}"
         if isinstance(record, dict) and "_meta" in record and not out:  # how the file was made: not a question
+            described = True
             continue
-        if not isinstance(record, dict):
-            raise InputError(name, where, f"expected a JSON object with \"query\", got {type(record).__name__}")
-        if "query" not in record:
-            raise InputError(name, where, "missing field 'query'")
-        text = record["query"]
-        if not isinstance(text, str) or not text.strip():
-            raise InputError(name, where, f"query must be a non-empty string, got {brief_repr(text)}")
-        qid = record.get("qid", f"line-{number}")
-        if not isinstance(qid, str) or not qid.strip():
-            raise InputError(name, where, f"qid must be a non-empty string, got {brief_repr(qid)}")
-        where = f"line {number} (qid {qid!r})"
-        if qid in seen:
-            raise InputError(name, where, f"duplicate qid (first on line {seen[qid]})")
-        seen[qid] = number
-        filters = record.get("filters")
-        if filters is not None and not isinstance(filters, dict):
-            raise InputError(name, where, f"filters must be an object (or null), got {type(filters).__name__} "
-                                          f"{brief_repr(filters)}")
+        text, filters = logged_question(record, name, where)
+        qid, where = unique_qid(record.get("qid", f"line-{number}"), name, where, seen, number)
         tags = record.get("tags") or []
         if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
             raise InputError(name, where, "tags must be a list of strings")
         out.append(ShadowQuery(qid, text, filters or None, tuple(tags)))
     if not out:
         raise InputError(name, None, "no questions found")
+    if not described and all(q.qid.startswith("line-") for q in out):  # a raw log: never copied out unredacted
+        out = [ShadowQuery(q.qid, q.text, q.filters, q.tags, redact(q.text)) for q in out]
     return out
 
 
@@ -124,10 +128,11 @@ def _read_jsonl(path: Path) -> list[ShadowQuery]:
 
 
 def search_with_filters(retriever: Any, query: str, k: int, filters: Mapping[str, Any] | None = None) -> Any:
-    """One search, replaying the question's filters: ``search(query, k, filters=...)`` when it has
-    some, else ``search(query, k)`` as the plugin calls it (a retriever without filters still works)."""
-    if filters:
-        return retriever.search(query, k, filters=dict(filters))
+    """One search, replaying the question's filters: ``search(query, k, filters=...)`` (a deep copy
+    each time) when it has some, else ``search(query, k)`` as the plugin calls it (a retriever
+    without filters still works)."""
+    if filters:  # a copy of its own for every call: a retriever that edits it changes nothing for the next
+        return retriever.search(query, k, filters=copy.deepcopy(dict(filters)))
     return retriever.search(query, k)
 
 
@@ -149,18 +154,6 @@ class Side:
     missing: list[str] = field(default_factory=list)
     #: the depth each ranking was asked to (or recorded at): "never returned" looks this deep
     depth: int | None = None
-
-
-def _documents(entries: Sequence[Entry], depth: int) -> list[Entry]:
-    out: list[Entry] = []
-    seen: set[str] = set()
-    for entry in entries:
-        if entry.doc not in seen:
-            seen.add(entry.doc)
-            out.append(entry)
-            if len(out) == depth:
-                break
-    return out
 
 
 def retriever_side(source: Source, retriever: Any, questions: Sequence[ShadowQuery], depth: int,
@@ -188,29 +181,36 @@ def retriever_side(source: Source, retriever: Any, questions: Sequence[ShadowQue
                 text = str(exc).strip().splitlines()
                 raise RagMetricsError(f"{label}: search raised on question {q.qid!r}: {type(exc).__name__}"
                                       f"{': ' + text[0] if text else ''}") from None
-            try:
-                returned = normalize_results(items, depth, q.qid)
-            except RetrieverError as exc:
-                raise RetrieverError(f"{label}: {exc}") from None
-            entries = []
-            for item, rid in zip(items[:depth], returned.ids):
-                found = item.get("text") if isinstance(item, Mapping) else getattr(item, "text", None)
-                entries.append(Entry(rid, document_of(rid, id_separator), found if isinstance(found, str) else None))
-            rankings[q.qid] = _documents(entries, depth)
+            rankings[q.qid] = ranked_entries(items, depth, q.qid, id_separator, label)
             progress.advance(1)
     finally:
         progress.finish()
     return Side(source, rankings, depth=depth)
 
 
-def run_side(path: str | Path, name: str) -> tuple[Side, int | None]:
+_RECORDED = object()  # run_side's default separator: the one the run was measured with
+
+
+def run_side(path: str | Path, name: str, id_separator: Any = _RECORDED) -> tuple[Side, int | None]:
     """The rankings a run artifact (``--rag-report``) or a baseline records, per query: its
-    ``_top`` (the top k, best first; ``ranking`` in artifacts written before it), and its k."""
+    ``_top`` (the top k, best first; ``ranking`` in artifacts written before it), and its k.
+
+    Ids are mapped to documents by ``id_separator`` (by default the one the run recorded, else
+    ``#``) and repeats dropped, as in retriever mode. A ranking longer than the run's k is refused
+    (the artifact's schema refuses such a ``_top``; this covers ``ranking`` and baselines)."""
     from pytest_ragmetrics.gate.artifact import parse_run_json
+    from pytest_ragmetrics.measures import DEFAULT_ID_SEPARATOR
 
     p = Path(path)
     data = parse_run_json(read_text(p), str(p))
     meta, per_query = (data["_meta"], data["per_query"]) if isinstance(data, dict) else (data.meta, data.per_query)
+    k = meta.get("k") if isinstance(meta, Mapping) else None
+    k = k if isinstance(k, int) and not isinstance(k, bool) and k > 0 else None
+    if id_separator is _RECORDED:
+        measurement = meta.get("measurement") if isinstance(meta, Mapping) else None
+        id_separator = measurement.get("id_separator", DEFAULT_ID_SEPARATOR) \
+            if isinstance(measurement, Mapping) else DEFAULT_ID_SEPARATOR
+        id_separator = id_separator if isinstance(id_separator, str) and id_separator else None
     rankings: dict[str, list[Entry]] = {}
     missing = []
     for qid, entry in per_query.items():
@@ -220,13 +220,15 @@ def run_side(path: str | Path, name: str) -> tuple[Side, int | None]:
         if top is None or (isinstance(entry, Mapping) and entry.get("status") == "error"):
             missing.append(qid)
             continue
-        rankings[qid] = [Entry(doc, doc) for doc in dict.fromkeys(top)]
+        if k is not None and len(top) > k:
+            raise InputError(str(p), f"per_query.{qid}", f"ranks {len(top)} documents, more than the k = {k} the run "
+                                                         "recorded (_meta.k): the file was edited")
+        entries = [Entry(rid, document_of(rid, id_separator)) for rid in top if isinstance(rid, str)]
+        rankings[qid] = best_per_document(entries, len(entries))
     if not rankings:
         raise InputError(str(p), None, f"none of its {counted(len(per_query), 'query', 'queries')} records a ranking "
                                        "(_top): it was written before rankings were recorded, or every query "
                                        "errored; run pytest --rag-eval --rag-report again")
-    k = meta.get("k") if isinstance(meta, Mapping) else None
-    k = k if isinstance(k, int) and not isinstance(k, bool) and k > 0 else None
     return Side(Source(name, "run", str(path)), rankings, missing, depth=k), k
 
 
@@ -298,15 +300,23 @@ class ShadowRow:
     overlap: float
     rbo: float
     new_in_b: list[str]  # B's top-k documents A never returned
+    #: the sides ("A", "B") that returned fewer than k documents: RBO_ext extrapolates a short list's
+    #: agreement, so B returning only A's first two documents scores 1; overlap@k tells
+    short: tuple[str, ...] = ()
 
     @property
     def new_share(self) -> float:
         return len(self.new_in_b) / len(self.b) if self.b else 0.0
 
+    @property
+    def changed(self) -> float:
+        """How much the rankings agree, the lower the more changed: the lower of RBO and overlap@k."""
+        return min(self.rbo, self.overlap)
+
     def to_dict(self) -> dict[str, Any]:
         return {"qid": self.qid, "query": self.query, "filters": dict(self.filters) if self.filters else None,
                 "a": self.a, "b": self.b, "overlap": self.overlap, "rbo": self.rbo, "new_in_b": self.new_in_b,
-                "new_share": self.new_share}
+                "new_share": self.new_share, "short": list(self.short)}
 
 
 @dataclass
@@ -320,6 +330,8 @@ class ShadowReport:
     missing_a: list[str] = field(default_factory=list)
     missing_b: list[str] = field(default_factory=list)
     questions: str = ""
+    #: what a reader must know to read the numbers (runs recorded at different k, ...)
+    notes: list[str] = field(default_factory=list)
 
     def summary(self) -> dict[str, Any]:
         rows = self.rows
@@ -336,6 +348,7 @@ class ShadowReport:
             "b_documents": b_docs,
             "new_share": sum(len(r.new_in_b) for r in rows) / b_docs if b_docs else 0.0,
             "rbo_below_half": sum(1 for r in rows if r.rbo < 0.5),
+            "short": sum(1 for r in rows if r.short),
         }
 
     def to_dict(self) -> dict[str, Any]:
@@ -343,7 +356,8 @@ class ShadowReport:
             "_meta": {"kind": "ragmetrics-shadow", "version": 1, "k": self.k, "rbo": {"p": self.p,
                       "variant": "RBO_ext (Webber et al. 2010, Eq. 32)"},
                       "a": {**self.a.source.to_dict(), "depth": self.a.depth},
-                      "b": {**self.b.source.to_dict(), "depth": self.b.depth}, "questions": self.questions},
+                      "b": {**self.b.source.to_dict(), "depth": self.b.depth}, "questions": self.questions,
+                      "notes": self.notes},
             "summary": self.summary(),
             "missing": {"a": self.missing_a, "b": self.missing_b},
             "per_query": [r.to_dict() for r in self.rows],
@@ -351,8 +365,10 @@ class ShadowReport:
 
 
 def compare_sides(questions: Sequence[ShadowQuery], a: Side, b: Side, k: int, p: float = RBO_P,
-                  source: str = "") -> ShadowReport:
-    """Compare the two sides' top ``k`` on every question both rank; most changed first."""
+                  source: str = "", notes: Sequence[str] = ()) -> ShadowReport:
+    """Compare the two sides' top ``k`` on every question both rank; most changed first: by the
+    lower of RBO and overlap@k (a side that returned fewer than k documents can score RBO 1 while
+    sharing a few documents: its overlap says so), then RBO, overlap, most new."""
     if k < 1:
         raise RagMetricsError(f"k must be >= 1, got {k}")
     rows = []
@@ -364,13 +380,14 @@ def compare_sides(questions: Sequence[ShadowQuery], a: Side, b: Side, k: int, p:
         a_all = [e.doc for e in a.rankings[q.qid]]
         top_a, top_b = a_all[:k], [e.doc for e in b.rankings[q.qid]][:k]
         returned_by_a = set(a_all)
-        rows.append(ShadowRow(q.qid, q.text, q.filters, top_a, top_b, overlap_at_k(top_a, top_b),
-                              rbo_ext(top_a, top_b, p), [d for d in top_b if d not in returned_by_a]))
+        short = tuple(side for side, top in (("A", top_a), ("B", top_b)) if len(top) < k)
+        rows.append(ShadowRow(q.qid, q.display, q.filters, top_a, top_b, overlap_at_k(top_a, top_b),
+                              rbo_ext(top_a, top_b, p), [d for d in top_b if d not in returned_by_a], short))
     if not rows:
         raise RagMetricsError(f"no question is ranked by both {a.source.name!r} and {b.source.name!r}: are they "
                               "runs of the same questions?")
-    rows.sort(key=lambda r: (r.rbo, r.overlap, -len(r.new_in_b), r.qid))
-    return ShadowReport(a, b, k, p, rows, missing_a, missing_b, source)
+    rows.sort(key=lambda r: (r.changed, r.rbo, r.overlap, -len(r.new_in_b), r.qid))
+    return ShadowReport(a, b, k, p, rows, missing_a, missing_b, source, list(notes))
 
 
 # ------------------------------------------------------------------------------ output
@@ -398,21 +415,27 @@ def shadow_text(report: ShadowReport, top: int = 10) -> str:
              f"{fmt(s['new_share'])} ({s['new_in_b']} of {s['b_documents']})"],
             ["questions ranked identically", f"{s['identical']} of {n}"],
             ["questions with RBO < 0.5", f"{s['rbo_below_half']} of {n}"],
+            [f"questions where a side returned fewer than {report.k}", f"{s['short']} of {n}"],
         ]),
     ]
     shown = [r for r in report.rows if r.a != r.b][:top]
     if shown:
         lines += ["", f"Most changed ({len(shown)} of {sum(1 for r in report.rows if r.a != r.b)} changed), "
                       "first to label:", "",
-                  markdown_table(["qid", "question", f"overlap@{report.k}", "RBO", "new in B"],
+                  markdown_table(["qid", "question", f"overlap@{report.k}", "RBO", "new in B", "short"],
                                  [[r.qid, _short(r.query), fmt(r.overlap), fmt(r.rbo),
-                                   f"{len(r.new_in_b)} of {len(r.b)}"] for r in shown])]
+                                   f"{len(r.new_in_b)} of {len(r.b)}", ", ".join(r.short)] for r in shown])]
     else:
         lines += ["", "Every question is ranked identically: nothing changed to label."]
+    if s["short"]:
+        lines.append(f"note: on {counted(s['short'], 'question')} a side returned fewer than {report.k} documents "
+                     "(column short); RBO_ext extrapolates a short list, so those are ordered by the lower of RBO "
+                     "and overlap@k.")
     for side, missed in ((a, report.missing_a), (b, report.missing_b)):
         if missed:
             lines.append(f"note: {side} ranks nothing for {counted(len(missed), 'question')}, not compared: "
                          f"{listed(missed)}")
+    lines.extend(f"note: {note}" for note in report.notes)
     return "\n".join(lines)
 
 
@@ -425,6 +448,6 @@ def shadow_candidates(report: ShadowReport, n: int, tags: Mapping[str, tuple[str
     queries = [PoolQuery(r.qid, r.query, tags=tuple(tags.get(r.qid, ()))) for r in changed]
     ranked = []
     for side in (report.a, report.b):
-        rankings = {r.qid: _documents(side.rankings[r.qid], report.k) for r in changed}
+        rankings = {r.qid: best_per_document(side.rankings[r.qid], report.k) for r in changed}
         ranked.append(Ranked(side.source, rankings))
     return pool_sources(queries, ranked, report.k)
