@@ -7,7 +7,7 @@ import secrets
 from pathlib import Path
 from typing import Any
 
-from pytest_ragmetrics.cli.pool import _seed
+from pytest_ragmetrics.cli.argtypes import seed_arg
 from pytest_ragmetrics.errors import RagMetricsError, listed
 from pytest_ragmetrics.report.tables import counted
 
@@ -34,7 +34,7 @@ def register(verbs: Any) -> None:
     parser.add_argument("--corpus", default=None,
                         help="a folder of .md/.txt files or a corpus.jsonl: candidates get their document's text "
                              "from it (annotate shows it)")
-    parser.add_argument("--seed", type=_seed, default=None, metavar="N",
+    parser.add_argument("--seed", type=seed_arg, default=None, metavar="N",
                         help="seed of the order annotators see each question's candidates in (default: a random "
                              "one, recorded in the file)")
     parser.add_argument("--force", action="store_true", help="overwrite --out if it exists")
