@@ -8,7 +8,8 @@ baseline file, or seal an edit made on purpose),
 ``history`` (nightly artifacts read together: series, drift, flaky queries), ``ablate``
 (compare the reference stack's modes and sweep its parameters), ``encoders`` (which
 encoder backend is fastest on the CPU, at what cost in fidelity), ``pool`` (pool candidates
-from several retrievers, runs or stack modes for annotation),
+from several retrievers, runs or stack modes for annotation), ``harvest`` (the questions nightly
+runs failed, as candidates marked ``source: harvested``),
 ``annotate`` (a local page to grade pooled candidates, and to adjudicate two
 annotators), ``agreement`` (Cohen's kappa between two annotators), ``leakage`` (golden questions
 found in the corpus), ``export`` (an artifact as a TREC run, a golden set as qrels), ``sample`` (a draft
@@ -36,8 +37,8 @@ from pytest_ragmetrics.errors import RagMetricsError, RagMetricsWarning, shown_l
 __all__ = ["main", "build_parser", "decided", "VERBS"]
 
 #: The verbs, in the order ``--help`` lists them; each is the module ``cli/<verb>.py``.
-VERBS = ("evaluate", "compare", "merge", "baseline", "history", "ablate", "encoders", "pool", "annotate", "agreement",
-         "leakage", "export", "sample", "shadow")
+VERBS = ("evaluate", "compare", "merge", "baseline", "history", "ablate", "encoders", "pool", "harvest", "annotate",
+         "agreement", "leakage", "export", "sample", "shadow")
 
 
 def build_parser() -> argparse.ArgumentParser:

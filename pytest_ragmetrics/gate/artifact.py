@@ -22,7 +22,9 @@ here, naming the file, the record (qid) and the field, before any reader trusts 
   query's ``metrics`` hold every measured metric, each a finite number in [0, 1]
   (not a bool), and no other key (``Recall@10`` is not ``recall@10``); optional
   ``ranking`` (a list of distinct strings: the plugin drops repeats) and ``tags``
-  (a list of strings), ``error`` (string or null),
+  (a list of strings), ``source`` (where the question came from: ``log``, ``curated``, ``harvested`` or
+  ``variant``; written when it is not ``curated``, so absent reads as ``curated``, as in artifacts
+  written before it), ``error`` (string or null),
   ``n_docs`` (integer), ``baseline`` (metric values), ``parent_level``, ``_judgments`` (a string),
   ``_top`` (the top-k document ranking, as the baseline records it: distinct non-empty strings,
   no more than ``_meta.k``; artifacts written before it have none), and for a pooled golden set ``unjudged`` (an object:
@@ -69,7 +71,7 @@ from pytest_ragmetrics.files import canonical_digest, loads_json, read_text
 from pytest_ragmetrics.gate.baseline import Baseline, check_mean, check_metric_value, load_baseline
 from pytest_ragmetrics.gate.thresholds import thresholds_from_mapping
 from pytest_ragmetrics.gate.verdict import QueryRecord, Verdict
-from pytest_ragmetrics.golden import GoldenSet
+from pytest_ragmetrics.golden import DEFAULT_SOURCE, SOURCES, GoldenSet
 from pytest_ragmetrics.measures import MeasurementConfig
 
 __all__ = ["ARTIFACT_FORMAT", "STATUSES", "ArtifactError", "build_artifact", "is_run_artifact", "load_artifact",
@@ -81,7 +83,7 @@ ARTIFACT_FORMAT = 1
 STATUSES = ("scored", "unscorable", "error", "unanswerable")
 
 _ENTRY_KEYS = {"status", "metrics", "ranking", "tags", "error", "n_docs", "baseline", "parent_level", "unjudged",
-               "scores", "false_retrieval", "answerable", "filters", "scope", "leaks"}
+               "scores", "false_retrieval", "answerable", "source", "filters", "scope", "leaks"}
 _TOP_KEYS = {"_meta", "per_query", "comparison", "aggregate", "n", "shard"}
 
 
@@ -260,6 +262,8 @@ def build_artifact(meta: Mapping[str, Any], verdict: Verdict, golden: GoldenSet,
                                  "_judgments": q.judgments_digest()}  # lets `ragmetrics compare` spot changed labels
         if r.parent_level is not None:
             entry["parent_level"] = r.parent_level
+        if q.source != DEFAULT_SOURCE:  # absent means curated, as in the golden set (and older artifacts)
+            entry["source"] = q.source
         entry["_top"] = list(r.ranking)  # the top k, as the baseline records it
         if pooled and r.judged is not None:
             entry["unjudged"] = {f"judged@{k}": r.judged, "docs": list(r.unjudged),
@@ -503,6 +507,8 @@ def _check_entry(qid: str, entry: Any, metrics: list[str], name: str, k: int | N
         raise _fail(name, f"{where}.ranking", f"holds the document {brief_repr(repeat)} twice; the plugin drops "
                                               "repeats, so the file was edited (a TREC run exported from it would "
                                               "be refused)")
+    if "source" in entry and entry["source"] not in SOURCES:
+        raise _fail(name, f"{where}.source", f"is {brief_repr(entry['source'])}; expected one of {', '.join(SOURCES)}")
     if "_judgments" in entry and not isinstance(entry["_judgments"], str):
         raise _fail(name, f"{where}._judgments", f"is {brief_repr(entry['_judgments'])}; expected a string "
                                                  "(the digest of the query's text and judgments)")

@@ -408,6 +408,11 @@ class Verdict:
     no_answer: NoAnswerRow | None = None
     #: queries that returned documents outside their scope: each fails, and so does the run
     leaks: list[ScopeLeak] = field(default_factory=list)
+    #: per source (``source`` of each golden record), like ``strata``; empty unless the set mixes sources
+    sources: dict[str, tuple[int, dict[str, float | None], dict[str, float | None]]] = field(default_factory=dict)
+    sources_stats: dict[str, dict[str, DeltaStats]] = field(default_factory=dict)
+    #: why the golden set over-fits known failures (harvested questions above max_harvested_share), or None
+    harvested: str | None = None
     #: a shard's gates, left to ``ragmetrics merge`` (a part of the set cannot stand for the whole)
     deferred: list[str] = field(default_factory=list)
 
@@ -471,6 +476,11 @@ class Verdict:
             **({"stale_labels": self.labels.to_dict()} if self.labels is not None else {}),
             "no_answer": self.no_answer.to_dict() if self.no_answer else None,
             **({"leaks": [leak.to_dict() for leak in self.leaks]} if self.leaks else {}),
+            **({"sources": {
+                source: {"n": n, "now": now, "baseline": base,
+                         "stats": {m: st.to_dict() for m, st in self.sources_stats.get(source, {}).items()}}
+                for source, (n, now, base) in self.sources.items()}} if self.sources else {}),
+            **({"harvested": self.harvested} if self.harvested else {}),
             **({"deferred": self.deferred} if self.deferred else {}),
             "failures": self.failures(),
             "passed": self.passed,
@@ -560,19 +570,31 @@ def build_verdict(
     strata_stats: dict[str, dict[str, DeltaStats]] = {}
 
     strata: dict[str, tuple[int, dict[str, float | None], dict[str, float | None]]] = {}
-    for tag in golden.tags():
-        tagged = [q for q in counted if tag in golden[q].tags]
-        if not any(q.answerable for q in golden if tag in q.tags):
-            continue  # a tag of questions with no answer alone: no mean to show
+
+    def stratum(name: str, members: set[str], into: dict[str, Any], stats: dict[str, Any]) -> None:
+        """One row of a breakdown (per tag, per source): the run's mean over its ``members``, against the
+        baseline's over the same ones."""
+        tagged = [q for q in counted if q in members]
+        if not any(q.answerable for q in golden if q.qid in members):
+            return  # a group of questions with no answer alone: no mean to show
         tagged_common = [q for q in tagged if q in base_q]
         base = _mean_or_none(({m: baseline.metrics_of(q).get(m, math.nan) for m in metrics}
                               for q in tagged_common), metrics) if baseline else {m: None for m in metrics}
         # compared over the same queries as the baseline's, like the aggregate (new ones are listed there)
         shown = tagged_common if baseline is not None and tagged_common else tagged
-        strata[tag] = (len(shown), _mean_or_none((values[q] for q in shown), metrics),
-                       {m: _finite(v) for m, v in base.items()})
+        into[name] = (len(shown), _mean_or_none((values[q] for q in shown), metrics),
+                      {m: _finite(v) for m, v in base.items()})
         if baseline is not None and tagged_common:
-            strata_stats[tag] = {m: st for m in metrics if (st := paired(tagged_common, m)) is not None}
+            stats[name] = {m: st for m in metrics if (st := paired(tagged_common, m)) is not None}
+
+    for tag in golden.tags():
+        stratum(tag, {q.qid for q in golden if tag in q.tags}, strata, strata_stats)
+    # per source, when the set mixes them: each source has its bias, and a mean over all hides it
+    sources: dict[str, tuple[int, dict[str, float | None], dict[str, float | None]]] = {}
+    sources_stats: dict[str, dict[str, DeltaStats]] = {}
+    if len(everything.sources()) > 1:
+        for source in golden.sources():
+            stratum(source, {q.qid for q in golden if q.source == source}, sources, sources_stats)
 
     failing = [r.metric for r in aggregate if r.dropped_too_far or r.under_floor
                or (thresholds.fail_on_significant_drop and not r.gated and r.significant_drop)]
@@ -644,8 +666,24 @@ def build_verdict(
         not_run=not_run, renamed=renamed, warnings=warnings, labels=labels,
         judgments=golden.judgments, inconclusive=inconclusive, to_judge=pairs,
         **(_pooled_means(records, counted, metrics, baseline) if pooled else {}),
-        no_answer=no_answer, leaks=leaks,
+        no_answer=no_answer, sources=sources, sources_stats=sources_stats,
+        harvested=harvested_share(everything, thresholds.max_harvested_share), leaks=leaks,
     )
+
+
+def harvested_share(golden: GoldenSet, limit: float) -> str | None:
+    """The warning for a golden set whose harvested questions exceed ``limit`` of it (None: they do not).
+
+    Harvested questions are failures someone already saw: a set made mostly of them measures how
+    well known problems stay fixed, and says little about the questions nobody has seen fail."""
+    n = len(golden)
+    harvested = golden.sources().get("harvested", 0)
+    if not n or harvested / n <= limit + EPS:
+        return None
+    return (f"{harvested} of {n} golden questions ({harvested / n:.0%}) are harvested failures (source: harvested), "
+            f"above max_harvested_share {limit:g}: a set built from known failures over-fits them, so its means "
+            "reward fixing what already broke and say little about questions nobody has seen fail; add questions "
+            "from logs or curated ones, or raise max_harvested_share in thresholds.json")
 
 
 def to_judge(record: QueryRecord) -> list[str]:

@@ -26,7 +26,7 @@ from pytest_ragmetrics.gate.baseline import Baseline, measurement_mismatch
 from pytest_ragmetrics.gate.staleness import LabelAges
 from pytest_ragmetrics.gate.thresholds import Thresholds
 from pytest_ragmetrics.gate.verdict import EPS, Gate, QueryRecord, Verdict, build_verdict
-from pytest_ragmetrics.golden import GoldenSet, Query, load_qrels
+from pytest_ragmetrics.golden import DEFAULT_SOURCE, GoldenSet, Query, load_qrels
 from pytest_ragmetrics.measures import MeasurementConfig
 from pytest_ragmetrics.metrics import document_ranking
 from pytest_ragmetrics.report.pooled import pooled_counts
@@ -69,6 +69,8 @@ class RunData:
     #: per query, the documents it returned outside its scope, and its filters and scope, where recorded
     leaks: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     scoped: dict[str, tuple[dict[str, Any] | None, dict[str, Any] | None]] = field(default_factory=dict)
+    #: per query, where the question came from (``source``), where the artifact records it
+    sources: dict[str, str] = field(default_factory=dict)
 
     def has_any(self) -> bool:
         """Whether this side holds a result for any query."""
@@ -165,6 +167,8 @@ def run_data_from_artifact(data: Mapping[str, Any], source: str) -> RunData:
             side.scores[qid] = list(entry["scores"])
         side.rankings[qid] = list(entry.get("ranking") or [])
         side.tags[qid] = list(entry.get("tags") or [])
+        if isinstance(entry.get("source"), str):
+            side.sources[qid] = entry["source"]
         if side.pooled is not None and isinstance(entry.get("unjudged"), dict):
             side.unjudged[qid] = entry["unjudged"]
         if isinstance(entry.get("_judgments"), str):
@@ -389,7 +393,8 @@ def _without(side: RunData, qids: set[str]) -> RunData:
                    side.meta, keep(side.parent_levels), [q for q in side.unscorable if q not in qids],
                    keep(side.unscorable_why), keep(side.judgments), stale_labels=side.stale_labels,
                    pooled=side.pooled, unjudged=keep(side.unjudged), no_answer=keep(side.no_answer),
-                   scores=keep(side.scores), leaks=keep(side.leaks), scoped=keep(side.scoped))
+                   scores=keep(side.scores), sources=keep(side.sources), leaks=keep(side.leaks),
+                   scoped=keep(side.scoped))
 
 
 def describe_measurement(side: RunData) -> str:
@@ -459,6 +464,7 @@ def compare(a: RunData, b: RunData, thresholds: Thresholds, metrics: Sequence[st
             filters, scope = b.scoped.get(qid, (None, None))
             queries.append(Query(qid, "", {}, tuple(b.tags.get(qid) or a.tags.get(qid) or ()),
                                  answerable=qid not in a.no_answer and qid not in b.no_answer,
+                                 source=b.sources.get(qid) or a.sources.get(qid) or DEFAULT_SOURCE,
                                  filters=filters, scope=scope))
     run_golden = GoldenSet(golden_of_b or "", tuple(queries), judgments="pooled" if b.pooled is not None else "closed")
     records = {}

@@ -36,11 +36,13 @@ from typing import Any, Mapping, Sequence
 from pytest_ragmetrics.errors import InputError, RagMetricsError
 from pytest_ragmetrics.files import atomic_write_text, dumps_line, json_lines, read_text, split_lines
 from pytest_ragmetrics.golden import (
+    DEFAULT_SOURCE,
     _check_grade,
     _check_id,
     _check_tags,
     by_grade,
     check_mapping,
+    check_source,
     load_golden,
     query_fields,
 )
@@ -75,6 +77,8 @@ class PoolQuery:
     judgments: dict[str, int] = field(default_factory=dict)
     notes: dict[str, str] = field(default_factory=dict)
     tags: tuple[str, ...] = ()
+    #: where the question came from, when the input says (kept into the candidates file)
+    source: str | None = None
     #: the record's filters: every source searches the question with them, as the gate does
     filters: Mapping[str, Any] | None = None
 
@@ -113,6 +117,11 @@ class PooledQuery:
     query: str
     tags: tuple[str, ...]
     candidates: list[Candidate]
+    #: where the question came from (``harvested`` for ``ragmetrics harvest``); None: not said
+    source: str | None = None
+    #: for a harvested question: on how many runs it failed, and how (``ragmetrics harvest``)
+    harvest: dict[str, Any] | None = None
+    #: the record's filters, written so the candidates file replays them too
     filters: Mapping[str, Any] | None = None
 
     def order(self, seed: int) -> list[str]:
@@ -124,6 +133,10 @@ class PooledQuery:
         out: dict[str, Any] = {"qid": self.qid, "query": self.query}
         if self.tags:
             out["tags"] = list(self.tags)
+        if self.source is not None:
+            out["source"] = self.source
+        if self.harvest is not None:
+            out["harvest"] = self.harvest
         if self.filters:
             out["filters"] = dict(self.filters)
         if seed is not None:
@@ -175,7 +188,8 @@ def _has_qrels(folder: Path) -> bool:
 
 def _from_golden(path: Path) -> list[PoolQuery]:
     golden = load_golden(path)
-    return [PoolQuery(q.qid, q.text, dict(q.judgments), {}, tuple(q.tags), q.filters) for q in golden]
+    return [PoolQuery(q.qid, q.text, dict(q.judgments), {}, tuple(q.tags),
+                      None if q.source == DEFAULT_SOURCE else q.source, q.filters) for q in golden]
 
 
 def _finish(path: Path, queries: list[tuple[PoolQuery, str]]) -> list[PoolQuery]:
@@ -215,8 +229,9 @@ def _read_jsonl(path: Path) -> list[PoolQuery]:
             note = cand.get("note")
             if isinstance(note, str) and note.strip():
                 notes[doc] = note
+        source = check_source(record["source"], name, where) if record.get("source") is not None else None
         filters = check_mapping(record.get("filters"), name, where, "filters")
-        out.append((PoolQuery(qid, text, judgments, notes, tuple(dict.fromkeys(tags)), filters), where))
+        out.append((PoolQuery(qid, text, judgments, notes, tuple(dict.fromkeys(tags)), source, filters), where))
     return _finish(path, out)
 
 
@@ -296,7 +311,7 @@ def pool_sources(queries: Sequence[PoolQuery], ranked: Sequence[Ranked], depth: 
         for cand in pooled + missed:
             cand.rel = q.judgments.get(cand.doc_id)
             cand.note = q.notes.get(cand.doc_id, "")
-        out.append(PooledQuery(q.qid, q.text, q.tags, pooled + missed, q.filters))
+        out.append(PooledQuery(q.qid, q.text, q.tags, pooled + missed, q.source, filters=q.filters))
     return out
 
 
@@ -455,7 +470,7 @@ def unjudged_pool(artifact: Mapping[str, Any], golden: Any, name: str = "run",
                       for rank, doc in enumerate(top, start=1) if doc not in query.judgments
                       and (wanted is None or (qid, doc) in wanted)]
         if candidates:
-            out.append(PooledQuery(qid, query.text, query.tags, candidates, query.filters))
+            out.append(PooledQuery(qid, query.text, query.tags, candidates, filters=query.filters))
     return out, unknown
 
 
