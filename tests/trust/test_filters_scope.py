@@ -47,6 +47,8 @@ def _log(*call):
 
 def _rank(query, filters):
     s = _settings()
+    if s.get("fail") == query:
+        raise RuntimeError("index offline")
     topic = query.split()[0]  # "refund ..." ranks the refund documents first
     ids = sorted(TENANTS, key=lambda d: (topic not in d, d))
     if filters and not s.get("drop_filters"):
@@ -440,6 +442,20 @@ def test_shards_that_leaked_fail_their_merge_on_the_leak_gate(project: Project,
 
 
 # ---------------------------------------------------------------------------------- pool
+
+
+def test_harvest_keeps_a_failed_questions_filters(project: Project, capsys: pytest.CaptureFixture[str]) -> None:
+    _make_baseline(project)
+    project.settings(kind="filtering", shape="meta", fail="refund at acme")
+    assert project.run("--rag-report", "night.json").ret == pytest.ExitCode.TESTS_FAILED
+    capsys.readouterr()
+    code = main(["harvest", str(project.path / "night.json"), "-o", str(project.path / "harvested.jsonl"),
+                 "--golden", str(project.path / "golden.yaml"), "--seed", "1"])
+    assert code == 0, capsys.readouterr().err
+    lines = [json.loads(line) for line in (project.path / "harvested.jsonl").read_text(encoding="utf-8").splitlines()]
+    harvested = {line["qid"]: line for line in lines if "qid" in line}
+    assert harvested["acme-refund"]["filters"] == {"tenant": "acme"}  # the next pool searches it as the gate did
+
 
 
 def test_pool_replays_each_records_filters_and_writes_them(project: Project,
