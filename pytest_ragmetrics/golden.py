@@ -3,9 +3,11 @@
 Three on-disk formats load into one model (:class:`GoldenSet` of :class:`Query`):
 
 - YAML list (one mapping per question): ``id``, ``question``, ``gold_chunks``
-  (a list of document ids, grade 1 each, or a mapping id -> grade), optional ``tags``.
+  (a list of document ids, grade 1 each, or a mapping id -> grade), optional ``tags``,
+  ``filters`` (a mapping passed to the retriever as ``search(query, k, filters=...)``) and
+  ``scope`` (the metadata every returned document must match; one outside it is a leak).
 - JSONL, one question per line: ``qid``, ``query``, optional ``mode`` (becomes a
-  tag) and ``tags``, ``candidates: [{doc_id, chunk, rel, note}]``. A document's
+  tag) and ``tags``, ``filters``, ``scope``, ``candidates: [{doc_id, chunk, rel, note}]``. A document's
   grade is the highest ``rel`` among its candidates; ``rel: 0`` is a judged
   non-relevant document.
 - A folder with ``queries.jsonl`` (``qid``/``query`` or BEIR's ``_id``/``text``)
@@ -32,12 +34,19 @@ from typing import Any, Iterator, Mapping, Sequence
 from pytest_ragmetrics.errors import InputError, brief_repr, listed
 from pytest_ragmetrics.files import check_line_endings, check_no_bom, json_lines, read_text, split_columns, split_lines
 
-__all__ = ["Query", "GoldenSet", "by_grade", "check_date", "load_golden", "load_qrels", "MAX_GRADE", "JUDGMENTS",
-           "check_judgments"]
+__all__ = ["Query", "GoldenSet", "by_grade", "check_date", "check_mapping", "load_golden", "load_qrels", "MAX_GRADE",
+           "JUDGMENTS", "check_judgments", "SOURCES", "DEFAULT_SOURCE", "check_source"]
 
 #: Highest grade accepted. Real scales are 0-3 or so; beyond this, the exponential
 #: gain 2^g - 1 overflows a float (2^1024), so a larger number is a typo, not a grade.
 MAX_GRADE = 1000
+
+#: Where a question came from, each with its bias: sampled from query ``log``s (what users ask, skewed
+#: to the frequent), ``curated`` by hand (what the team thought of), ``harvested`` from failures of
+#: past runs (``ragmetrics harvest``: over-fits known problems), or a hand-made ``variant`` of another.
+SOURCES = ("log", "curated", "harvested", "variant")
+#: A record without ``source`` was written by hand.
+DEFAULT_SOURCE = "curated"
 
 
 def by_grade(judgments: Mapping[str, int], relevance_level: int = 0) -> list[tuple[str, int]]:
@@ -65,6 +74,13 @@ class Query:
     #: False for a question the corpus does not answer (``answerable: false``): it is scored by
     #: false retrieval (see :mod:`pytest_ragmetrics.unanswerable`), outside every other mean
     answerable: bool = True
+    #: where the question came from (``source``, one of :data:`SOURCES`); not a judgment, so it
+    #: changes no digest: re-labelling a question's origin does not invalidate a baseline
+    source: str = DEFAULT_SOURCE
+    #: passed to the retriever as ``search(query, k, filters=...)`` (None: called as ``search(query, k)``)
+    filters: Mapping[str, Any] | None = None
+    #: the metadata every returned document must match (``{tenant: acme}``); one outside it is a leak
+    scope: Mapping[str, Any] | None = None
 
     def n_relevant(self, relevance_level: int = 1) -> int:
         return sum(1 for g in self.judgments.values() if g >= relevance_level)
@@ -78,14 +94,19 @@ class Query:
         return [d for d, _ in self.gold(relevance_level)]
 
     def judgments_digest(self) -> str:
-        """A short hash of this query's text and judgments, to spot changed labels."""
-        payload = json.dumps([self.text, sorted(self.judgments.items()), *self._no_answer()], ensure_ascii=False)
+        """A short hash of this query's text, judgments and filters, to spot changed labels (a scope changes
+        no number, so it is left out)."""
+        payload = json.dumps([self.text, sorted(self.judgments.items()), *self._hashed_extras()], ensure_ascii=False)
         return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:16]
 
-    def _no_answer(self) -> list[str]:
-        """What hashes add for an unanswerable question (nothing for the others, so their
-        digests stay as they were): flipping the flag changes the query's digest."""
-        return [] if self.answerable else ["answerable: false"]
+    def _hashed_extras(self) -> list[Any]:
+        """What hashes add for an unanswerable question and for filters (nothing for the others, so
+        their digests stay as they were): flipping the flag, or changing the filters the retriever is
+        searched with, changes the query's digest."""
+        extra: list[Any] = [] if self.answerable else ["answerable: false"]
+        if self.filters:
+            extra.append(["filters", sorted(self.filters.items())])
+        return extra
 
 
 @dataclass(frozen=True)
@@ -130,6 +151,18 @@ class GoldenSet:
     def tags(self) -> list[str]:
         return sorted({t for q in self.queries for t in q.tags})
 
+    def filtered(self) -> list[str]:
+        """Queries with ``filters``: the retriever must accept ``search(query, k, filters=...)``."""
+        return [q.qid for q in self.queries if q.filters]
+
+    def scoped(self) -> list[str]:
+        """Queries with a ``scope``: every document they return is checked against it (the leak gate)."""
+        return [q.qid for q in self.queries if q.scope]
+    def sources(self) -> dict[str, int]:
+        """How many questions came from each source, in the order of :data:`SOURCES` (absent ones left out)."""
+        counts = {s: sum(1 for q in self.queries if q.source == s) for s in SOURCES}
+        return {s: n for s, n in counts.items() if n}
+
     def subset(self, qids: list[str] | set[str]) -> GoldenSet:
         keep = set(qids)
         return GoldenSet(self.source, tuple(q for q in self.queries if q.qid in keep), self.skipped,
@@ -140,7 +173,7 @@ class GoldenSet:
         change a number, so retagging does not invalidate a baseline)."""
         h = hashlib.sha256()
         for q in sorted(self.queries, key=lambda q: q.qid):
-            h.update(json.dumps([q.qid, q.text, sorted(q.judgments.items()), *q._no_answer()],
+            h.update(json.dumps([q.qid, q.text, sorted(q.judgments.items()), *q._hashed_extras()],
                                 ensure_ascii=False).encode())
             h.update(b"\n")
         return h.hexdigest()
@@ -228,6 +261,41 @@ def _check_tags(value: Any, path: str, where: str) -> tuple[str, ...]:
     for tag in value:
         tags.append(_check_id(tag, path, where, "a tag"))
     return tuple(dict.fromkeys(tags))
+
+
+def _scalar(value: Any) -> bool:
+    return value is None or isinstance(value, (str, int, float, bool)) and not (
+        isinstance(value, float) and value != value)
+
+
+def check_mapping(value: Any, path: str, where: str, what: str) -> dict[str, Any] | None:
+    """A record's ``filters`` or ``scope``: a mapping of metadata keys to a value or a list of values
+    (any of them), so it can be sent to a retriever, matched against a document and hashed alike on
+    every run. None or an empty mapping is no filter at all."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise InputError(path, where, f"{what} must be a mapping of metadata keys to values, such as "
+                                      f"{{tenant: acme}}; got {type(value).__name__} {brief_repr(value)}")
+    value = {k: v for k, v in value.items() if k != "__line__"}  # the YAML loader's own bookkeeping
+    for key, item in value.items():
+        if not isinstance(key, str) or not key.strip():
+            raise InputError(path, where, f"{what}: key {brief_repr(key)} must be a non-empty string")
+        if isinstance(item, dict):
+            item = {k: v for k, v in item.items() if k != "__line__"}
+        items = item if isinstance(item, list) else [item]
+        if not items or not all(_scalar(v) and v is not None for v in items):
+            raise InputError(path, where, f"{what}: {key} is {brief_repr(item)}; expected a string, number or "
+                                          "boolean, or a non-empty list of them (any of)")
+    return value or None
+def check_source(value: Any, path: str, where: str | None) -> str:
+    """A record's ``source``: one of :data:`SOURCES` (absent or null: :data:`DEFAULT_SOURCE`)."""
+    if value is None:
+        return DEFAULT_SOURCE
+    if value not in SOURCES:
+        raise InputError(path, where, f"source must be one of {', '.join(SOURCES)}, got {brief_repr(value)} "
+                                      "(where the question came from; the default is curated)")
+    return value
 
 
 def _finish(path: str, queries: list[tuple[Query, str]], skipped: tuple[str, ...] = (),
@@ -368,13 +436,17 @@ def _load_yaml(path: Path, id_separator: str | None = None) -> GoldenSet:
             _no_gold(gold, name, where, "gold_chunks")
         tags = _check_tags(record.get("tags"), name, where)
         judged_at = check_date(record["judged_at"], name, where) if record.get("judged_at") is not None else None
-        queries.append((Query(qid, question, gold, tags, judged_at, dates, answerable), where))
+        source = check_source(record.get("source"), name, where)
+        filters = check_mapping(record.get("filters"), name, where, "filters")
+        scope = check_mapping(record.get("scope"), name, where, "scope")
+        queries.append((Query(qid, question, gold, tags, judged_at, dates, answerable, source, filters, scope),
+                        where))
     return _finish(name, queries, id_separator=id_separator, judgments=judgments)
 
 
 #: The keys of a YAML golden record; anything else is a typo (``tag:``) or a question cut short
 #: by YAML itself (an unquoted ``?`` or ``:`` in a flow mapping starts a new key).
-_YAML_KEYS = ("id", "question", "gold_chunks", "tags", "judged_at", "answerable")
+_YAML_KEYS = ("id", "question", "gold_chunks", "tags", "judged_at", "answerable", "source", "filters", "scope")
 
 
 def _check_answerable(record: dict[str, Any], path: str, where: str, id_field: str) -> bool:
@@ -494,7 +566,11 @@ def _load_jsonl(path: Path, id_separator: str | None = None) -> GoldenSet:
         if not answerable:
             _no_gold(judgments, name, where, "candidates")
         judged_at = check_date(record["judged_at"], name, where) if record.get("judged_at") is not None else None
-        queries.append((Query(qid, text, judgments, tuple(dict.fromkeys(tags)), judged_at, dates, answerable), where))
+        source = check_source(record.get("source"), name, where)
+        filters = check_mapping(record.get("filters"), name, where, "filters")
+        scope = check_mapping(record.get("scope"), name, where, "scope")
+        queries.append((Query(qid, text, judgments, tuple(dict.fromkeys(tags)), judged_at, dates, answerable, source,
+                              filters, scope), where))
     return _finish(name, queries, id_separator=id_separator, judgments=mode)
 
 
@@ -605,20 +681,26 @@ def _load_folder(folder: Path, qrels_path: Path | None = None, id_separator: str
     qrels_path = qrels_path or _find_qrels(folder)
     qrels = load_qrels(qrels_path)
     name = str(queries_path)
-    texts: dict[str, tuple[str, tuple[str, ...], int]] = {}
+    texts: dict[str, tuple[str, tuple[str, ...], int, str]] = {}
+    scoped: dict[str, tuple[dict[str, Any] | None, dict[str, Any] | None]] = {}
     for number, record in json_lines(queries_path):
         where = f"line {number}"
         qid, text = query_fields(record, name, where)
         if qid in texts:
             raise InputError(name, where, f"duplicate query id {brief_repr(qid)} (first on line {texts[qid][2]})")
-        texts[qid] = (text, _check_tags(record.get("tags"), name, where), number)
+        texts[qid] = (text, _check_tags(record.get("tags"), name, where), number,
+                      check_source(record.get("source"), name, f"{where} (qid {brief_repr(qid)})"))
+        where = f"line {number} (qid {brief_repr(qid)})"
+        scoped[qid] = (check_mapping(record.get("filters"), name, where, "filters"),
+                       check_mapping(record.get("scope"), name, where, "scope"))
     unknown = [qid for qid in qrels if qid not in texts]
     if unknown:
         raise InputError(str(qrels_path), None, f"{len(unknown)} judged queries are not in {queries_path.name}, e.g. "
                                                 f"{brief_repr(unknown[0])}")
     queries = [
-        (Query(qid, text, qrels[qid], tags), f"line {number}")
-        for qid, (text, tags, number) in texts.items()
+        (Query(qid, text, qrels[qid], tags, source=source, filters=scoped[qid][0], scope=scoped[qid][1]),
+         f"line {number}")
+        for qid, (text, tags, number, source) in texts.items()
         if qid in qrels
     ]
     skipped = tuple(qid for qid in texts if qid not in qrels)
