@@ -14,10 +14,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from pytest_ragmetrics.errors import RagMetricsError, RetrieverError, brief_repr, listed
+from pytest_ragmetrics.errors import InputError, RagMetricsError, RetrieverError, brief_repr, listed
 from pytest_ragmetrics.metrics import document_of
 
-__all__ = ["Leak", "ScopeUnchecked", "find_leaks", "in_scope", "scope_text"]
+__all__ = ["Leak", "ScopeUnchecked", "check_gold_scope", "find_leaks", "in_scope", "missing_keys", "scope_text"]
 
 
 class ScopeUnchecked(RagMetricsError):
@@ -62,12 +62,48 @@ def _same(a: Any, b: Any) -> bool:
 
 
 def scope_text(mapping: Mapping[str, Any]) -> str:
-    """``{tenant: acme, lang: [en, de]}`` as one short line for reports."""
+    """``{lang: [en, de], tenant: acme}`` as one short line for reports, keys sorted so every report
+    and every command prints one mapping alike."""
     def one(value: Any) -> str:
         if isinstance(value, list):
             return "[" + ", ".join(one(v) for v in value) + "]"
         return str(value).lower() if isinstance(value, bool) else str(value)
-    return "{" + ", ".join(f"{k}: {one(v)}" for k, v in mapping.items()) + "}"
+    return "{" + ", ".join(f"{k}: {one(mapping[k])}" for k in sorted(mapping, key=str)) + "}"
+
+
+def missing_keys(metadata: Mapping[str, Any], scope: Mapping[str, Any]) -> str:
+    """Why a document is outside a scope when its metadata lacks a scope key: ``no 'tenant' in its
+    metadata`` ("" when every key is there), so a missing field is not mistaken for another value."""
+    missing = [k for k in sorted(scope, key=str) if k not in metadata]
+    return f"no {' or '.join(repr(k) for k in missing)} in its metadata" if missing else ""
+
+
+def check_gold_scope(queries: Any, corpus: Mapping[str, Mapping[str, Any]] | None, separator: str | None,
+                     golden_name: str, corpus_name: str) -> None:
+    """Refuse a relevant gold document (grade > 0) outside its record's scope: the gate fails a query that
+    returns it (a leak), so such a label penalises the retriever that respects the scope. Checked when
+    the corpus gives metadata; a document the corpus does not hold is the missing-gold check's concern."""
+    if corpus is None:
+        return
+    docs = {document_of(d, separator): m for d, m in corpus.items()}
+    problems = []
+    for query in queries:
+        scope = getattr(query, "scope", None)
+        if not scope:
+            continue
+        for doc, grade in query.judgments.items():
+            metadata = docs.get(document_of(doc, separator))
+            if grade > 0 and metadata is not None and not in_scope(metadata, scope):
+                why = missing_keys(metadata, scope)
+                problems.append(f"record {query.qid!r}: gold document {doc!r} (grade {grade}) has metadata "
+                                f"{scope_text(metadata)} ({corpus_name}){', ' + why if why else ''}, outside the "
+                                f"record's scope {scope_text(scope)}")
+    if problems:
+        shown = "; ".join(problems[:10]) + (f"; … and {len(problems) - 10} more" if len(problems) > 10 else "")
+        raise InputError(golden_name, None,
+                         f"{len(problems)} relevant gold {'document is' if len(problems) == 1 else 'documents are'} "
+                         f"outside {'its' if len(problems) == 1 else 'their'} record's scope: {shown}. A query "
+                         "returning it would fail as a leak; grade it 0 or remove it (or fix the scope)")
 
 
 def find_leaks(ids: Sequence[str], result_metadata: Sequence[Mapping[str, Any] | None], scope: Mapping[str, Any],

@@ -83,7 +83,7 @@ class QueryWorker:
             exc.ragmetrics_record = QueryRecord(  # type: ignore[attr-defined]
                 query.qid, "error", error=f"{type(exc).__name__}: {exc}")
             raise
-        record = self._score(query, returned)
+        record = self._score(query, returned, {leak.doc for leak in leaks})
         record.leaks = [leak.to_dict() for leak in leaks]
         return record
 
@@ -95,8 +95,9 @@ class QueryWorker:
         return find_leaks(returned.ids, returned.metadata, query.scope, rag.corpus_metadata,  # type: ignore[arg-type]
                           rag.config.id_separator, query.qid, record, corpus)
 
-    def _score(self, query: Query, returned: Any) -> QueryRecord:
-        """Score and compare one query's normalised results."""
+    def _score(self, query: Query, returned: Any, outside: set[str] | frozenset[str] = frozenset()) -> QueryRecord:
+        """Score and compare one query's normalised results; ``outside``: its returned documents outside its
+        scope, known not relevant, so a pooled set counts them judged (grade 0), never unjudged."""
         rag = self.rag
         docs, metrics = score_query(returned.ids, query.judgments, rag.config, self._ideal.get(query.qid))
         explains = _explains_per_document(returned, docs, rag.config.id_separator)
@@ -122,7 +123,8 @@ class QueryWorker:
                                                 rag.config, rag.options.k)
         if rag.pooled:
             top = rag.baseline.per_query[entry].get("_top") if compared else None  # type: ignore[union-attr]
-            unjudged = measure_unjudged(docs, query.judgments, metrics, rag.config, rag.top_grade,
+            known = {**{d: 0 for d in outside}, **query.judgments}
+            unjudged = measure_unjudged(docs, known, metrics, rag.config, rag.top_grade,
                                      top if isinstance(top, list) else None)
             record.judged, record.unjudged, record.upper, record.upper_new, record.baseline_upper_new = \
                 unjudged.judged, unjudged.docs, unjudged.upper, unjudged.upper_new, unjudged.baseline_upper_new

@@ -83,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"note: {counted(len(found.empty), 'failed question')} left out: nothing to judge (no document "
               f"returned on any failing run, and no gold known): {listed(found.empty)}")
     if not found.pooled:
-        print(f"Nothing to harvest: no question regressed, errored or was inconclusive in "
+        print(f"Nothing to harvest: no question regressed, errored, was inconclusive or leaked in "
               f"{counted(len(nights), 'run artifact')}; {out} not written.")
         return 0
     sources = [Source(n.name, "run", n.path) for n in nights]
@@ -97,9 +97,10 @@ def run(args: argparse.Namespace) -> int:
             print(f"note: {len(absent)} candidates are not in the corpus {args.corpus}, e.g. {doc!r} for {qid!r}")
     seed = args.seed if args.seed is not None else secrets.randbelow(2**31)
     depth = max((len(p.candidates) for p in found.pooled), default=1)
-    path = write_pool(found.pooled, out, sources=sources, seed=seed, depth=depth, force=args.force)
+    path = write_pool(found.pooled, out, sources=sources, seed=seed, depth=depth, force=args.force,
+                      made_by="ragmetrics harvest")
     by_verdict = {v: sum(1 for vs in found.verdicts.values() if v in vs) for v in ("regressed", "errored",
-                                                                                 "inconclusive")}
+                                                                                 "inconclusive", "leak")}
     pairs = sum(len(p.candidates) for p in found.pooled)
     carried = sum(1 for p in found.pooled for c in p.candidates if c.rel is not None)
     print(f"Harvested {counted(len(found.pooled), 'question')} from {counted(len(nights), 'run artifact')} "
@@ -112,6 +113,11 @@ def run(args: argparse.Namespace) -> int:
               f"{counted(len(p.candidates), 'candidate')}")
     if len(found.pooled) > 10:
         print(f"  … and {len(found.pooled) - 10} more (all in {path})")
+    if found.out_of_scope:
+        left = sum(map(len, found.out_of_scope.values()))
+        print(f"note: {counted(left, 'returned document')} outside {'its' if left == 1 else 'their'} question's "
+              f"scope left out of the candidates (known not relevant; the leak gate fails them): "
+              f"{listed([f'{q} ({len(d)})' for q, d in found.out_of_scope.items()])}")
     note = textless_note(found.pooled)
     if note:
         print(note)

@@ -3,7 +3,10 @@
 ``ragmetrics harvest ARTIFACT...`` reads run artifacts (``pytest --rag-eval --rag-report``),
 each checked by :mod:`pytest_ragmetrics.gate.artifact`, and gathers every question one of them
 failed: ``regressed`` (fell beyond its per-query tolerance), ``errored`` (the retriever raised or
-returned no ranking) or ``inconclusive`` (a pooled set's drop that unjudged documents could explain).
+returned no ranking), ``inconclusive`` (a pooled set's drop that unjudged documents could explain) or
+``leak`` (it returned a document outside its scope). A document outside the question's scope is
+known not relevant, so it is never a candidate (:attr:`Harvested.out_of_scope` counts those left out);
+the question keeps its ``filters`` and ``scope``.
 Across artifacts a question is listed once: its candidates are the union of the documents each
 failing run returned in its top k (``_top``), each marked with the runs that returned it
 (``found_by``, the artifact's name) and their ranks, and the question says on how many runs it
@@ -34,7 +37,7 @@ from pytest_ragmetrics.tools.sources import Entry, Ranked, Source
 __all__ = ["VERDICTS", "Harvested", "Night", "failures", "harvest", "night_names"]
 
 #: What a question's run said when it failed, in the order a question lists them.
-VERDICTS = ("regressed", "errored", "inconclusive")
+VERDICTS = ("regressed", "errored", "inconclusive", "leak")
 
 
 @dataclass
@@ -70,6 +73,8 @@ class Harvested:
     #: failed questions left out: nothing to judge (they returned nothing, and no gold is known)
     empty: list[str] = field(default_factory=list)
     runs: int = 0
+    #: qid -> the returned documents left out of its candidates: outside its scope (leaked), not relevant
+    out_of_scope: dict[str, list[str]] = field(default_factory=dict)
 
     def record(self, qid: str) -> dict[str, Any]:
         """The ``harvest`` entry of a question's line: on how many runs it failed, and how."""
@@ -97,8 +102,9 @@ def check_one_golden(nights: Sequence[Night]) -> None:
 
 
 def failures(data: Mapping[str, Any]) -> dict[str, str]:
-    """qid -> how one artifact's run failed it (``regressed``, ``errored``, ``inconclusive``), in the
-    artifact's order: its regressed list (worst first), then its inconclusive ones, then errors."""
+    """qid -> how one artifact's run failed it (``regressed``, ``errored``, ``inconclusive``, ``leak``), in
+    the artifact's order: its regressed list (worst first), then its inconclusive ones, then errors, then
+    the questions that only leaked."""
     comparison = data["comparison"]
     per_query = data["per_query"]
     out: dict[str, str] = {}
@@ -113,6 +119,9 @@ def failures(data: Mapping[str, Any]) -> dict[str, str]:
                 *(q for q, e in per_query.items() if e.get("status") == "error")]:
         if qid in per_query:
             out.setdefault(qid, "errored")
+    for qid, entry in per_query.items():
+        if entry.get("leaks"):
+            out.setdefault(qid, "leak")
     return out
 
 
@@ -131,6 +140,8 @@ def harvest(nights: Sequence[Night], golden: GoldenSet | None = None) -> Harvest
     texts: dict[str, str] = {}
     tags: dict[str, tuple[str, ...]] = {}
     gold: dict[str, dict[str, int]] = {}
+    scoped: dict[str, tuple[Any, Any]] = {}  # qid -> the filters and scope a run recorded
+    leaked: dict[str, list[str]] = {}
     found: dict[str, list[str]] = {}
     how: dict[str, set[str]] = {}
     ranked: list[Ranked] = []
@@ -139,7 +150,8 @@ def harvest(nights: Sequence[Night], golden: GoldenSet | None = None) -> Harvest
         data = night.data
         failed = failures(data)
         comparison = data["comparison"]
-        for entry in [*(comparison.get("regressed") or []), *(comparison.get("inconclusive") or [])]:
+        for entry in [*(comparison.get("regressed") or []), *(comparison.get("inconclusive") or []),
+                      *(comparison.get("leaks") or [])]:
             if isinstance(entry, dict) and entry.get("qid") in failed:
                 if isinstance(entry.get("question"), str) and entry["question"].strip():
                     texts[entry["qid"]] = entry["question"]
@@ -154,8 +166,15 @@ def harvest(nights: Sequence[Night], golden: GoldenSet | None = None) -> Harvest
             tags[qid] = tuple(entry.get("tags") or ())
             found.setdefault(qid, []).append(night.name)
             how.setdefault(qid, set()).add(verdict)
+            outside = {d.get("doc") for d in entry.get("leaks") or [] if isinstance(d, dict)}
+            if outside:
+                how[qid].add("leak")
+            if entry.get("filters") or entry.get("scope"):
+                scoped[qid] = (entry.get("filters"), entry.get("scope"))
             top = _top(entry, data["_meta"].get("k"))
-            rankings[qid] = [Entry(doc, doc) for doc in top]
+            left = leaked.setdefault(qid, [])
+            left += [doc for doc in top if doc in outside and doc not in left]
+            rankings[qid] = [Entry(doc, doc) for doc in top if doc not in outside]
             depth = max(depth, len(top))
         ranked.append(Ranked(Source(night.name, "run", night.path), rankings))
     queries: list[PoolQuery] = []
@@ -168,7 +187,8 @@ def harvest(nights: Sequence[Night], golden: GoldenSet | None = None) -> Harvest
             continue
         queries.append(PoolQuery(qid, text, dict(known.judgments) if known is not None else gold.get(qid, {}), {},
                                  tuple(known.tags) if known is not None else tags.get(qid, ()), "harvested",
-                                 known.filters if known is not None else None))
+                                 known.filters if known is not None else scoped.get(qid, (None, None))[0],
+                                 known.scope if known is not None else scoped.get(qid, (None, None))[1]))
     # most often failed first: the failures that keep coming back are the ones worth a label
     first = {qid: i for i, qid in enumerate(found)}
     queries.sort(key=lambda q: (-len(found[q.qid]), first[q.qid]))
@@ -177,6 +197,7 @@ def harvest(nights: Sequence[Night], golden: GoldenSet | None = None) -> Harvest
     pooled = [p for p in pooled if p.candidates]
     out = Harvested(pooled, {p.qid: found[p.qid] for p in pooled},
                     {p.qid: [v for v in VERDICTS if v in how[p.qid]] for p in pooled}, textless, empty, len(nights))
+    out.out_of_scope = {p.qid: leaked[p.qid] for p in pooled if leaked.get(p.qid)}
     for p in pooled:
         p.harvest = out.record(p.qid)
     return out
