@@ -32,6 +32,12 @@ def register(verbs: Any) -> None:
                              "file into the golden set, its grade winning for a document both judge; repeatable")
     parser.add_argument("--golden-out", help="where to write the whole (merged) golden set, declaring "
                                              "judgments: pooled (.yaml/.yml: YAML; else JSONL)")
+    parser.add_argument("--scope-from-filters", action="store_true",
+                        help="give each question that has filters but no scope its filters as its scope, in every "
+                             "golden file written (--yaml-out, --golden-out): the gate then fails a query that "
+                             "returns a document outside them (a leak)")
+    parser.add_argument("--corpus", help="the corpus (a corpus.jsonl with metadata): refuse a relevant gold document "
+                                         "outside its question's scope before anything is written")
     parser.add_argument("--tag", default="ragmetrics", help="run tag, the sixth column (default ragmetrics)")
     parser.add_argument("--force", action="store_true", help="overwrite existing output files")
 
@@ -64,6 +70,8 @@ def run(args: argparse.Namespace) -> int:
                         f"wrote {sum(map(len, rankings.values()))} lines for {len(rankings)} queries to {out}"))
     if args.golden:
         golden = load_golden(args.golden)
+        if args.scope_from_filters:
+            golden = queries_set([scope_from_filters(q) for q in golden], golden)
         if args.qrels_out:
             out = _target(args.qrels_out, args.force)
             buffer = io.StringIO()
@@ -77,22 +85,54 @@ def run(args: argparse.Namespace) -> int:
             out = _target(args.golden_out, args.force)
             queries, changed = list(golden), []
             for extra in args.merge:
-                queries, regraded = merge_judgments(queries_set(queries, golden), load_golden(extra))
+                merged = load_golden(extra)
+                notes += [n for n in judgments_gaps(extra) if "no candidates" in n]
+                if args.scope_from_filters:
+                    merged = queries_set([scope_from_filters(q) for q in merged], merged)
+                queries, regraded = merge_judgments(queries_set(queries, golden), merged)
                 changed += regraded
+            check_scope(args, queries)
             notes += [f"regraded {c}" for c in changed]
             outputs.append((out, golden_file_text(queries, out),
                             f"wrote {len(queries)} questions ({sum(len(q.judgments) for q in queries)} judgments, "
                             f"judgments: pooled) to {out}"))
         if args.yaml_out:
             out = _target(args.yaml_out, args.force)
+            check_scope(args, golden)
             notes += judgments_gaps(args.golden)
-            outputs.append((out, golden_yaml(golden), f"wrote {len(golden)} questions as golden YAML to {out}"))
+            if golden.judgments == "pooled":  # entries alone would read as a closed set: say how it was judged
+                from pytest_ragmetrics.tools.export import golden_file_text
+
+                outputs.append((out, golden_file_text(golden, out, "pooled", as_yaml=True),
+                                f"wrote {len(golden)} questions as a golden YAML set declaring judgments: pooled "
+                                f"to {out} (add it to a golden set with --golden SET --merge {args.golden} "
+                                "--golden-out SET)"))
+            else:
+                outputs.append((out, golden_yaml(golden), f"wrote {len(golden)} questions as golden YAML to {out}"))
     for out, text, done in outputs:
         atomic_write_text(out, text)
         print(done)
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
     return 0
+
+
+def scope_from_filters(query: Any) -> Any:
+    """A question with filters and no scope, scoped by its filters (``--scope-from-filters``)."""
+    from dataclasses import replace
+
+    return replace(query, scope=dict(query.filters)) if query.filters and not query.scope else query
+
+
+def check_scope(args: argparse.Namespace, queries: Any) -> None:
+    """With ``--corpus``: no relevant gold document outside its question's scope (the gate refuses it too)."""
+    if not args.corpus:
+        return
+    from pytest_ragmetrics.corpus import corpus_metadata, load_corpus
+    from pytest_ragmetrics.scope import check_gold_scope
+
+    names = " + ".join([args.golden, *args.merge])
+    check_gold_scope(queries, corpus_metadata(load_corpus(args.corpus)), None, names, args.corpus)
 
 
 def queries_set(queries: list[Any], like: Any) -> Any:
