@@ -605,3 +605,6 @@ def test_merge_lists_missing_shards_briefly(baselined: RagProject, no_ci: None, 
     assert code == 2
     assert "shards 2/500, 3/500, " in err and "… and 489 more are missing" in err
     assert len(err) < 600
+    baselined.run("--rag-shard=1/1", "--rag-report=one.json")
+    code, out, err = _merge(baselined, capsys, monkeypatch, "one.json")
+    assert (code, err) == (0, "") and out.startswith("Merged 1 shard of 6 queries")
