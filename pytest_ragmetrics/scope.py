@@ -11,13 +11,14 @@ checked: an error for that query, never a pass.
 
 from __future__ import annotations
 
+import unicodedata
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from pytest_ragmetrics.errors import RagMetricsError, RetrieverError, brief_repr, listed
 from pytest_ragmetrics.metrics import document_of
 
-__all__ = ["Leak", "ScopeUnchecked", "find_leaks", "in_scope", "scope_text"]
+__all__ = ["Leak", "ScopeUnchecked", "find_leaks", "in_scope", "scope_text", "why_outside"]
 
 
 class ScopeUnchecked(RagMetricsError):
@@ -50,6 +51,27 @@ def in_scope(metadata: Mapping[str, Any], scope: Mapping[str, Any]) -> bool:
         if not any(_same(v, a) for v in values for a in allowed):
             return False
     return True
+
+
+def why_outside(metadata: Mapping[str, Any], scope: Mapping[str, Any]) -> str:
+    """Why ``metadata`` is outside ``scope``, for the report: the missing key, or the value it holds,
+    with its type when the text alone would read the same (``1`` against ``"1"``, ``café`` in two
+    Unicode forms, a trailing space)."""
+    for key, wanted in scope.items():
+        if key not in metadata:
+            return f"no {key!r} in its metadata"
+        if not in_scope({key: metadata[key]}, {key: wanted}):
+            have = metadata[key]
+            if _looks(have) == _looks(wanted):  # reads the same: show what differs
+                return (f"{key} is {ascii(have)} ({type(have).__name__}), the scope wants {ascii(wanted)} "
+                        f"({type(wanted).__name__})")
+            return f"{key} is {scope_text({key: have})[len(key) + 3:-1]}"
+    return "inside the scope"
+
+
+def _looks(value: Any) -> str:
+    """How a value reads to a person: Unicode forms, case, spaces and quotes aside."""
+    return unicodedata.normalize("NFKC", scope_text({"": value})).strip().casefold().replace(" ", "")
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -90,13 +112,13 @@ def find_leaks(ids: Sequence[str], result_metadata: Sequence[Mapping[str, Any] |
             f"{record}: scope {scope_text(scope)}, but its documents have no metadata source: the results carry no "
             f"metadata and {where}. Return a metadata mapping with each result (an attribute or a \"metadata\" "
             "key), or pass --rag-corpus a corpus.jsonl whose lines carry the scope's fields")
-    corpus_docs = {document_of(d, separator): m for d, m in corpus.items()} if corpus is not None else {}
     leaks: list[Leak] = []
     unknown: list[str] = []
     for rank, (rid, own) in enumerate(zip(ids, list(result_metadata) + [None] * (len(ids) - len(result_metadata))),
                                       start=1):
-        doc = document_of(rid, separator)
-        sources = [m for m in (own, corpus_docs.get(doc)) if m is not None]
+        # the corpus line of the id as returned, else of its document: a corpus id may itself hold the separator
+        doc = rid if corpus is not None and rid in corpus else document_of(rid, separator)
+        sources = [m for m in (own, corpus.get(doc) if corpus is not None else None) if m is not None]
         if not sources:
             unknown.append(rid)
             continue
@@ -105,7 +127,11 @@ def find_leaks(ids: Sequence[str], result_metadata: Sequence[Mapping[str, Any] |
             leaks.append(Leak(rank, rid, doc, outside))
     if unknown:
         source = f"neither the results nor the corpus ({corpus_name}) give" if corpus_name else "the results give no"
-        raise RetrieverError(
+        found = (f"; {len(leaks)} other returned {'document is' if len(leaks) == 1 else 'documents are'} outside "
+                 f"it: {listed([leak.doc for leak in leaks], 5)}") if leaks else ""
+        error = RetrieverError(
             f"query {qid!r}: scope {scope_text(scope)} cannot be checked: {source} metadata for "
-            f"{listed([brief_repr(u) for u in unknown], 5)}; a document that cannot be checked is never passed")
+            f"{listed([brief_repr(u) for u in unknown], 5)}; a document that cannot be checked is never passed{found}")
+        error.leaks = leaks  # type: ignore[attr-defined]  # the leaks it did find still fail the leak gate
+        raise error
     return leaks

@@ -484,3 +484,106 @@ def test_pool_replays_each_records_filters_and_writes_them(project: Project,
     finally:
         sys.path.remove(str(root))
         sys.modules.pop("tenant_search", None)
+
+
+# ------------------------------------------------------------------ edges an attacker tried
+
+SCRIPTED = r'''
+import json
+import pathlib
+
+import pytest
+
+HERE = pathlib.Path(__file__).parent
+
+
+class Scripted:
+    """Returns settings.json's "ret" list whatever the query; "mutate" appends to filters[key]."""
+
+    def search(self, query, k, filters=None):
+        s = json.loads((HERE / "settings.json").read_text(encoding="utf-8"))
+        if filters and s.get("mutate"):
+            filters[s["mutate"]].append("globex")
+        return s["ret"][:k]
+
+
+@pytest.fixture(scope="session")
+def rag_retriever():
+    return Scripted()
+'''
+
+
+def _scripted(project: Project, golden_yaml: str, corpus: list[dict[str, Any]], **settings: Any) -> None:
+    (project.path / "conftest.py").write_text(SCRIPTED, encoding="utf-8")
+    (project.path / "golden.yaml").write_text(golden_yaml, encoding="utf-8")
+    (project.path / "corpus.jsonl").write_text("".join(json.dumps(c) + "\n" for c in corpus), encoding="utf-8")
+    project.settings(**settings)
+
+
+def test_a_corpus_id_that_holds_the_separator_is_checked_as_itself(project: Project) -> None:
+    """With ``--rag-id-separator _`` both ``faq_globex`` and ``faq_acme`` map to the document ``faq``:
+    looked up by that, the last line (acme) vouched for the globex document and its leak passed."""
+    _scripted(project, "- {id: q1, question: refund, gold_chunks: [acmerefund], scope: {tenant: acme}}\n",
+              [{"doc_id": "faq_globex", "text": "x", "tenant": "globex"},
+               {"doc_id": "faq_acme", "text": "x", "tenant": "acme"},
+               {"doc_id": "acmerefund", "text": "x", "tenant": "acme"}],
+              ret=["acmerefund", "faq_globex"])
+    result = project.run("--rag-corpus", "corpus.jsonl", "--rag-id-separator", "_")
+    out = result.stdout.str()
+    assert result.ret == 1, out[-3000:]
+    assert _outcomes(result).get("golden.yaml::gate::leak") == "failed", out[-3000:]
+    assert "2. faq_globex  metadata {tenant: globex}: tenant is globex" in out
+
+
+def test_a_retriever_that_edits_its_filters_cannot_widen_the_scope(project: Project) -> None:
+    """A YAML anchor makes filters and scope one list; a retriever appending to its filters widened
+    the scope to let its own leak through."""
+    _scripted(project, "- {id: q1, question: refund, gold_chunks: [acme-refund],\n"
+                       "   filters: {tenant: &t [acme]}, scope: {tenant: *t}}\n",
+              [{"doc_id": "acme-refund", "text": "x", "tenant": "acme"},
+               {"doc_id": "globex-refund", "text": "x", "tenant": "globex"}],
+              ret=["acme-refund", "globex-refund"], mutate="tenant")
+    result = project.run("--rag-corpus", "corpus.jsonl", "--rag-report", "run.json")
+    out = result.stdout.str()
+    assert result.ret == 1, out[-3000:]
+    assert _outcomes(result).get("golden.yaml::gate::leak") == "failed", out[-3000:]
+    entry = json.loads((project.path / "run.json").read_text(encoding="utf-8"))["per_query"]["q1"]
+    assert entry["scope"] == {"tenant": ["acme"]} and entry["filters"] == {"tenant": ["acme"]}
+
+
+def test_leaks_found_beside_an_unchecked_document_still_fail_the_leak_gate(project: Project) -> None:
+    _scripted(project, "- {id: q1, question: refund, gold_chunks: [acme-refund], scope: {tenant: acme}}\n",
+              [{"doc_id": "acme-refund", "text": "x", "tenant": "acme"},
+               {"doc_id": "globex-secret", "text": "x", "tenant": "globex"}],
+              ret=["acme-refund", "globex-secret", "mystery"])
+    result = project.run("--rag-corpus", "corpus.jsonl")
+    out = result.stdout.str()
+    outcomes = _outcomes(result)
+    assert outcomes.get("golden.yaml::gate::leak") == "failed", out[-3000:]
+    assert outcomes.get("golden.yaml::q1") in ("failed", "error"), out[-3000:]
+    assert "cannot be checked" in out and "1 other returned document is outside it: globex-secret" in out
+
+
+def test_a_value_that_reads_like_the_scope_says_how_it_differs(project: Project) -> None:
+    _scripted(project, "- {id: q1, question: refund, gold_chunks: [a], scope: {tier: 1}}\n",
+              [{"doc_id": "a", "text": "x", "tier": 1}, {"doc_id": "b", "text": "x", "tier": "1"},
+               {"doc_id": "c", "text": "x"}],
+              ret=["a", "b", "c"])
+    out = project.run("--rag-corpus", "corpus.jsonl").stdout.str()
+    assert "2. b  metadata {tier: 1}: tier is '1' (str), the scope wants 1 (int)" in out, out[-3000:]
+    assert "3. c  metadata {}: no 'tier' in its metadata" in out
+
+
+def test_an_empty_scope_is_refused_since_it_checks_nothing(project: Project) -> None:
+    project.golden([GOLDEN[3], {**GOLDEN[0], "scope": {}}])
+    assert_usage_error(project.run(), "golden.yaml", "record 2", "scope is empty, so it would check nothing")
+
+
+def test_a_corpus_that_cannot_be_read_is_named_with_its_error_under_a_scope(project: Project) -> None:
+    _scripted(project, "- {id: q1, question: refund, gold_chunks: [a], scope: {tenant: acme}}\n",
+              [{"doc_id": "a", "text": "x", "tenant": "acme"}, {"doc_id": "a", "text": "y", "tenant": "acme"}],
+              ret=["a"])
+    result = project.run("--rag-corpus", "corpus.jsonl")
+    out = result.stdout.str() + result.stderr.str()
+    assert "which could not be read" in out and "duplicate" in out.lower(), out[-3000:]
+    assert "gives its documents no metadata" not in out
