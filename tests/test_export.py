@@ -231,3 +231,43 @@ def test_export_merge_says_when_a_question_with_no_answer_gets_one(tmp_path, cap
     assert main(["export", "--golden", str(golden), "--merge", str(grades), "--golden-out", str(out)]) == 0
     assert "q2: was marked answerable: false, but tire-pressure graded relevant" in capsys.readouterr().err
     assert load_golden(out)["q2"].answerable
+
+
+def test_export_merge_refuses_grades_judged_under_another_text(tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """Grades made for one question do not silently become judgments of another that took its id."""
+    from pytest_ragmetrics.golden import load_golden
+
+    golden = tmp_path / "golden.yaml"
+    golden.write_text(GOLDEN, encoding="utf-8")
+    grades = tmp_path / "grades.jsonl"
+    grades.write_text(json.dumps({"qid": "q1", "query": "how do I cancel my plan",
+                                  "candidates": [{"doc_id": "z", "rel": 2}]}) + "\n"
+                      + json.dumps({"qid": "q\u202e2", "query": "new one",
+                                    "candidates": [{"doc_id": "y", "rel": 1}]}) + "\n", encoding="utf-8")
+    out = tmp_path / "merged.yaml"
+    code = main(["export", "--golden", str(golden), "--merge", str(grades), "--golden-out", str(out)])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert f"{grades}: judges 1 question under another text than {golden}: 'q1': 'first' in {golden}, " \
+           "'how do I cancel my plan' judged; the grades may be for another question: pass " \
+           "--accept-changed-text" in err
+    assert not out.exists()
+    code = main(["export", "--golden", str(golden), "--merge", str(grades), "--golden-out", str(out),
+                 "--accept-changed-text"])
+    err = capsys.readouterr().err
+    assert code == 0
+    assert "note: q1: merged grades judged under another text ('how do I cancel my plan'; kept 'first')" in err
+    merged = load_golden(out)
+    assert merged["q1"].text == "first" and merged["q1"].judgments["z"] == 2
+    # whitespace is no other text; an id is printed escaped
+    golden.write_text(GOLDEN.replace("question: first", "question: '  first '"), encoding="utf-8")
+    grades.write_text(json.dumps({"qid": "q1", "query": "first", "candidates": [{"doc_id": "a", "rel": 0}]}) + "\n",
+                      encoding="utf-8")
+    golden.write_text(golden.read_text(encoding="utf-8").replace("id: q1", "id: \"q\\u202e1\""), encoding="utf-8")
+    grades.write_text(json.dumps({"qid": "q\u202e1", "query": "first",
+                                  "candidates": [{"doc_id": "a", "rel": 0}]}) + "\n", encoding="utf-8")
+    code = main(["export", "--golden", str(golden), "--merge", str(grades), "--golden-out", str(out), "--force"])
+    err = capsys.readouterr().err
+    assert code == 0, err
+    assert "note: regraded q\\u202e1: a 2 -> 0" in err and "\u202e" not in err

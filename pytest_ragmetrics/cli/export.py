@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from pytest_ragmetrics.errors import InputError, RagMetricsError
+from pytest_ragmetrics.errors import InputError, RagMetricsError, brief_repr, shown
 from pytest_ragmetrics.files import atomic_write_text
 from pytest_ragmetrics.golden import load_golden
 from pytest_ragmetrics.tools.export import artifact_rankings, golden_yaml, judgments_gaps
@@ -30,6 +30,10 @@ def register(verbs: Any) -> None:
     parser.add_argument("--merge", action="append", default=[], metavar="JUDGMENTS",
                         help="with --golden and --golden-out: merge the grades of an annotator's (or adjudicated) "
                              "file into the golden set, its grade winning for a document both judge; repeatable")
+    parser.add_argument("--accept-changed-text", action="store_true",
+                        help="with --merge: merge the grades of a question judged under another text than the "
+                             "golden set's (refused by default: they may judge another question); the golden set's "
+                             "text is kept")
     parser.add_argument("--golden-out", help="where to write the whole (merged) golden set, declaring "
                                              "judgments: pooled (.yaml/.yml: YAML; else JSONL)")
     parser.add_argument("--scope-from-filters", action="store_true",
@@ -80,16 +84,27 @@ def run(args: argparse.Namespace) -> int:
                             f"wrote {sum(len(q.judgments) for q in golden)} judgments for {len(golden)} queries to "
                             f"{out}"))
         if args.golden_out:
-            from pytest_ragmetrics.tools.export import golden_file_text, merge_judgments
+            from pytest_ragmetrics.tools.export import changed_texts, golden_file_text, merge_judgments
 
             out = _target(args.golden_out, args.force)
             queries, changed = list(golden), []
             for extra in args.merge:
-                merged = load_golden(extra)
+                judged = load_golden(extra)
                 notes += [n for n in judgments_gaps(extra) if "no candidates" in n]
                 if args.scope_from_filters:
-                    merged = queries_set([scope_from_filters(q) for q in merged], merged)
-                queries, regraded = merge_judgments(queries_set(queries, golden), merged)
+                    judged = queries_set([scope_from_filters(q) for q in judged], judged)
+                other = changed_texts(queries_set(queries, golden), judged)
+                if other and not args.accept_changed_text:
+                    raise InputError(extra, None, f"judges {len(other)} question{'s' if len(other) > 1 else ''} "
+                                                  f"under another text than {args.golden}: "
+                                                  + "; ".join(f"{brief_repr(q)}: {brief_repr(a)} in {args.golden}, "
+                                                              f"{brief_repr(b)} judged" for q, a, b in other[:5])
+                                                  + (f" … and {len(other) - 5} more" if len(other) > 5 else "")
+                                                  + "; the grades may be for another question: pass "
+                                                    "--accept-changed-text to merge them anyway (the golden set's "
+                                                    "text is kept)")
+                notes += [f"{q}: merged grades judged under another text ({b!r}; kept {a!r})" for q, a, b in other]
+                queries, regraded = merge_judgments(queries_set(queries, golden), judged)
                 changed += regraded
             check_scope(args, queries)
             notes += [f"regraded {c}" for c in changed]
@@ -113,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
         atomic_write_text(out, text)
         print(done)
     for note in notes:
-        print(f"note: {note}", file=sys.stderr)
+        print(f"note: {shown(note)}", file=sys.stderr)
     return 0
 
 

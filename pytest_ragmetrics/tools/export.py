@@ -14,7 +14,7 @@ from pytest_ragmetrics.files import loads_json, read_text, split_lines
 from pytest_ragmetrics.gate.artifact import load_artifact, parse_artifact
 from pytest_ragmetrics.golden import DEFAULT_SOURCE
 
-__all__ = ["artifact_rankings", "golden_yaml", "judgments_gaps", "merge_judgments", "golden_file_text"]
+__all__ = ["artifact_rankings", "golden_yaml", "judgments_gaps", "merge_judgments", "golden_file_text", "changed_texts"]
 
 
 def artifact_rankings(path: str | Path, text: str | None = None) -> dict[str, list[str]]:
@@ -118,6 +118,13 @@ def judgments_gaps(path: str | Path) -> list[str]:
         out.append(f"{p}: {notes} {'note is' if notes == 1 else 'notes are'} not kept in the export "
                    "(they stay in the file)")
     return out
+
+
+def changed_texts(golden: Any, annotated: Any) -> list[tuple[str, str, str]]:
+    """(qid, the golden set's text, the judged text) of each question both hold under other texts:
+    grades made for one question are not judgments of another that took its id."""
+    return [(q.qid, q.text, annotated[q.qid].text) for q in golden
+            if q.qid in annotated and " ".join(q.text.split()) != " ".join(annotated[q.qid].text.split())]
 
 
 def merge_judgments(golden: Any, annotated: Any) -> tuple[list[Any], list[str]]:

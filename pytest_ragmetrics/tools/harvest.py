@@ -25,16 +25,17 @@ need not name the same questions. Harvest each set on its own.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from pytest_ragmetrics.errors import RagMetricsError, brief_repr
+from pytest_ragmetrics.errors import RagMetricsError, brief_repr, listed
 from pytest_ragmetrics.golden import GoldenSet
 from pytest_ragmetrics.tools.pool import PooledQuery, PoolQuery, pool_sources
 from pytest_ragmetrics.tools.sources import Entry, Ranked, Source
 
-__all__ = ["VERDICTS", "Harvested", "Night", "failures", "harvest", "night_names"]
+__all__ = ["VERDICTS", "Harvested", "Night", "failures", "harvest", "night_names", "check_golden_version", "run_of"]
 
 #: What a question's run said when it failed, in the order a question lists them.
 VERDICTS = ("regressed", "errored", "inconclusive", "leak")
@@ -57,6 +58,22 @@ class Night:
         golden = self.data["_meta"].get("golden")
         source = golden.get("source") if isinstance(golden, dict) else None
         return source or None
+
+    @property
+    def golden_sha(self) -> str | None:
+        golden = self.data["_meta"].get("golden")
+        sha = golden.get("sha256") if isinstance(golden, dict) else None
+        return sha if isinstance(sha, str) and sha else None
+
+    @property
+    def shard(self) -> dict[str, Any] | None:
+        shard = self.data.get("shard")
+        return shard if isinstance(shard, dict) else None
+
+    def digest(self, qid: str) -> Any:
+        """The digest of the text and judgments a query was measured with (None: not recorded)."""
+        entry = self.data["per_query"].get(qid)
+        return entry.get("_judgments") if isinstance(entry, dict) else None
 
 
 @dataclass
@@ -90,7 +107,9 @@ def night_names(paths: Sequence[str]) -> list[str]:
 
 
 def check_one_golden(nights: Sequence[Night]) -> None:
-    """Refuse artifacts of different golden sets: a question id is only known within its set."""
+    """Refuse artifacts of different golden sets: a question id is only known within its set. Two
+    versions of one set (the same path, another sha256) are one set only while every question both
+    ran was measured with the same text and judgments."""
     named = [(n, n.golden) for n in nights if n.golden]
     sets = list(dict.fromkeys(g for _, g in named))
     if len(sets) > 1:
@@ -99,6 +118,94 @@ def check_one_golden(nights: Sequence[Night]) -> None:
         raise RagMetricsError(f"the artifacts come from {len(sets)} golden sets ({shown}): a question id names a "
                               "question only within its set, so harvest the artifacts of each set on its own "
                               "(one `ragmetrics harvest` each)")
+    versions: dict[str, Night] = {}
+    for night in nights:
+        if night.golden_sha and night.golden_sha not in versions:
+            versions[night.golden_sha] = night
+    known = list(versions.values())
+    for i, a in enumerate(known):
+        for b in known[i + 1:]:
+            shared = [q for q in a.data["per_query"] if q in b.data["per_query"]]
+            changed = [q for q in shared if a.digest(q) is None or a.digest(q) != b.digest(q)]
+            if changed:
+                raise RagMetricsError(
+                    f"{a.path} and {b.path} ran different versions of {brief_repr(a.golden or 'the golden set')} "
+                    f"(sha256 {a.golden_sha[:12]}… and {b.golden_sha[:12]}…, _meta.golden.sha256), and "  # type: ignore[index]
+                    f"{'these questions were' if len(changed) > 1 else 'this question was'} measured with another "
+                    f"text or other judgments: {listed(changed)}; harvest the artifacts of each version on its own")
+
+
+def check_golden_version(golden: GoldenSet, path: str, nights: Sequence[Night]) -> str | None:
+    """Why ``golden`` is not the set the artifacts ran (None: it is one they ran, or they record
+    no sha256): its texts and judgments would be taken for theirs."""
+    shas = {n.golden_sha: n for n in nights if n.golden_sha}
+    if not shas or golden.fingerprint() in shas:
+        return None
+    shown = "; ".join(f"{n.path}: {sha[:12]}…" for sha, n in shas.items())
+    return (f"{path} is not the golden set the artifacts ran: its sha256 is {golden.fingerprint()[:12]}…, they "
+            f"record {shown} (_meta.golden.sha256)")
+
+
+def run_of(nights: Sequence[Night], spread_hours: float = 6.0) -> tuple[dict[str, str], list[str]]:
+    """Night path -> the run it belongs to, and the notes on shards counted once: the shards of one
+    run (the same ``_meta.run_id``, else the same set, commit and shard count with each index once,
+    within ``spread_hours``) are one run, and so is the artifact ``ragmetrics merge`` made of them
+    (their run id, or the earliest shard's time), which then stands for them."""
+    import datetime as dt
+
+    def when(night: Night) -> dt.datetime | None:
+        try:
+            return dt.datetime.fromisoformat(night.created)
+        except ValueError:
+            return None
+
+    def same_set(a: Night, b: Night) -> bool:
+        return (a.golden_sha, a.data["_meta"].get("git_commit")) == (b.golden_sha, b.data["_meta"].get("git_commit"))
+
+    def holds(merged: Night, shards: list[Night]) -> bool:
+        """Whether ``merged`` holds each shard's queries as the shard measured them."""
+        return all(json.dumps(entry.get(key), sort_keys=True)
+                   == json.dumps((merged.data["per_query"].get(qid) or {}).get(key), sort_keys=True)
+                   for shard in shards for qid, entry in shard.data["per_query"].items()
+                   for key in ("metrics", "ranking", "status"))
+
+    run: dict[str, str] = {}
+    groups: list[list[Night]] = []
+    for night in sorted(nights, key=lambda n: n.created):
+        shard, run_id = night.shard, night.data["_meta"].get("run_id")
+        if shard is None:
+            continue
+        for group in groups:
+            head = group[0]
+            if run_id is not None or head.data["_meta"].get("run_id") is not None:
+                fits = run_id == head.data["_meta"].get("run_id")
+            else:
+                start, now = when(head), when(night)
+                fits = same_set(head, night) and (head.shard or {}).get("count") == shard.get("count") \
+                    and all((n.shard or {}).get("index") != shard.get("index") for n in group) \
+                    and start is not None and now is not None \
+                    and (now - start).total_seconds() <= spread_hours * 3600
+            if fits:
+                group.append(night)
+                break
+        else:
+            groups.append([night])
+    notes: list[str] = []
+    for group in groups:
+        for night in group:
+            run[night.path] = group[0].path
+    for night in nights:
+        if night.shard is not None:
+            continue
+        run_id = night.data["_meta"].get("run_id")
+        merged = next((g for g in groups if (run_id is not None and g[0].data["_meta"].get("run_id") == run_id)
+                       or (run_id is None and g[0].data["_meta"].get("run_id") is None and same_set(g[0], night)
+                           and min(n.created for n in g) == night.created and holds(night, g))), None)
+        run[night.path] = merged[0].path if merged is not None else night.path
+        if merged is not None:
+            notes.append(f"{listed([n.path for n in merged])} {'are shards' if len(merged) > 1 else 'is a shard'} "
+                         f"of the run merged in {night.path}: counted once, as that run")
+    return run, notes
 
 
 def failures(data: Mapping[str, Any]) -> dict[str, str]:
@@ -136,6 +243,10 @@ def harvest(nights: Sequence[Night], golden: GoldenSet | None = None) -> Harvest
     gives texts, tags and every judgment; else they come from the artifacts (the latest run's text
     and tags, the gold its verdict lists)."""
     check_one_golden(nights)
+    runs, _ = run_of(nights)
+    # a merged run stands for its shards: they are read once, through it
+    covered = {runs[n.path] for n in nights if n.shard is None and runs[n.path] != n.path}
+    nights = [n for n in nights if not (n.shard is not None and runs[n.path] in covered)]
     ordered = sorted(nights, key=lambda n: n.created)  # the latest run's text and tags win
     texts: dict[str, str] = {}
     tags: dict[str, tuple[str, ...]] = {}
@@ -196,7 +307,8 @@ def harvest(nights: Sequence[Night], golden: GoldenSet | None = None) -> Harvest
     empty = [p.qid for p in pooled if not p.candidates]
     pooled = [p for p in pooled if p.candidates]
     out = Harvested(pooled, {p.qid: found[p.qid] for p in pooled},
-                    {p.qid: [v for v in VERDICTS if v in how[p.qid]] for p in pooled}, textless, empty, len(nights))
+                    {p.qid: [v for v in VERDICTS if v in how[p.qid]] for p in pooled}, textless, empty,
+                    len({runs[n.path] for n in nights}))
     out.out_of_scope = {p.qid: leaked[p.qid] for p in pooled if leaked.get(p.qid)}
     for p in pooled:
         p.harvest = out.record(p.qid)

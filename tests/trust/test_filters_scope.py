@@ -506,7 +506,8 @@ def test_a_relevant_gold_document_outside_its_records_scope_stops_the_run_and_ex
     assert result.ret == pytest.ExitCode.USAGE_ERROR, out[-3000:]
     message = next(line for line in out.splitlines() if "ragmetrics: golden.yaml" in line)
     for needle in ("record 'acme-refund'", "gold document 'globex-refund' (grade 2)",
-                   "metadata {tenant: globex} (corpus.jsonl)", "outside the record's scope {tenant: acme}"):
+                   "metadata {tenant: globex} in corpus.jsonl (tenant is globex)",
+                   "outside the record's scope {tenant: acme}"):
         assert needle in message, message
     assert "globex-shipping" not in message  # graded 0: a leak is known not relevant, so that label is right
     assert not (project.path / "baseline.json").exists()
@@ -569,7 +570,7 @@ def test_harvest_takes_leaking_questions_keeps_their_scope_and_leaves_leaked_doc
     assert "6 returned documents outside their question's scope left out of the candidates" in printed
 
 
-def test_a_leak_says_when_the_metadata_lacks_the_scope_key_and_prints_keys_sorted(project: Project) -> None:
+def test_a_leak_prints_metadata_keys_sorted(project: Project) -> None:
     project.settings(kind="filtering", shape="meta", zone=True)
     _make_baseline(project)
     project.settings(kind="filtering", shape="meta", zone=True, drop_filters=True, untagged=["globex-shipping"])
@@ -577,5 +578,108 @@ def test_a_leak_says_when_the_metadata_lacks_the_scope_key_and_prints_keys_sorte
     out = result.stdout.str()
     assert result.ret == pytest.ExitCode.TESTS_FAILED, out[-3000:]
     failure = out.split("rag query acme-refund", 1)[1].split("\n_", 1)[0]
-    assert "leaked:   2. globex-refund  metadata {tenant: globex, zone: eu}\n" in failure
-    assert "globex-shipping  metadata {zone: eu}  (no 'tenant' in its metadata)" in failure
+    assert "leaked:   2. globex-refund  metadata {tenant: globex, zone: eu}: tenant is globex\n" in failure
+    assert "globex-shipping  metadata {zone: eu}: no 'tenant' in its metadata" in failure
+
+
+# ------------------------------------------------------------------ edges an attacker tried
+
+SCRIPTED = r'''
+import json
+import pathlib
+
+import pytest
+
+HERE = pathlib.Path(__file__).parent
+
+
+class Scripted:
+    """Returns settings.json's "ret" list whatever the query; "mutate" appends to filters[key]."""
+
+    def search(self, query, k, filters=None):
+        s = json.loads((HERE / "settings.json").read_text(encoding="utf-8"))
+        if filters and s.get("mutate"):
+            filters[s["mutate"]].append("globex")
+        return s["ret"][:k]
+
+
+@pytest.fixture(scope="session")
+def rag_retriever():
+    return Scripted()
+'''
+
+
+def _scripted(project: Project, golden_yaml: str, corpus: list[dict[str, Any]], **settings: Any) -> None:
+    (project.path / "conftest.py").write_text(SCRIPTED, encoding="utf-8")
+    (project.path / "golden.yaml").write_text(golden_yaml, encoding="utf-8")
+    (project.path / "corpus.jsonl").write_text("".join(json.dumps(c) + "\n" for c in corpus), encoding="utf-8")
+    project.settings(**settings)
+
+
+def test_a_corpus_id_that_holds_the_separator_is_checked_as_itself(project: Project) -> None:
+    """With ``--rag-id-separator _`` both ``faq_globex`` and ``faq_acme`` map to the document ``faq``:
+    looked up by that, the last line (acme) vouched for the globex document and its leak passed."""
+    _scripted(project, "- {id: q1, question: refund, gold_chunks: [acmerefund], scope: {tenant: acme}}\n",
+              [{"doc_id": "faq_globex", "text": "x", "tenant": "globex"},
+               {"doc_id": "faq_acme", "text": "x", "tenant": "acme"},
+               {"doc_id": "acmerefund", "text": "x", "tenant": "acme"}],
+              ret=["acmerefund", "faq_globex"])
+    result = project.run("--rag-corpus", "corpus.jsonl", "--rag-id-separator", "_")
+    out = result.stdout.str()
+    assert result.ret == 1, out[-3000:]
+    assert _outcomes(result).get("golden.yaml::gate::leak") == "failed", out[-3000:]
+    assert "2. faq_globex  metadata {tenant: globex}: tenant is globex" in out
+
+
+def test_a_retriever_that_edits_its_filters_cannot_widen_the_scope(project: Project) -> None:
+    """A YAML anchor makes filters and scope one list; a retriever appending to its filters widened
+    the scope to let its own leak through."""
+    _scripted(project, "- {id: q1, question: refund, gold_chunks: [acme-refund],\n"
+                       "   filters: {tenant: &t [acme]}, scope: {tenant: *t}}\n",
+              [{"doc_id": "acme-refund", "text": "x", "tenant": "acme"},
+               {"doc_id": "globex-refund", "text": "x", "tenant": "globex"}],
+              ret=["acme-refund", "globex-refund"], mutate="tenant")
+    result = project.run("--rag-corpus", "corpus.jsonl", "--rag-report", "run.json")
+    out = result.stdout.str()
+    assert result.ret == 1, out[-3000:]
+    assert _outcomes(result).get("golden.yaml::gate::leak") == "failed", out[-3000:]
+    entry = json.loads((project.path / "run.json").read_text(encoding="utf-8"))["per_query"]["q1"]
+    assert entry["scope"] == {"tenant": ["acme"]} and entry["filters"] == {"tenant": ["acme"]}
+
+
+def test_leaks_found_beside_an_unchecked_document_still_fail_the_leak_gate(project: Project) -> None:
+    _scripted(project, "- {id: q1, question: refund, gold_chunks: [acme-refund], scope: {tenant: acme}}\n",
+              [{"doc_id": "acme-refund", "text": "x", "tenant": "acme"},
+               {"doc_id": "globex-secret", "text": "x", "tenant": "globex"}],
+              ret=["acme-refund", "globex-secret", "mystery"])
+    result = project.run("--rag-corpus", "corpus.jsonl")
+    out = result.stdout.str()
+    outcomes = _outcomes(result)
+    assert outcomes.get("golden.yaml::gate::leak") == "failed", out[-3000:]
+    assert outcomes.get("golden.yaml::q1") in ("failed", "error"), out[-3000:]
+    assert "cannot be checked" in out and "1 other returned document is outside it: globex-secret" in out
+
+
+def test_a_value_that_reads_like_the_scope_says_how_it_differs(project: Project) -> None:
+    _scripted(project, "- {id: q1, question: refund, gold_chunks: [a], scope: {tier: 1}}\n",
+              [{"doc_id": "a", "text": "x", "tier": 1}, {"doc_id": "b", "text": "x", "tier": "1"},
+               {"doc_id": "c", "text": "x"}],
+              ret=["a", "b", "c"])
+    out = project.run("--rag-corpus", "corpus.jsonl").stdout.str()
+    assert "2. b  metadata {tier: 1}: tier is '1' (str), the scope wants 1 (int)" in out, out[-3000:]
+    assert "3. c  metadata {}: no 'tier' in its metadata" in out
+
+
+def test_an_empty_scope_is_refused_since_it_checks_nothing(project: Project) -> None:
+    project.golden([GOLDEN[3], {**GOLDEN[0], "scope": {}}])
+    assert_usage_error(project.run(), "golden.yaml", "record 2", "scope is empty, so it would check nothing")
+
+
+def test_a_corpus_that_cannot_be_read_is_named_with_its_error_under_a_scope(project: Project) -> None:
+    _scripted(project, "- {id: q1, question: refund, gold_chunks: [a], scope: {tenant: acme}}\n",
+              [{"doc_id": "a", "text": "x", "tenant": "acme"}, {"doc_id": "a", "text": "y", "tenant": "acme"}],
+              ret=["a"])
+    result = project.run("--rag-corpus", "corpus.jsonl")
+    out = result.stdout.str() + result.stderr.str()
+    assert "which could not be read" in out and "duplicate" in out.lower(), out[-3000:]
+    assert "gives its documents no metadata" not in out
