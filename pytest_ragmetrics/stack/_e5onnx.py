@@ -22,6 +22,9 @@ Everything around the network copies the engine (``e5.c``):
   vectors weighted by their pieces, L2-normalised;
 - mean pooling over every token of the window, ``<s>`` and ``</s>`` included.
 
+One difference is deliberate: the engine reads C strings, so it drops whatever follows
+a NUL character; here the whole text is encoded.
+
 The word embeddings (250,037 rows: 384 MB as float32) stay 4-bit in the mapped
 file; the rows a text needs are dequantised in numpy and fed to the graph, which
 holds the 21M weights of the layers alone. As in ``_onnx``, each run is one text

@@ -276,8 +276,8 @@ class Embedder:
             raise ValueError(f"unknown encoder backend {backend!r}: expected one of {ENCODER_BACKENDS}")
         if multilingual != (backend in MULTILINGUAL_BACKENDS):
             raise ValueError(
-                f"backends {', '.join(MULTILINGUAL_BACKENDS)} run {MULTILINGUAL_MODEL_NAME!r} only, and that model "
-                f"runs on no other backend: got model={str(model) if model is not None else None!r}, "
+                f"the backends {', '.join(MULTILINGUAL_BACKENDS)} each runs {MULTILINGUAL_MODEL_NAME!r} only, and "
+                f"that model runs on no other backend: got model={str(model) if model is not None else None!r}, "
                 f"backend={backend!r}"
             )
         if backend in (*ONNX, *MULTILINGUAL_BACKENDS[1:]):
