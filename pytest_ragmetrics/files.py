@@ -20,11 +20,11 @@ import subprocess
 import sys
 import tempfile
 import unicodedata
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_ragmetrics.errors import InputError, brief_repr
+from pytest_ragmetrics.errors import InputError, RagMetricsError, brief_repr
 
 __all__ = [
     "read_text",
@@ -41,6 +41,8 @@ __all__ = [
     "atomic_write_text",
     "atomic_write_json",
     "write_problem",
+    "check_output",
+    "shown_filename",
     "git_commit",
 ]
 
@@ -327,6 +329,51 @@ def write_problem(path: Path, exc: OSError) -> str:
     other = exc.filename and str(exc.filename) != str(path) and not _is_temp_of(path, exc.filename)
     where = f" ({exc.filename})" if other else ""
     return f"{exc.strerror or exc}{where}"
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # one does not exist (yet): the same path, links resolved, is still the same file
+        return os.path.realpath(a) == os.path.realpath(b)
+
+
+def check_output(path: str | Path, *, inputs: Sequence[str | Path] = (), force: bool = True,
+                 example: str = "out.json") -> None:
+    """Refuse, before any work is done, an output that could not be written or would destroy
+    what it is made from: a folder, one of ``inputs`` (the same file, links followed; even with
+    ``force``), an existing file unless ``force``, a path under a file or an unwritable folder.
+    A device or FIFO (``/dev/stdout``) is written in place and passes."""
+    out = Path(path)
+    for source in inputs:
+        if _same_file(out, Path(source)):
+            raise RagMetricsError(f"{out} is the input {source}: writing it would replace what is read from it "
+                                  "(--force does not allow that); give another path")
+    if out.is_dir():
+        raise RagMetricsError(f"{out} is a directory; give a file name such as {example}")
+    if out.exists() and not force:
+        raise RagMetricsError(f"{out} already exists; pass --force to overwrite it")
+    if _in_place(out):
+        return
+    folder = next((f for f in Path(os.path.abspath(out)).parents if f.exists() or f.is_symlink()), None)
+    if folder is None or not folder.is_dir():
+        raise RagMetricsError(f"cannot write {out}: {folder} is a file, not a folder")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise RagMetricsError(f"cannot write {out}: {folder} is not a folder this user may write to")
+
+
+def shown_filename(exc: OSError) -> str | None:
+    """The file an error is about, as the user named it: the target of an atomic write rather
+    than its hidden temp file (``.report.html.k3j2x9.tmp``), which means nothing to them."""
+    name = exc.filename
+    if name is None:
+        return None
+    temp = Path(str(name))
+    if temp.name.startswith(".") and temp.name.endswith(".tmp") and temp.name.count(".") >= 3:
+        if exc.filename2 is not None:
+            return str(exc.filename2)
+        return str(temp.with_name(temp.name[1:].rsplit(".", 2)[0]))
+    return str(name)
 
 
 def _is_temp_of(path: Path, name: Any) -> bool:

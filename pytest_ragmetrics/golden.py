@@ -33,11 +33,18 @@ from pytest_ragmetrics.errors import InputError, brief_repr, listed
 from pytest_ragmetrics.files import check_line_endings, check_no_bom, json_lines, read_text, split_columns, split_lines
 
 __all__ = ["Query", "GoldenSet", "by_grade", "check_date", "load_golden", "load_qrels", "MAX_GRADE", "JUDGMENTS",
-           "check_judgments"]
+           "check_judgments", "SOURCES", "DEFAULT_SOURCE", "check_source"]
 
 #: Highest grade accepted. Real scales are 0-3 or so; beyond this, the exponential
 #: gain 2^g - 1 overflows a float (2^1024), so a larger number is a typo, not a grade.
 MAX_GRADE = 1000
+
+#: Where a question came from, each with its bias: sampled from query ``log``s (what users ask, skewed
+#: to the frequent), ``curated`` by hand (what the team thought of), ``harvested`` from failures of
+#: past runs (``ragmetrics harvest``: over-fits known problems), or a hand-made ``variant`` of another.
+SOURCES = ("log", "curated", "harvested", "variant")
+#: A record without ``source`` was written by hand.
+DEFAULT_SOURCE = "curated"
 
 
 def by_grade(judgments: Mapping[str, int], relevance_level: int = 0) -> list[tuple[str, int]]:
@@ -65,6 +72,9 @@ class Query:
     #: False for a question the corpus does not answer (``answerable: false``): it is scored by
     #: false retrieval (see :mod:`pytest_ragmetrics.unanswerable`), outside every other mean
     answerable: bool = True
+    #: where the question came from (``source``, one of :data:`SOURCES`); not a judgment, so it
+    #: changes no digest: re-labelling a question's origin does not invalidate a baseline
+    source: str = DEFAULT_SOURCE
 
     def n_relevant(self, relevance_level: int = 1) -> int:
         return sum(1 for g in self.judgments.values() if g >= relevance_level)
@@ -129,6 +139,11 @@ class GoldenSet:
 
     def tags(self) -> list[str]:
         return sorted({t for q in self.queries for t in q.tags})
+
+    def sources(self) -> dict[str, int]:
+        """How many questions came from each source, in the order of :data:`SOURCES` (absent ones left out)."""
+        counts = {s: sum(1 for q in self.queries if q.source == s) for s in SOURCES}
+        return {s: n for s, n in counts.items() if n}
 
     def subset(self, qids: list[str] | set[str]) -> GoldenSet:
         keep = set(qids)
@@ -228,6 +243,16 @@ def _check_tags(value: Any, path: str, where: str) -> tuple[str, ...]:
     for tag in value:
         tags.append(_check_id(tag, path, where, "a tag"))
     return tuple(dict.fromkeys(tags))
+
+
+def check_source(value: Any, path: str, where: str | None) -> str:
+    """A record's ``source``: one of :data:`SOURCES` (absent or null: :data:`DEFAULT_SOURCE`)."""
+    if value is None:
+        return DEFAULT_SOURCE
+    if value not in SOURCES:
+        raise InputError(path, where, f"source must be one of {', '.join(SOURCES)}, got {brief_repr(value)} "
+                                      "(where the question came from; the default is curated)")
+    return value
 
 
 def _finish(path: str, queries: list[tuple[Query, str]], skipped: tuple[str, ...] = (),
@@ -368,13 +393,14 @@ def _load_yaml(path: Path, id_separator: str | None = None) -> GoldenSet:
             _no_gold(gold, name, where, "gold_chunks")
         tags = _check_tags(record.get("tags"), name, where)
         judged_at = check_date(record["judged_at"], name, where) if record.get("judged_at") is not None else None
-        queries.append((Query(qid, question, gold, tags, judged_at, dates, answerable), where))
+        source = check_source(record.get("source"), name, where)
+        queries.append((Query(qid, question, gold, tags, judged_at, dates, answerable, source), where))
     return _finish(name, queries, id_separator=id_separator, judgments=judgments)
 
 
 #: The keys of a YAML golden record; anything else is a typo (``tag:``) or a question cut short
 #: by YAML itself (an unquoted ``?`` or ``:`` in a flow mapping starts a new key).
-_YAML_KEYS = ("id", "question", "gold_chunks", "tags", "judged_at", "answerable")
+_YAML_KEYS = ("id", "question", "gold_chunks", "tags", "judged_at", "answerable", "source")
 
 
 def _check_answerable(record: dict[str, Any], path: str, where: str, id_field: str) -> bool:
@@ -494,7 +520,9 @@ def _load_jsonl(path: Path, id_separator: str | None = None) -> GoldenSet:
         if not answerable:
             _no_gold(judgments, name, where, "candidates")
         judged_at = check_date(record["judged_at"], name, where) if record.get("judged_at") is not None else None
-        queries.append((Query(qid, text, judgments, tuple(dict.fromkeys(tags)), judged_at, dates, answerable), where))
+        source = check_source(record.get("source"), name, where)
+        queries.append((Query(qid, text, judgments, tuple(dict.fromkeys(tags)), judged_at, dates, answerable, source),
+                        where))
     return _finish(name, queries, id_separator=id_separator, judgments=mode)
 
 
@@ -605,20 +633,21 @@ def _load_folder(folder: Path, qrels_path: Path | None = None, id_separator: str
     qrels_path = qrels_path or _find_qrels(folder)
     qrels = load_qrels(qrels_path)
     name = str(queries_path)
-    texts: dict[str, tuple[str, tuple[str, ...], int]] = {}
+    texts: dict[str, tuple[str, tuple[str, ...], int, str]] = {}
     for number, record in json_lines(queries_path):
         where = f"line {number}"
         qid, text = query_fields(record, name, where)
         if qid in texts:
             raise InputError(name, where, f"duplicate query id {brief_repr(qid)} (first on line {texts[qid][2]})")
-        texts[qid] = (text, _check_tags(record.get("tags"), name, where), number)
+        texts[qid] = (text, _check_tags(record.get("tags"), name, where), number,
+                      check_source(record.get("source"), name, f"{where} (qid {brief_repr(qid)})"))
     unknown = [qid for qid in qrels if qid not in texts]
     if unknown:
         raise InputError(str(qrels_path), None, f"{len(unknown)} judged queries are not in {queries_path.name}, e.g. "
                                                 f"{brief_repr(unknown[0])}")
     queries = [
-        (Query(qid, text, qrels[qid], tags), f"line {number}")
-        for qid, (text, tags, number) in texts.items()
+        (Query(qid, text, qrels[qid], tags, source=source), f"line {number}")
+        for qid, (text, tags, number, source) in texts.items()
         if qid in qrels
     ]
     skipped = tuple(qid for qid in texts if qid not in qrels)

@@ -155,9 +155,15 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
     subset = f"smoke: {rag.options.smoke_rule}" if rag.options.subset == "smoke" else rag.options.subset
 
     ids = id_rule(rag.config.id_separator)
+    shard = rag.options.shard
     return [
         f"ragmetrics: {len(rag.golden)} of {len(rag.full_golden)} queries ({subset}) "
         f"from {rag.options.golden}",
+        *([f"ragmetrics: shard {shard[0]}/{shard[1]}: {len(rag.golden)} of the {len(rag.sharded_set)} queries; "
+           "a query that falls beyond its tolerance or errors fails this shard, and the gates (the aggregate "
+           "included) are judged over every shard by `ragmetrics merge`"
+           + ("" if rag.options.report else " (pass --rag-report=PATH: merge reads the shard's artifact)")]
+          if shard is not None else []),
         f"ragmetrics: metrics {' '.join(rag.metrics)}, k={rag.options.k}, relevance level "
         f"{rag.config.relevance_level}, gain {rag.config.gain}; baseline {base}"
         + (f"; timeout {rag.options.timeout:g} s per query" if rag.options.timeout else "")

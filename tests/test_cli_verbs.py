@@ -12,7 +12,7 @@ from pytest_ragmetrics.cli import main
 REPO = Path(__file__).resolve().parents[1]
 
 
-@pytest.mark.parametrize("verb", ["compare", "history", "agreement", "leakage"])
+@pytest.mark.parametrize("verb", ["compare", "merge", "history", "agreement", "leakage", "sample", "shadow", "harvest"])
 def test_verb_help_is_wired(verb: str, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exit_info:
         main([verb, "--help"])

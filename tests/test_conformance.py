@@ -30,6 +30,7 @@ import pytrec_eval
 
 from pytest_ragmetrics import MeasurementConfig, evaluate, read_run, write_run
 from pytest_ragmetrics.cli import main
+from pytest_ragmetrics.measures import _NEEDS_CUTOFF, MEASURE_NAMES
 
 KS = (1, 3, 5, 7, 10, 20, 50, 100)
 TOL = 1e-9
@@ -260,6 +261,24 @@ q6 Q0 x 2 0 sys
 q6 Q0 y 3 0 sys
 q6 Q0 v 4 0 sys
 """
+
+#: Measures whose reference is ir_measures, checked in tests/test_judged_measures.py instead.
+IR_MEASURES_ONLY = {"judged", "ndcg_judged"}
+
+
+def test_every_trec_eval_metric_is_compared_with_and_without_a_cutoff() -> None:
+    """A metric added to the registry but not to ``our_names()``/``reference()`` or
+    ``LITERAL_METRICS`` would never be checked against trec_eval: say where it is missing."""
+    trec = set(MEASURE_NAMES) - IR_MEASURES_ONLY
+    named = {name.split("@")[0] for name in our_names((5,)) if "@" in name}
+    assert trec <= named, f"add {sorted(trec - named)} to our_names() and reference() here, at a cutoff"
+    literal = {name.split("@")[0] for name in LITERAL_METRICS}
+    assert trec <= literal, f"add {sorted(trec - literal)} to LITERAL_METRICS here"
+    # precision needs a cutoff; recall and hit_rate without one read the whole run, which no
+    # trec_eval measure does (it has recall_k and success_k only)
+    uncut = {name for name in our_names((5,)) if "@" not in name} | _NEEDS_CUTOFF | {"recall", "hit_rate"}
+    assert trec <= uncut, f"add {sorted(trec - uncut)} without a cutoff to our_names() and reference() here"
+
 
 LITERAL_METRICS = ["recall@1", "recall@3", "precision@2", "precision@10", "hit_rate@1", "hit_rate@2", "mrr@1",
                    "mrr@2", "mrr", "ndcg@2", "ndcg@3", "ndcg", "map@2", "map"]

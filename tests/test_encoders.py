@@ -232,7 +232,7 @@ def test_the_cpu_flags_that_decide_encoder_speed() -> None:
 
 
 def test_off_linux_the_cpu_is_unknown(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(encoders.sys, "platform", "darwin")
+    monkeypatch.setattr("sys.platform", "darwin")
     cpu = encoders.cpu_info()
     assert cpu.model is None and cpu.flags is None and cpu.native_bf16 is None
     assert cpu_line(cpu.to_dict()).startswith("CPU: unknown;") and "flags: unknown" in cpu_line(cpu.to_dict())

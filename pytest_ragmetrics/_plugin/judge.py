@@ -10,14 +10,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from pytest_ragmetrics._plugin.outputs import meta
-from pytest_ragmetrics.errors import BaselineError, RagMetricsError, listed, shown
-from pytest_ragmetrics.evaluation import mean_metrics
-from pytest_ragmetrics.gate.baseline import Baseline, write_baseline
+from pytest_ragmetrics.errors import RagMetricsError
+from pytest_ragmetrics.gate.baseline import baseline_from_records, write_baseline
 from pytest_ragmetrics.gate.verdict import QueryRecord, Verdict, build_verdict
 from pytest_ragmetrics.gold import GoldCheck
-from pytest_ragmetrics.report.tables import counted
 from pytest_ragmetrics.report.text import baseline_change_text
-from pytest_ragmetrics.unanswerable import FALSE_RETRIEVAL, RATE, false_retrieval_rate
+from pytest_ragmetrics.unanswerable import FALSE_RETRIEVAL
 
 if TYPE_CHECKING:
     from pytest_ragmetrics._plugin.session import RagSession
@@ -55,6 +53,10 @@ class Judge:
                 artifact_path=rag._shown_path(rag.options.report) if rag.options.report else None,
                 answer_threshold=rag.options.answer_threshold,
             )
+            if rag.options.shard is not None:  # a part of the set: its gates are judged by `ragmetrics merge`
+                from pytest_ragmetrics.gate.shard import defer_gates
+
+                self._verdict = defer_gates(self._verdict, *rag.options.shard)
         return self._verdict
 
     def write_baseline(self) -> str:
@@ -64,49 +66,9 @@ class Judge:
         must describe the whole golden set as the retriever really answers it.
         """
         rag = self.rag
-        missing = [q.qid for q in rag.full_golden if q.qid not in rag.records]
-        if missing:
-            raise BaselineError(
-                f"not writing {rag.options.baseline}: "
-                f"{counted(len(missing), 'golden query', 'golden queries')} did not run "
-                f"(e.g. {', '.join(map(shown, missing[:5]))}); update the baseline from a full, unfiltered run"
-            )
-        errored = [qid for qid, r in rag.records.items() if r.status == "error"]
-        if errored:
-            raise BaselineError(
-                f"not writing {rag.options.baseline}: {counted(len(errored), 'query', 'queries')} errored "
-                f"({', '.join(map(shown, errored[:5]))}); fix the retriever first"
-            )
-        gold = rag.gold_check
-        if gold is not None and gold.missing and not rag.options.allow_missing_gold:
-            raise BaselineError(
-                f"not writing {rag.options.baseline}: "
-                f"{counted(len(gold.missing), 'relevant gold id is', 'relevant gold ids are')} "
-                f"not in the corpus ({gold.source}): {listed([m.text() for m in gold.missing])}; such a gold id "
-                "can never be retrieved, so it would score 0 in the baseline forever. Fix the golden set, or pass "
-                "--rag-allow-missing-gold to write it anyway (the baseline lists them in _meta.allowed_missing_gold)"
-            )
-        scored = {q.qid: rag.records[q.qid] for q in rag.full_golden if rag.records[q.qid].status == "scored"}
-        if not scored:
-            raise BaselineError(
-                f"not writing {rag.options.baseline}: no query could be scored (none has a document judged "
-                f"relevant at level {rag.config.relevance_level}); a baseline must measure something"
-            )
-        per_query = {
-            qid: {**(r.metrics or {}), "_judgments": rag.full_golden[qid].judgments_digest(), "_top": list(r.ranking)}
-            for qid, r in scored.items()
-        }
-        aggregate: dict[str, float] = mean_metrics((r.metrics or {} for r in scored.values()), rag.metrics)
-        no_answer = {q.qid: rag.records[q.qid] for q in rag.full_golden if rag.records[q.qid].status == "unanswerable"}
-        for qid, r in no_answer.items():  # false retrieval only: these questions have no other metric
-            per_query[qid] = {FALSE_RETRIEVAL: float(r.false_retrieval or 0),
-                              "_judgments": rag.full_golden[qid].judgments_digest()}
-        if no_answer:
-            aggregate[RATE] = false_retrieval_rate(float(r.false_retrieval or 0) for r in no_answer.values())  # type: ignore[assignment]
-        described = meta(rag)
-        if gold is not None and gold.missing:
-            described["allowed_missing_gold"] = gold.allowed()
-        new = Baseline(described, aggregate, per_query, str(rag.options.baseline))
+        new = baseline_from_records(rag.records, rag.full_golden, rag.metrics, rag.config.relevance_level,
+                                    lambda: meta(rag), rag.gold_check, rag.options.allow_missing_gold,
+                                    rag.options.baseline)
         change = baseline_change_text(rag.baseline, new, rag.metrics, rag.unreadable_baseline)
         write_baseline(rag.options.baseline, new)
         rag.baseline_written = change

@@ -115,6 +115,10 @@ OPTIONS: tuple[OptionSpec, ...] = (
                ini_help="default subset: full or smoke", ini_default="full"),
     OptionSpec(None, "rag_smoke", ini_help="smoke subset rule: tag:NAME, sample:N or sample:N:SEED",
                ini_default="tag:smoke"),
+    OptionSpec("--rag-shard", None, metavar="I/N", shown_default="the whole set",
+               help="run shard I of N (1-based): a stable share of the queries, dealt by a hash of their ids with "
+                    "each first tag spread evenly; per-query checks only, the gates are judged by `ragmetrics "
+                    "merge` over every shard's --rag-report"),
     OptionSpec("--rag-update-baseline", None, switch=True, shown_default="",
                help="after a full run, rewrite the baseline atomically and print what changed"),
     OptionSpec("--rag-accept-mismatch", None, switch=True, shown_default="",
@@ -195,6 +199,8 @@ class RagOptions:
     judgments_from: str = ""  # "--rag-judgments" or "ini rag_judgments", for the report header
     #: a result scoring under this does not count as a false retrieval (None: any result does)
     answer_threshold: float | None = None
+    #: (I, N): run shard I of N of the set (--rag-shard); None: the whole set
+    shard: tuple[int, int] | None = None
 
 
 def _metrics_for(k: int) -> list[str]:
@@ -270,6 +276,12 @@ def build_options(get: Callable[[str, str], Any], resolve: Callable[[str, bool],
         answer_threshold = parse_threshold(raw_answer, "--rag-answer-threshold / rag_answer_threshold")
     except ValueError as exc:
         raise RagMetricsError(str(exc)) from None
+    raw_shard = get("rag_shard", "")
+    shard = None
+    if raw_shard not in (None, ""):
+        from pytest_ragmetrics.gate.shard import parse_shard
+
+        shard = parse_shard(raw_shard)
     corpus_path = resolve(corpus, c_cli) if corpus else None
     if corpus_path is not None and not corpus_path.exists():
         # a typo must not switch the leakage check off with one line at the end of the summary
@@ -298,6 +310,7 @@ def build_options(get: Callable[[str, str], Any], resolve: Callable[[str, bool],
         judgments=judgments or None,
         judgments_from="--rag-judgments" if j_cli else "ini rag_judgments",
         answer_threshold=answer_threshold,
+        shard=shard,
     )
 
 

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from pytest_ragmetrics._plugin.session import RagSession
 
 __all__ = ["meta", "artifact", "baseline_entry", "baseline_retriever", "write_artifact", "write_html",
-           "append_markdown", "leakage_warning"]
+           "append_markdown", "leakage_warning", "shard_section"]
 
 
 def meta(rag: RagSession) -> dict[str, Any]:
@@ -65,7 +65,24 @@ def artifact(rag: RagSession) -> dict[str, Any]:
             meta(rag), rag.judge.verdict(), rag.golden, rag.records, rag.metrics, rag.options.k, rag.options.subset,
             rag.baseline if comparing else None, rag.baseline_id, baseline_entry(rag), baseline_retriever(rag),
             retriever_changes(baseline_retriever(rag), rag.retriever_description), rag.full_golden.judgments_from)
+        if rag.options.shard is not None:
+            rag.artifact_data["shard"] = shard_section(rag)
     return rag.artifact_data
+
+
+def shard_section(rag: RagSession) -> dict[str, Any]:
+    """What ``ragmetrics merge`` needs of a shard beyond its per-query entries: which shard of how many,
+    the queries it was dealt, the baseline's path, the gold check, and each query's full record (its
+    comparison with the baseline, its explanations), so the merged verdict is the one a whole run gives."""
+    index, count = rag.options.shard  # type: ignore[misc]
+    gold: dict[str, Any] = {"from_retriever": rag._gold_from_retriever}
+    if rag.gold_check is not None:
+        gold["check"] = rag.gold_check.to_dict()
+    elif rag.gold_unchecked is not None:
+        gold["unchecked"] = rag.gold_unchecked
+    return {"index": index, "count": count, "of": len(rag.sharded_set), "queries": [q.qid for q in rag.golden],
+            "baseline": _project_path(rag, rag.options.baseline), "gold": gold,
+            "records": {q.qid: rag.records[q.qid].to_dict() for q in rag.golden if q.qid in rag.records}}
 
 
 def baseline_retriever(rag: RagSession) -> Any:

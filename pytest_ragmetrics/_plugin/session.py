@@ -61,6 +61,17 @@ class RagSession:
             self.golden = self.full_golden
         else:
             raise RagMetricsError(f"--rag-subset must be smoke or full, got {options.subset!r}")
+        #: the queries every shard together runs (the set itself when the run is not sharded)
+        self.sharded_set: GoldenSet = self.golden
+        if options.shard is not None:
+            if options.update_baseline:
+                raise RagMetricsError(
+                    f"--rag-update-baseline cannot refresh from shard {options.shard[0]}/{options.shard[1]}, which "
+                    "holds part of the set: run every shard with --rag-report, then `ragmetrics merge SHARDS "
+                    "--out run.json --update-baseline` refreshes it from all of them")
+            from pytest_ragmetrics.gate.shard import select_shard
+
+            self.golden = select_shard(self.golden, *options.shard)
         self.thresholds: Thresholds = load_thresholds(options.thresholds, self.config,
                                                       required=options.thresholds_given)
         self.worst_n = options.worst if options.worst is not None else self.thresholds.worst_n
@@ -107,7 +118,8 @@ class RagSession:
         self.baseline_id: dict[str, str] = \
             {new: old for old, new in find_renames(self.full_golden, self.baseline).items()} \
             if self.baseline is not None and not options.update_baseline else {}
-        self.gates = gate_names(self.metrics, self.thresholds, self.pooled)
+        # a shard collects no gate item: its gates are judged over every shard by `ragmetrics merge`
+        self.gates = gate_names(self.metrics, self.thresholds, self.pooled) if options.shard is None else []
         golden_path = options.golden.resolve()
         #: The file the golden set's items hang from (a folder's queries.jsonl).
         self.collect_path = golden_path / "queries.jsonl" if golden_path.is_dir() else golden_path

@@ -171,6 +171,7 @@ def render_judgments(judgments: Judgments, pool: Candidates) -> str:
                    **({"judged_at": docs[doc].judged_at} if docs[doc].judged_at else {})}
                   for doc in question.order if doc in docs]
         lines.append(dumps_line({"qid": question.qid, "query": question.query, "tags": list(question.tags),
+                                 **({"source": question.source} if question.source else {}),
                                  "candidates": judged}))
     return "\n".join(lines) + "\n"
 

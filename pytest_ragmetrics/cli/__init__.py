@@ -3,16 +3,21 @@
 One module a verb, each with ``register(verbs)`` (its options) and ``run(args)``
 (its work, through the library in ``tools/`` and the core): ``evaluate`` (score a
 TREC run against qrels, trec_eval's job), ``compare`` (judge run B against A with the
-plugin's gate), ``baseline`` (check a baseline file, or seal an edit made on purpose),
+plugin's gate), ``merge`` (the shards of one run, judged as one run), ``baseline`` (check a
+baseline file, or seal an edit made on purpose),
 ``history`` (nightly artifacts read together: series, drift, flaky queries), ``ablate``
 (compare the reference stack's modes and sweep its parameters), ``encoders`` (which
 encoder backend is fastest on the CPU, at what cost in fidelity), ``pool`` (pool candidates
-from several retrievers, runs or stack modes for annotation),
+from several retrievers, runs or stack modes for annotation), ``harvest`` (the questions nightly
+runs failed, as candidates marked ``source: harvested``),
 ``annotate`` (a local page to grade pooled candidates, and to adjudicate two
 annotators), ``agreement`` (Cohen's kappa between two annotators), ``leakage`` (golden questions
-found in the corpus) and ``export`` (an artifact as a TREC run, a golden set as qrels).
+found in the corpus), ``export`` (an artifact as a TREC run, a golden set as qrels), ``sample`` (a draft
+golden set drawn from a query log: deduplicated, stratified, personal data redacted) and ``shadow``
+(two retrievers or runs compared without labels: overlap, rank-biased overlap, what to label next).
 Exit codes: 0 done, 1 a check failed (``--fail-on-regression``, ``--fail-on-drift``,
-``--fail-below``, ``--fail``), 2 bad input or usage (the message names file, line and problem).
+``--fail-below``, ``--fail``), 2 bad input or usage (the message names file, line and problem),
+130 interrupted (Ctrl-C: one line, ``ragmetrics VERB: interrupted``, no traceback).
 A verb with a check decides its code (:func:`decided`) before it prints or writes anything, so
 an output error afterwards (a pipe closed by ``| head``, a full disk, an unwritable report)
 never turns a failed check into 0 or 2: a failed check exits 1 whatever happens to its output.
@@ -32,8 +37,8 @@ from pytest_ragmetrics.errors import RagMetricsError, RagMetricsWarning, shown_l
 __all__ = ["main", "build_parser", "decided", "VERBS"]
 
 #: The verbs, in the order ``--help`` lists them; each is the module ``cli/<verb>.py``.
-VERBS = ("evaluate", "compare", "baseline", "history", "ablate", "encoders", "pool", "annotate", "agreement", "leakage",
-         "export")
+VERBS = ("evaluate", "compare", "merge", "baseline", "history", "ablate", "encoders", "pool", "harvest", "annotate",
+         "agreement", "leakage", "export", "sample", "shadow")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -89,11 +94,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         except BrokenPipeError:  # `ragmetrics compare ... | head`: the reader left; the verdict stands
             _silence_stdout()
             return getattr(args, "decided_code", 0)
+        except KeyboardInterrupt:  # Ctrl-C: one line and the shell's code for SIGINT, not a traceback
+            _report(args, "interrupted", prefix="")
+            return 130
         except RagMetricsError as exc:
             _report(args, str(exc))
             return _after_output_error(args, 2)
         except OSError as exc:  # a full disk, a vanished folder: in words, not a traceback
-            _report(args, f"{exc.strerror or exc}" + (f": {exc.filename}" if exc.filename else ""))
+            from pytest_ragmetrics.files import shown_filename
+
+            name = shown_filename(exc)
+            _report(args, f"{exc.strerror or exc}" + (f": {name}" if name else ""))
             try:
                 sys.stdout.flush()
             except OSError:  # it was stdout: do not fail again at exit
@@ -101,9 +112,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _after_output_error(args, 2)
 
 
-def _report(args: argparse.Namespace, message: str) -> None:
+def _report(args: argparse.Namespace, message: str, prefix: str = "error: ") -> None:
     try:
-        print(f"ragmetrics {args.verb}: error: {shown_lines(message)}", file=sys.stderr)
+        print(f"ragmetrics {args.verb}: {prefix}{shown_lines(message)}", file=sys.stderr)
     except OSError:  # stderr is gone too: the exit code is all that is left
         pass
 

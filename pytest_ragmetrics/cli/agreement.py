@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_ragmetrics.cli import decided
+from pytest_ragmetrics.cli.argtypes import two_sided_verb
 from pytest_ragmetrics.errors import RagMetricsError
 from pytest_ragmetrics.tools.agreement import WEIGHTS, agreement, format_kappa, render_table
 
@@ -16,10 +17,9 @@ HELP = "Cohen's kappa between two annotators' judgments, and where they disagree
 
 
 def register(verbs: Any) -> None:
-    parser = verbs.add_parser('agreement', help=HELP)
-    parser.set_defaults(command=run)
-    parser.add_argument("a", metavar="A", help="first annotator's judgments (JSONL, YAML or a folder with qrels)")
-    parser.add_argument("b", metavar="B", help="second annotator's judgments, same formats")
+    parser = two_sided_verb(verbs, "agreement", HELP, run,
+                            a="first annotator's judgments (JSONL, YAML or a folder with qrels)",
+                            b="second annotator's judgments, same formats")
     parser.add_argument("--weights", choices=("auto", *WEIGHTS), default="auto",
                         help="kappa weighting: none, linear or quadratic (default auto: linear when more "
                              "than two grade values occur, else none)")

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from pytest_ragmetrics.cli import decided
-from pytest_ragmetrics.cli.argtypes import measurement_arguments
+from pytest_ragmetrics.cli.argtypes import measurement_arguments, two_sided_verb
 from pytest_ragmetrics.errors import InputError, RagMetricsError, listed, shown
 from pytest_ragmetrics.files import atomic_write_text, dumps_stable, write_problem
 from pytest_ragmetrics.gate.thresholds import Thresholds, load_thresholds, recorded_thresholds, stricter
@@ -38,10 +38,8 @@ HELP = "judge run B against reference A with the plugin's gate (artifacts, basel
 
 
 def register(verbs: Any) -> None:
-    parser = verbs.add_parser('compare', help=HELP)
-    parser.set_defaults(command=run)
-    parser.add_argument("a", metavar="A", help="reference: run artifact, baseline.json or TREC run")
-    parser.add_argument("b", metavar="B", help="candidate: run artifact, baseline.json or TREC run")
+    parser = two_sided_verb(verbs, "compare", HELP, run, a="reference: run artifact, baseline.json or TREC run",
+                            b="candidate: run artifact, baseline.json or TREC run")
     parser.add_argument("--qrels", help="judgments, needed when A or B is a TREC run; also the gold documents "
                                         "of the report when --golden is not given")
     parser.add_argument("--golden", help="golden set, for question texts, tags and gold documents in the report; "

@@ -9,14 +9,14 @@ from pathlib import Path
 from typing import Any
 
 from pytest_ragmetrics.cli._stack import (
-    first_retriever,
+    build_stack,
     log,
     parse_modes,
     progress_for,
     quiet_argument,
     stack_arguments,
-    stack_factory,
 )
+from pytest_ragmetrics.cli.argtypes import seed_arg
 from pytest_ragmetrics.errors import RagMetricsError, listed
 from pytest_ragmetrics.measures import DEFAULT_ID_SEPARATOR
 from pytest_ragmetrics.report.tables import counted
@@ -29,16 +29,6 @@ def _source(kind: str) -> Any:
         return kind, raw
     parse.__name__ = kind  # argparse names the type in its messages
     return parse
-
-
-def _seed(raw: str) -> int:
-    try:
-        value = int(raw)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {raw!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {raw!r}")
-    return value
 
 
 def register(verbs: Any) -> None:
@@ -89,7 +79,7 @@ def register(verbs: Any) -> None:
                        help="candidates per route before fusion (default 30; raised to --depth)")
     parser.add_argument("--depth", type=int, default=10, metavar="N",
                         help="documents taken from each source (default 10)")
-    parser.add_argument("--seed", type=_seed, default=None, metavar="N",
+    parser.add_argument("--seed", type=seed_arg, default=None, metavar="N",
                         help="seed of the order annotators see each question's candidates in (default: a random "
                              "one, recorded in the file)")
     parser.add_argument("--id-separator", default=None, metavar="SEP",
@@ -264,10 +254,7 @@ def run(args: argparse.Namespace) -> int:
     documents = None
     stack: list[Any] = []
     if modes:
-        builds: list[dict[str, Any]] = []
-        vectors = any(m.partition("+")[0] != "bm25" for m in modes)
-        factory = stack_factory(args, builds, vectors=vectors, fetch_k=max(args.fetch_k, args.depth), progress=progress)
-        retriever = first_retriever(factory)
+        _, retriever = build_stack(args, modes, [], fetch_k=max(args.fetch_k, args.depth), progress=progress)
         t0 = time.perf_counter()
         chunking = f"chunk_size={args.chunk_size or 'whole'} overlap={args.overlap if args.chunk_size else 0}"
         stack = stack_rankings(retriever, questions, modes, args.depth, spec=f"corpus={args.corpus} {chunking}",

@@ -22,10 +22,12 @@ here, naming the file, the record (qid) and the field, before any reader trusts 
   query's ``metrics`` hold every measured metric, each a finite number in [0, 1]
   (not a bool), and no other key (``Recall@10`` is not ``recall@10``); optional
   ``ranking`` (a list of distinct strings: the plugin drops repeats) and ``tags``
-  (a list of strings), ``error`` (string or null),
+  (a list of strings), ``source`` (where the question came from: ``log``, ``curated``, ``harvested`` or
+  ``variant``; written when it is not ``curated``, so absent reads as ``curated``, as in artifacts
+  written before it), ``error`` (string or null),
   ``n_docs`` (integer), ``baseline`` (metric values), ``parent_level``, ``_judgments`` (a string),
-  ``_top`` (the top-k document ranking, as the baseline records it: distinct non-empty strings;
-  artifacts written before it have none), and for a pooled golden set ``unjudged`` (an object:
+  ``_top`` (the top-k document ranking, as the baseline records it: distinct non-empty strings,
+  no more than ``_meta.k``; artifacts written before it have none), and for a pooled golden set ``unjudged`` (an object:
   ``judged@k``, ``docs`` and ``new`` unjudged documents, ``unjudged_new@k``, ``upper``, ``inconclusive``),
   ``scores`` (the score behind each ranked document); a question marked answerable: false has
   ``answerable: false``, status ``unanswerable`` (or ``error``) and ``false_retrieval`` 0 or 1, and
@@ -37,6 +39,10 @@ here, naming the file, the record (qid) and the field, before any reader trusts 
   ``comparison.stale_labels``, when present (thresholds set a label age limit): ``checked`` (integer
   >= 0) and ``stale``/``undated`` (lists of ``{qid, oldest, age_days, limit_days, limit_key}``), no
   more stale and undated records than checked (artifacts written before labels aged have none);
+- ``shard``, only in the artifact of a ``--rag-shard I/N`` run: ``index`` and ``count`` (1 <= index <=
+  count), ``of`` (queries of the whole set), ``queries`` (the ids this shard was dealt), ``baseline``
+  (its path), ``gold`` (the gold check) and ``records`` (query id -> its full record, for the queries
+  of ``per_query`` and no others), which ``ragmetrics merge`` judges (:mod:`pytest_ragmetrics.gate.shard`);
 - ``_meta.seal``, written by the plugin: digests of the file's sections (:func:`seal_artifact`).
   A file whose content no longer matches it was edited after its run, and is refused with the
   sections that changed; a file with a ``_meta.format`` and no seal had it removed, and is refused
@@ -61,11 +67,11 @@ from pytest_ragmetrics.files import canonical_digest, loads_json, read_text
 from pytest_ragmetrics.gate.baseline import Baseline, check_mean, check_metric_value, load_baseline
 from pytest_ragmetrics.gate.thresholds import thresholds_from_mapping
 from pytest_ragmetrics.gate.verdict import QueryRecord, Verdict
-from pytest_ragmetrics.golden import GoldenSet
+from pytest_ragmetrics.golden import DEFAULT_SOURCE, SOURCES, GoldenSet
 from pytest_ragmetrics.measures import MeasurementConfig
 
 __all__ = ["ARTIFACT_FORMAT", "STATUSES", "ArtifactError", "build_artifact", "is_run_artifact", "load_artifact",
-           "parse_artifact", "parse_run_json", "check_artifact", "seal_artifact"]
+           "parse_artifact", "parse_run_json", "check_artifact", "seal_artifact", "whole_run_only"]
 
 #: The version of the schema above, written as ``_meta.format``.
 ARTIFACT_FORMAT = 1
@@ -73,8 +79,8 @@ ARTIFACT_FORMAT = 1
 STATUSES = ("scored", "unscorable", "error", "unanswerable")
 
 _ENTRY_KEYS = {"status", "metrics", "ranking", "tags", "error", "n_docs", "baseline", "parent_level", "unjudged",
-               "scores", "false_retrieval", "answerable"}
-_TOP_KEYS = {"_meta", "per_query", "comparison", "aggregate", "n"}
+               "scores", "false_retrieval", "answerable", "source"}
+_TOP_KEYS = {"_meta", "per_query", "comparison", "aggregate", "n", "shard"}
 
 
 class ArtifactError(InputError):
@@ -131,6 +137,16 @@ def parse_run_json(text: str, name: str) -> dict[str, Any] | Baseline:
     return load_baseline(name)
 
 
+def whole_run_only(data: Mapping[str, Any], name: str) -> None:
+    """Refuse a shard's artifact where a whole run is read (``compare``, ``history``): its means
+    and its gates cover only the queries that shard was dealt."""
+    shard = data.get("shard")
+    if isinstance(shard, dict):
+        raise ArtifactError(name, None, f"is shard {shard.get('index')}/{shard.get('count')} of a sharded run, "
+                                   "holding only that shard's queries; merge the shards first: "
+                                   "`ragmetrics merge SHARD.json... --out run.json`")
+
+
 def _fail(name: str, where: str, problem: str) -> ArtifactError:
     return ArtifactError(name, where or None, problem)
 
@@ -169,8 +185,9 @@ def check_artifact(data: Any, name: str) -> None:
         raise _fail(name, "comparison", "is not an object")
     _check_comparison(data["comparison"], name)
     counted: list[dict[str, float]] = []
+    k = meta.get("k")  # checked above: a positive integer, or absent
     for qid, entry in data["per_query"].items():
-        row = _check_entry(qid, entry, metrics, name)
+        row = _check_entry(qid, entry, metrics, name, k if isinstance(k, int) else None)
         if row is not None:
             counted.append(row)
     if "n" in data and (isinstance(data["n"], bool) or data["n"] != len(counted)):
@@ -178,6 +195,10 @@ def check_artifact(data: Any, name: str) -> None:
                                "errored queries: the file was edited by hand or is incomplete")
     if "aggregate" in data:
         _check_aggregate(data["aggregate"], metrics, counted, name)
+    if "shard" in data:
+        from pytest_ragmetrics.gate.shard import check_shard_section
+
+        check_shard_section(data["shard"], data["per_query"], name)
     if "format" in meta and "seal" not in meta:  # this version seals what it writes: a missing seal was removed
         raise _fail(name, "_meta.seal", "is missing: the plugin seals every artifact it writes (since _meta.format "
                                         "1), so it was removed by hand; restore the artifact the run wrote")
@@ -195,7 +216,7 @@ def _seal(data: Mapping[str, Any]) -> dict[str, str]:
     (history orders runs by it), so two runs of one state differ in that line alone."""
     meta = {k: v for k, v in data["_meta"].items() if k not in ("seal", "created")}
     return {"_meta": canonical_digest(meta)[:16], "created": canonical_digest(data["_meta"].get("created"))[:16],
-            **{key: canonical_digest(data[key])[:16] for key in ("per_query", "aggregate", "comparison", "n")
+            **{key: canonical_digest(data[key])[:16] for key in ("per_query", "aggregate", "comparison", "n", "shard")
                if key in data}}
 
 
@@ -232,6 +253,8 @@ def build_artifact(meta: Mapping[str, Any], verdict: Verdict, golden: GoldenSet,
                                  "_judgments": q.judgments_digest()}  # lets `ragmetrics compare` spot changed labels
         if r.parent_level is not None:
             entry["parent_level"] = r.parent_level
+        if q.source != DEFAULT_SOURCE:  # absent means curated, as in the golden set (and older artifacts)
+            entry["source"] = q.source
         entry["_top"] = list(r.ranking)  # the top k, as the baseline records it
         if pooled and r.judged is not None:
             entry["unjudged"] = {f"judged@{k}": r.judged, "docs": list(r.unjudged),
@@ -399,7 +422,8 @@ def _check_stale_labels(ages: Any, name: str) -> None:
                                  "edited by hand")
 
 
-def _check_entry(qid: str, entry: Any, metrics: list[str], name: str) -> dict[str, float] | None:
+def _check_entry(qid: str, entry: Any, metrics: list[str], name: str, k: int | None = None
+                 ) -> dict[str, float] | None:
     """Check one per-query record; its values as the gate averages them (``None``: unscorable)."""
     where = f"per_query.{qid}"
     if not isinstance(entry, dict):
@@ -422,6 +446,9 @@ def _check_entry(qid: str, entry: Any, metrics: list[str], name: str) -> dict[st
     if any(not doc.strip() for doc in top) or len(set(top)) != len(top):
         raise _fail(name, f"{where}._top", "holds an empty or repeated document id; the plugin writes each "
                                            "document of the top k once")
+    if k is not None and len(top) > k:
+        raise _fail(name, f"{where}._top", f"holds {len(top)} documents, more than _meta.k = {k}: the plugin "
+                                           "records the top k, so the file was edited")
     unjudged = entry.get("unjudged")
     if unjudged is not None and (not isinstance(unjudged, dict) or not all(
             isinstance(unjudged.get(key) or [], list) and all(isinstance(d, str) for d in unjudged.get(key) or [])
@@ -437,6 +464,8 @@ def _check_entry(qid: str, entry: Any, metrics: list[str], name: str) -> dict[st
         raise _fail(name, f"{where}.ranking", f"holds the document {brief_repr(repeat)} twice; the plugin drops "
                                               "repeats, so the file was edited (a TREC run exported from it would "
                                               "be refused)")
+    if "source" in entry and entry["source"] not in SOURCES:
+        raise _fail(name, f"{where}.source", f"is {brief_repr(entry['source'])}; expected one of {', '.join(SOURCES)}")
     if "_judgments" in entry and not isinstance(entry["_judgments"], str):
         raise _fail(name, f"{where}._judgments", f"is {brief_repr(entry['_judgments'])}; expected a string "
                                                  "(the digest of the query's text and judgments)")

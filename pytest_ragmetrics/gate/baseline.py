@@ -43,14 +43,20 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Collection, Mapping, NoReturn
+from typing import TYPE_CHECKING, Any, Callable, Collection, Mapping, NoReturn
 
 from pytest_ragmetrics.errors import BaselineError, MeasureError, brief_repr
 from pytest_ragmetrics.files import atomic_write_json, canonical_digest, loads_json, write_problem
 from pytest_ragmetrics.measures import MeasurementConfig
 
+if TYPE_CHECKING:
+    from pytest_ragmetrics.gate.verdict import QueryRecord
+    from pytest_ragmetrics.gold import GoldCheck
+    from pytest_ragmetrics.golden import GoldenSet
+
 __all__ = [
     "Baseline",
+    "baseline_from_records",
     "FORMAT",
     "load_baseline",
     "write_baseline",
@@ -405,6 +411,68 @@ def check_mean(name: str, key: str, stored: float, values: list[float], why: str
 
 
 # ------------------------------------------------------------------------- writing
+
+
+def baseline_from_records(records: Mapping[str, QueryRecord], golden: GoldenSet, metrics: list[str],
+                          relevance_level: int, meta: Callable[[], dict[str, Any]], gold: GoldCheck | None,
+                          allow_missing_gold: bool, path: str | Path,
+                          allow_flag: str = "--rag-allow-missing-gold") -> Baseline:
+    """The baseline a run's records make, or a :class:`BaselineError` saying why none may be written.
+
+    Refused when a query of the whole ``golden`` set did not run or errored, when relevant gold
+    ids are not in the corpus (unless ``allow_missing_gold``; ``allow_flag`` is the option that
+    says so) and when no query could be scored: a baseline must describe the whole golden set as
+    the retriever really answers it. ``meta`` gives the run's ``_meta`` (called once the checks pass).
+    The plugin's ``--rag-update-baseline`` and ``ragmetrics merge --update-baseline`` both use it.
+    """
+    from pytest_ragmetrics.errors import listed, shown
+    from pytest_ragmetrics.evaluation import mean_metrics
+    from pytest_ragmetrics.unanswerable import FALSE_RETRIEVAL, RATE, false_retrieval_rate
+
+    def counted(n: int, one: str, many: str) -> str:
+        return f"{n} {one if n == 1 else many}"
+
+    missing = [q.qid for q in golden if q.qid not in records]
+    if missing:
+        raise BaselineError(
+            f"not writing {path}: "
+            f"{counted(len(missing), 'golden query', 'golden queries')} did not run "
+            f"(e.g. {', '.join(map(shown, missing[:5]))}); update the baseline from a full, unfiltered run"
+        )
+    errored = [qid for qid, r in records.items() if r.status == "error"]
+    if errored:
+        raise BaselineError(
+            f"not writing {path}: {counted(len(errored), 'query', 'queries')} errored "
+            f"({', '.join(map(shown, errored[:5]))}); fix the retriever first"
+        )
+    if gold is not None and gold.missing and not allow_missing_gold:
+        raise BaselineError(
+            f"not writing {path}: "
+            f"{counted(len(gold.missing), 'relevant gold id is', 'relevant gold ids are')} "
+            f"not in the corpus ({gold.source}): {listed([m.text() for m in gold.missing])}; such a gold id "
+            "can never be retrieved, so it would score 0 in the baseline forever. Fix the golden set, or pass "
+            f"{allow_flag} to write it anyway (the baseline lists them in _meta.allowed_missing_gold)"
+        )
+    scored = {q.qid: records[q.qid] for q in golden if records[q.qid].status == "scored"}
+    if not scored:
+        raise BaselineError(
+            f"not writing {path}: no query could be scored (none has a document judged "
+            f"relevant at level {relevance_level}); a baseline must measure something"
+        )
+    per_query = {
+        qid: {**(r.metrics or {}), "_judgments": golden[qid].judgments_digest(), "_top": list(r.ranking)}
+        for qid, r in scored.items()
+    }
+    aggregate: dict[str, float] = mean_metrics((r.metrics or {} for r in scored.values()), metrics)
+    no_answer = {q.qid: records[q.qid] for q in golden if records[q.qid].status == "unanswerable"}
+    for qid, r in no_answer.items():  # false retrieval only: these questions have no other metric
+        per_query[qid] = {FALSE_RETRIEVAL: float(r.false_retrieval or 0), "_judgments": golden[qid].judgments_digest()}
+    if no_answer:
+        aggregate[RATE] = false_retrieval_rate(float(r.false_retrieval or 0) for r in no_answer.values())  # type: ignore[assignment]
+    described = meta()
+    if gold is not None and gold.missing:
+        described["allowed_missing_gold"] = gold.allowed()
+    return Baseline(described, aggregate, per_query, str(path))
 
 
 def write_baseline(path: str | Path, baseline: Baseline) -> None:

@@ -4,7 +4,8 @@ Flat keys over documented defaults: ``<metric>_tolerance`` (allowed drop of the
 mean), ``<metric>_query_tolerance`` (allowed drop of one query), ``<metric>_min``
 (a floor), ``max_regressed_queries``, ``worst_n`` and ``fail_on_regression``; and how old a
 label may be: ``max_label_age_days`` (all records), ``tag:<tag>/max_label_age_days`` (records
-with that tag) and ``fail_on_stale_labels``.
+with that tag) and ``fail_on_stale_labels``; and ``max_harvested_share``, the share of harvested
+questions above which the report warns that the golden set over-fits known failures.
 Every problem names the file and the key: a gate that silently loosened would
 be worse than none.
 """
@@ -23,7 +24,8 @@ from pytest_ragmetrics.errors import MeasureError, ThresholdsError, brief_repr
 from pytest_ragmetrics.files import loads_json
 from pytest_ragmetrics.measures import MeasurementConfig, parse_measure
 
-__all__ = ["Thresholds", "load_thresholds", "recorded_thresholds", "stricter", "thresholds_from_mapping"]
+__all__ = ["DEFAULT_MAX_HARVESTED_SHARE", "Thresholds", "load_thresholds", "recorded_thresholds", "stricter",
+           "thresholds_from_mapping"]
 
 
 _SUFFIXES = ("_query_tolerance", "_tolerance", "_min")
@@ -33,6 +35,9 @@ _SCALARS = {"max_regressed_queries", "worst_n", "fail_on_regression", "fail_on_s
 _TAG_PREFIX, _AGE_KEY = "tag:", "max_label_age_days"
 #: The gates of the questions marked answerable: false (false retrieval: higher is worse).
 _NO_ANSWER_KEYS = ("false_retrieval_rate_tolerance", "false_retrieval_rate_max")
+#: The share of a golden set's questions that may be harvested failures before the report warns.
+_HARVESTED_KEY = "max_harvested_share"
+DEFAULT_MAX_HARVESTED_SHARE = 0.3
 
 #: Why a value above 1 gates nothing, by key suffix: metrics lie in [0, 1].
 _ABOVE_ONE = {
@@ -96,6 +101,8 @@ class Thresholds:
     false_retrieval_rate_tolerance: float | None = None
     #: ceiling on the run's false-retrieval rate (None: none)
     false_retrieval_rate_max: float | None = None
+    #: above this share of harvested questions the report warns: such a set over-fits known failures
+    max_harvested_share: float = DEFAULT_MAX_HARVESTED_SHARE
 
     @classmethod
     def defaults(cls, config: MeasurementConfig) -> Thresholds:
@@ -125,6 +132,8 @@ class Thresholds:
         for key in _NO_ANSWER_KEYS:
             if getattr(self, key) is not None:
                 out[key] = getattr(self, key)
+        if self.max_harvested_share != DEFAULT_MAX_HARVESTED_SHARE:  # as the label ages: only when set
+            out[_HARVESTED_KEY] = self.max_harvested_share
         return out
 
 
@@ -184,6 +193,13 @@ def thresholds_from_mapping(data: Any, config: MeasurementConfig, name: str,
         if key.startswith(_TAG_PREFIX) or key.lower().startswith(("tag:", "tags:", "tag/", "tag_")):
             _set_tag_age(result, name, key, value)
             continue
+        if key == _HARVESTED_KEY:
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+                    or not 0 <= value <= 1:
+                raise ThresholdsError(f"{name}: {key!r} must be a number in [0, 1] (the share of harvested "
+                                      f"questions above which the report warns), got {brief_repr(value)}")
+            result.max_harvested_share = float(value)
+            continue
         if key in _NO_ANSWER_KEYS:
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
                     or not 0 <= value <= 1:
@@ -230,13 +246,14 @@ def thresholds_from_mapping(data: Any, config: MeasurementConfig, name: str,
                 target[metric] = float(value)
                 break
         else:
-            close = difflib.get_close_matches(key, sorted(_SCALARS), n=1)
+            close = difflib.get_close_matches(key, sorted({*_SCALARS, _HARVESTED_KEY}), n=1)
             raise ThresholdsError(
                 f"{name}: unknown key {key!r}; expected <metric>_tolerance, <metric>_min, "
                 "<metric>_query_tolerance, max_regressed_queries, worst_n, fail_on_regression, "
                 "fail_on_significant_drop, false_retrieval_rate_tolerance, false_retrieval_rate_max, "
                 "max_label_age_days, tag:<tag>/max_label_age_days, "
-                "fail_on_stale_labels or _comment" + (f"; did you mean {close[0]!r}?" if close else "")
+                "fail_on_stale_labels, max_harvested_share or _comment"
+                + (f"; did you mean {close[0]!r}?" if close else "")
             )
     if result.fail_on_stale_labels and not result.ages_labels:
         raise ThresholdsError(f"{name}: 'fail_on_stale_labels' is true but no label has an age limit, so it would "
@@ -313,7 +330,7 @@ def recorded_thresholds(meta: Any, config: MeasurementConfig, name: str) -> Thre
         _check_recorded_defaults(meta, recorded["values"], config, name)
     measured = set(config.metric_names)
     values = {key: value for key, value in recorded["values"].items()
-              if key in _SCALARS or key.startswith(_TAG_PREFIX) or key in _NO_ANSWER_KEYS
+              if key in _SCALARS or key.startswith(_TAG_PREFIX) or key in _NO_ANSWER_KEYS or key == _HARVESTED_KEY
               or any(key.endswith(s) and _canonical_metric(key[: -len(s)]) in measured for s in _SUFFIXES)}
     return thresholds_from_mapping(values, config, f"{name} (as gated: {recorded.get('source') or 'defaults'})")
 
@@ -368,6 +385,7 @@ def stricter(first: Thresholds, second: Thresholds, path: str) -> Thresholds:
                                                    second.tag_max_label_age_days.get(t)) if v is not None)
                                 for t in {**first.tag_max_label_age_days, **second.tag_max_label_age_days}},
         fail_on_stale_labels=first.fail_on_stale_labels or second.fail_on_stale_labels,
+        max_harvested_share=min(first.max_harvested_share, second.max_harvested_share),
         **{key: min(v) if (v := [x for x in (getattr(first, key), getattr(second, key)) if x is not None]) else None
            for key in _NO_ANSWER_KEYS},
     )

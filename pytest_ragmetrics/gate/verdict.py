@@ -138,6 +138,11 @@ class Drop:
     def exceeded(self) -> bool:
         return self.tolerance is not None and self.loss > self.tolerance + EPS
 
+    def report_entry(self) -> dict[str, Any]:
+        """How a regression lists it in the report (:meth:`QueryRecord.to_dict` keeps the fields as they are)."""
+        return {"metric": self.metric, "baseline": self.before, "now": self.after, "delta": self.delta,
+                "tolerance": self.tolerance, "exceeded": self.exceeded}
+
 
 def query_drops(
     metrics: Mapping[str, float] | None,
@@ -207,11 +212,7 @@ class Regression:
         return {
             "qid": self.qid,
             "question": self.question,
-            "drops": [
-                {"metric": d.metric, "baseline": d.before, "now": d.after, "delta": d.delta,
-                 "tolerance": d.tolerance, "exceeded": d.exceeded}
-                for d in self.drops
-            ],
+            "drops": [d.report_entry() for d in self.drops],
             "gold": [list(g) for g in self.gold],
             "returned": self.returned,
             "explains": self.explains,
@@ -263,6 +264,12 @@ class AggregateRow:
         d, st = self.delta, self.stats
         return (d is not None and st is not None and drop_beyond_one_query(d, st.n)
                 and st.p_value < SIGNIFICANT_P)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"metric": self.metric, "now": self.now, "now_common": self.now_common, "baseline": self.baseline,
+                "delta": self.delta, "tolerance": self.tolerance, "min": self.minimum,
+                "dropped_too_far": self.dropped_too_far, "under_floor": self.under_floor,
+                "stats": self.stats.to_dict() if self.stats else None}
 
 
 @dataclass
@@ -361,6 +368,13 @@ class Verdict:
     to_judge: list[tuple[str, str]] = field(default_factory=list)
     #: the questions marked answerable: false, scored by false retrieval (None: the run has none)
     no_answer: NoAnswerRow | None = None
+    #: per source (``source`` of each golden record), like ``strata``; empty unless the set mixes sources
+    sources: dict[str, tuple[int, dict[str, float | None], dict[str, float | None]]] = field(default_factory=dict)
+    sources_stats: dict[str, dict[str, DeltaStats]] = field(default_factory=dict)
+    #: why the golden set over-fits known failures (harvested questions above max_harvested_share), or None
+    harvested: str | None = None
+    #: a shard's gates, left to ``ragmetrics merge`` (a part of the set cannot stand for the whole)
+    deferred: list[str] = field(default_factory=list)
 
     @property
     def failed_gates(self) -> list[Gate]:
@@ -399,13 +413,7 @@ class Verdict:
         return {
             "n": self.n,
             "n_common": self.n_common,
-            "aggregate": [
-                {"metric": r.metric, "now": r.now, "now_common": r.now_common, "baseline": r.baseline,
-                 "delta": r.delta, "tolerance": r.tolerance, "min": r.minimum,
-                 "dropped_too_far": r.dropped_too_far, "under_floor": r.under_floor,
-                 "stats": r.stats.to_dict() if r.stats else None}
-                for r in self.aggregate
-            ],
+            "aggregate": [r.to_dict() for r in self.aggregate],
             "strata": {
                 tag: {"n": n, "now": now, "baseline": base,
                       "stats": {m: st.to_dict() for m, st in self.strata_stats.get(tag, {}).items()}}
@@ -426,6 +434,12 @@ class Verdict:
             "parent_level": self.parent_level.to_dict() if self.parent_level else None,
             **({"stale_labels": self.labels.to_dict()} if self.labels is not None else {}),
             "no_answer": self.no_answer.to_dict() if self.no_answer else None,
+            **({"sources": {
+                source: {"n": n, "now": now, "baseline": base,
+                         "stats": {m: st.to_dict() for m, st in self.sources_stats.get(source, {}).items()}}
+                for source, (n, now, base) in self.sources.items()}} if self.sources else {}),
+            **({"harvested": self.harvested} if self.harvested else {}),
+            **({"deferred": self.deferred} if self.deferred else {}),
             "failures": self.failures(),
             "passed": self.passed,
             **({"judgments": self.judgments, "judged": self.judged, "unjudged_new": self.unjudged_new,
@@ -514,19 +528,31 @@ def build_verdict(
     strata_stats: dict[str, dict[str, DeltaStats]] = {}
 
     strata: dict[str, tuple[int, dict[str, float | None], dict[str, float | None]]] = {}
-    for tag in golden.tags():
-        tagged = [q for q in counted if tag in golden[q].tags]
-        if not any(q.answerable for q in golden if tag in q.tags):
-            continue  # a tag of questions with no answer alone: no mean to show
+
+    def stratum(name: str, members: set[str], into: dict[str, Any], stats: dict[str, Any]) -> None:
+        """One row of a breakdown (per tag, per source): the run's mean over its ``members``, against the
+        baseline's over the same ones."""
+        tagged = [q for q in counted if q in members]
+        if not any(q.answerable for q in golden if q.qid in members):
+            return  # a group of questions with no answer alone: no mean to show
         tagged_common = [q for q in tagged if q in base_q]
         base = _mean_or_none(({m: baseline.metrics_of(q).get(m, math.nan) for m in metrics}
                               for q in tagged_common), metrics) if baseline else {m: None for m in metrics}
         # compared over the same queries as the baseline's, like the aggregate (new ones are listed there)
         shown = tagged_common if baseline is not None and tagged_common else tagged
-        strata[tag] = (len(shown), _mean_or_none((values[q] for q in shown), metrics),
-                       {m: _finite(v) for m, v in base.items()})
+        into[name] = (len(shown), _mean_or_none((values[q] for q in shown), metrics),
+                      {m: _finite(v) for m, v in base.items()})
         if baseline is not None and tagged_common:
-            strata_stats[tag] = {m: st for m in metrics if (st := paired(tagged_common, m)) is not None}
+            stats[name] = {m: st for m in metrics if (st := paired(tagged_common, m)) is not None}
+
+    for tag in golden.tags():
+        stratum(tag, {q.qid for q in golden if tag in q.tags}, strata, strata_stats)
+    # per source, when the set mixes them: each source has its bias, and a mean over all hides it
+    sources: dict[str, tuple[int, dict[str, float | None], dict[str, float | None]]] = {}
+    sources_stats: dict[str, dict[str, DeltaStats]] = {}
+    if len(everything.sources()) > 1:
+        for source in golden.sources():
+            stratum(source, {q.qid for q in golden if q.source == source}, sources, sources_stats)
 
     failing = [r.metric for r in aggregate if r.dropped_too_far or r.under_floor
                or (thresholds.fail_on_significant_drop and not r.gated and r.significant_drop)]
@@ -592,8 +618,24 @@ def build_verdict(
         not_run=not_run, renamed=renamed, warnings=warnings, labels=labels,
         judgments=golden.judgments, inconclusive=inconclusive, to_judge=pairs,
         **(_pooled_means(records, counted, metrics, baseline) if pooled else {}),
-        no_answer=no_answer,
+        no_answer=no_answer, sources=sources, sources_stats=sources_stats,
+        harvested=harvested_share(everything, thresholds.max_harvested_share),
     )
+
+
+def harvested_share(golden: GoldenSet, limit: float) -> str | None:
+    """The warning for a golden set whose harvested questions exceed ``limit`` of it (None: they do not).
+
+    Harvested questions are failures someone already saw: a set made mostly of them measures how
+    well known problems stay fixed, and says little about the questions nobody has seen fail."""
+    n = len(golden)
+    harvested = golden.sources().get("harvested", 0)
+    if not n or harvested / n <= limit + EPS:
+        return None
+    return (f"{harvested} of {n} golden questions ({harvested / n:.0%}) are harvested failures (source: harvested), "
+            f"above max_harvested_share {limit:g}: a set built from known failures over-fits them, so its means "
+            "reward fixing what already broke and say little about questions nobody has seen fail; add questions "
+            "from logs or curated ones, or raise max_harvested_share in thresholds.json")
 
 
 def to_judge(record: QueryRecord) -> list[str]:
@@ -781,16 +823,27 @@ def _gates_no_answer(thresholds: Thresholds) -> bool:
     return thresholds.false_retrieval_rate_tolerance is not None or thresholds.false_retrieval_rate_max is not None
 
 
+def _limit_problems(name: str, row: AggregateRow | NoAnswerRow, reference: str, beyond: bool, past: float | None,
+                    rise: bool = False) -> list[str]:
+    """What a gated row broke: moved beyond its tolerance against ``reference`` (``beyond``), and
+    ``past``, the floor its value fell under (with ``rise``, where higher is worse: the ceiling it
+    went over), else None."""
+    problems = []
+    if beyond:
+        moved = f"rose {row.delta:+.4f}" if rise else f"fell {-(row.delta or 0.0):.4f}"
+        problems.append(f"{name} {moved} against {reference} ({row.baseline:.4f} -> {row.now_common:.4f}); "
+                        f"allowed {'rise' if rise else 'drop'} {row.tolerance:g}")
+    if past is not None:
+        problems.append(f"{name} = {row.now:.4f} is {'above its ceiling' if rise else 'under its floor'} {past:g}")
+    return problems
+
+
 def _no_answer_gate(row: NoAnswerRow | None, reference: str, has_baseline: bool) -> Gate:
     """The false_retrieval_rate gate: no rise beyond its tolerance, no rate above its ceiling."""
     if row is None:
         return Gate(RATE, True, f"{RATE}: no question marked answerable: false ran")
-    problems = []
-    if row.rose_too_far:
-        problems.append(f"{RATE} rose {row.delta:+.4f} against {reference} ({row.baseline:.4f} -> "
-                        f"{row.now_common:.4f}); allowed rise {row.tolerance:g}")
-    if row.over_max:
-        problems.append(f"{RATE} = {row.now:.4f} is above its ceiling {row.maximum:g}")
+    problems = _limit_problems(RATE, row, reference, row.rose_too_far, row.maximum if row.over_max else None,
+                               rise=True)
     if row.tolerance is not None and has_baseline and row.n_common == 0:
         problems.append(f"{RATE} cannot be compared: no unanswerable question of this run is in {reference}, so "
                         "its allowed rise checks nothing; refresh the baseline to record them")
@@ -899,12 +952,8 @@ def evaluate_gates(
     for row in aggregate:
         if row.tolerance is None and row.minimum is None:
             continue
-        problems = []
-        if row.dropped_too_far:
-            problems.append(f"{row.metric} fell {-(row.delta or 0.0):.4f} against {reference} "
-                            f"({row.baseline:.4f} -> {row.now_common:.4f}); allowed drop {row.tolerance:g}")
-        if row.under_floor:
-            problems.append(f"{row.metric} = {row.now:.4f} is under its floor {row.minimum:g}")
+        problems = _limit_problems(row.metric, row, reference, row.dropped_too_far,
+                                   row.minimum if row.under_floor else None)
         if row.tolerance is not None and row.delta is None and has_baseline:
             # A tolerance with nothing to hold it against checks nothing: that is a failure, not a pass.
             if compared is not None and row.metric not in compared:

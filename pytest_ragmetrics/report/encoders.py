@@ -1,7 +1,7 @@
 """``ragmetrics encoders`` as people read it: the CPU, one table row per backend, the recommendation.
 
 Drawn from the JSON of ``ragmetrics encoders --format json`` (the ``to_dict`` of
-:class:`pytest_ragmetrics.tools.encoders.EncoderReport`), so both formats say the
+:class:`pytest_ragmetrics.tools.encoder_results.EncoderReport`), so both formats say the
 same. Every cell goes through ``markdown_table``'s escaping.
 """
 

@@ -70,6 +70,23 @@ def _strata_chart(strata: Mapping[str, Any], metric: str) -> str:
     return "".join(parts)
 
 
+def _strata_table(strata: Mapping[str, Any], metrics: Sequence[str], by: str) -> str:
+    """A breakdown's table (per tag, per source) from the artifact's verdict: n, each metric and its change."""
+    rows = []
+    for tag, s in strata.items():
+        row = [f"<td>{escape(tag)}</td>", f'<td class="num">{int(s.get("n", 0))}</td>']
+        for m in metrics:
+            now_v, base_v = s.get("now", {}).get(m), (s.get("baseline") or {}).get(m)
+            row.append(f'<td class="num">{num(now_v)}</td>')
+            cell = delta_cell(None if now_v is None or base_v is None else now_v - base_v, int(s.get("n", 0)))
+            p_value = ((s.get("stats") or {}).get(m) or {}).get("p_value")
+            if p_value is not None and "±0" not in cell and "—" not in cell:
+                cell = cell.replace("</td>", f" <span class=note>p={escape(p_text(p_value))}</span></td>")
+            row.append(cell)
+        rows.append(row)
+    return table([by, "n"] + [h for m in metrics for h in (m, "Δ")], rows) if rows else ""
+
+
 _QUERY_HEADERS = ["#", "query", "question", "fell", "gold", "returned instead"]
 
 
@@ -148,19 +165,14 @@ def render_html(artifact: Mapping[str, Any], metric: str | None = None, title: s
     deltas.sort(key=lambda p: (p[1], p[0]))
 
     strata = comparison.get("strata", {})
-    strata_rows = []
-    for tag, s in strata.items():
-        row = [f"<td>{escape(tag)}</td>", f'<td class="num">{int(s.get("n", 0))}</td>']
-        for m in metrics:
-            now_v, base_v = s.get("now", {}).get(m), (s.get("baseline") or {}).get(m)
-            row.append(f'<td class="num">{num(now_v)}</td>')
-            cell = delta_cell(None if now_v is None or base_v is None else now_v - base_v, int(s.get("n", 0)))
-            p_value = ((s.get("stats") or {}).get(m) or {}).get("p_value")
-            if p_value is not None and "±0" not in cell and "—" not in cell:
-                cell = cell.replace("</td>", f" <span class=note>p={escape(p_text(p_value))}</span></td>")
-            row.append(cell)
-        strata_rows.append(row)
-    strata_table = table(["tag", "n"] + [h for m in metrics for h in (m, "Δ")], strata_rows) if strata_rows else ""
+    strata_table = _strata_table(strata, metrics, "tag")
+    by_source = comparison.get("sources")
+    sources_table = _strata_table(by_source, metrics, "source") if isinstance(by_source, Mapping) else ""
+    if sources_table:
+        sources_table = ("<h2>Per source</h2><p class=note>Each source of questions has its bias: harvested "
+                         "questions are failures someone already saw.</p>" + sources_table)
+    harvested = comparison.get("harvested")
+    harvested_banner = f"<div class='banner warn'>{escape(str(harvested))}</div>" if harvested else ""
 
     limit = int(meta.get("worst_n", 0) or 25)
     worst_rows = _query_rows(comparison.get("regressed", [])[:limit])
@@ -206,12 +218,12 @@ def render_html(artifact: Mapping[str, Any], metric: str | None = None, title: s
     return page(
         title,
         f"<h1>{escape(title)}</h1><div class=meta>{head}</div>"
-        f"<div class='banner {cls}'>{escape(banner)}</div>{changed}"
+        f"<div class='banner {cls}'>{escape(banner)}</div>{harvested_banner}{changed}"
         f"<h2>Aggregate</h2>{aggregate}<p class=note>{escape(note)}</p>"
         f"<h2>Per-query change in {escape(metric)}</h2>{_delta_chart(deltas, metric)}"
         f"<p class=note>{counted(len(deltas), 'query', 'queries')}, sorted by change; hover a bar for its query.</p>"
         f"<h2>Per tag</h2><p class=note>{escape(metric)}: grey bar baseline, blue bar now.</p>"
-        f"{_strata_chart(strata, metric)}{strata_table}{parents}{no_answer}{labels}{pooled}"
+        f"{_strata_chart(strata, metric)}{strata_table}{sources_table}{parents}{no_answer}{labels}{pooled}"
         f"<h2>Worst regressed queries</h2>{worst}",
         _CSS,
     )

@@ -33,6 +33,8 @@ def verdict_markdown(v: Verdict, worst_n: int, title: str = "Retrieval gate",
         head = f"## {title}: failed"
     elif failures:
         head = f"## {title}: regressions (report only)"
+    elif v.deferred:
+        head = f"## {title}: no query regressed in this shard (gates deferred to `ragmetrics merge`)"
     else:
         head = f"## {title}: passed"
     parts = [head]
@@ -43,6 +45,8 @@ def verdict_markdown(v: Verdict, worst_n: int, title: str = "Retrieval gate",
         parts.append("\n".join(f"- {escape_cell(line)}" for line in failures))
     elif v.warnings:
         parts.append("\n".join(f"- **Warning:** {escape_cell(w)}" for w in v.warnings))
+    if v.harvested:  # about the golden set, so said whatever the verdict
+        parts.append(f"- **Warning:** {escape_cell(v.harvested)}")
     note = retriever_note(retriever_changes)
     if note is not None:
         parts.append(escape_cell(note.head) + "\n\n" + "\n".join(f"- {escape_cell(c)}" for c in note.changes)
@@ -52,6 +56,9 @@ def verdict_markdown(v: Verdict, worst_n: int, title: str = "Retrieval gate",
     strata = strata_table(v)
     if strata:
         parts.append("<details><summary>Per tag</summary>\n\n" + strata + "\n\n</details>")
+    by_source = strata_table(v, by="source")
+    if by_source:
+        parts.append("<details><summary>Per source</summary>\n\n" + by_source + "\n\n</details>")
     parents = parent_table(v)
     if parents:
         intro, _, table = parents.partition("\n")

@@ -89,21 +89,24 @@ def aggregate_table(v: Verdict) -> str:
     return "\n".join(lines)
 
 
-def strata_table(v: Verdict) -> str:
-    if not v.strata:
+def strata_table(v: Verdict, by: str = "tag") -> str:
+    """The per-tag table (``by="tag"``), or the per-source one (``by="source"``: empty unless the
+    golden set mixes sources)."""
+    strata, stats = (v.sources, v.sources_stats) if by == "source" else (v.strata, v.strata_stats)
+    if not strata:
         return ""
-    headers = ["tag", "n"]
+    headers = [by, "n"]
     for m in v.metrics:
         headers += [m, "Δ"] if v.has_baseline else [m]
     rows = []
-    for tag, (n, now, base) in v.strata.items():
+    for tag, (n, now, base) in strata.items():
         row: list[object] = [tag, n]
         for m in v.metrics:
             row.append(now[m])
             if v.has_baseline:
                 b, x = base.get(m), now[m]
                 cell = _delta(None if b is None or x is None else x - b, n)
-                st = v.strata_stats.get(tag, {}).get(m)
+                st = stats.get(tag, {}).get(m)
                 if st is not None and cell not in ("—", "±0"):
                     cell += f" p={_p(st)}"
                 row.append(cell)
@@ -284,15 +287,23 @@ def verdict_text(v: Verdict, worst_n: int) -> str:
         head = "RETRIEVAL GATE FAILED" if v.fail_on_regression else \
             "RETRIEVAL GATE FAILED (report only: fail_on_regression is false)"
         parts.append(head + "\n" + "\n".join(f"  {shown(line)}" for line in failures))
+    elif v.deferred:
+        parts.append(f"No query of this shard regressed or errored. Its gates ({', '.join(v.deferred)}) judge the "
+                     "whole set: `ragmetrics merge` judges them over every shard's artifact.")
     elif v.has_baseline:
         parts.append(f"All gates passed ({len(v.gates)} checked)."
                      + "".join(f"\nWARNING: {shown(w)}" for w in v.warnings))
     else:
         parts.append("No baseline: scores below are not compared.")
+    if v.harvested:  # whatever the verdict: it is about the golden set, not the run
+        parts[-1] += f"\nWARNING: {shown(v.harvested)}"
     parts.append(aggregate_table(v))
     strata = strata_table(v)
     if strata:
         parts.append("Per tag:\n" + strata)
+    by_source = strata_table(v, by="source")
+    if by_source:
+        parts.append("Per source (each has its bias: harvested questions are known failures):\n" + by_source)
     parents = parent_table(v)
     if parents:
         parts.append(parents)

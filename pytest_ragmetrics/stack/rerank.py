@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from .embed import model_fingerprint
+from .models import model_fingerprint
 
 __all__ = ["Reranker"]
 

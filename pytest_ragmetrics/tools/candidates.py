@@ -8,10 +8,12 @@ A JSON Lines file. The first line says what the file is and how it was made::
 Then one line a question, in the golden JSONL format ``load_golden`` reads, with
 the display order annotators see::
 
-    {"qid": "q1", "query": "…", "tags": ["smoke"], "order": ["doc-b", "doc-a"],
+    {"qid": "q1", "query": "…", "tags": ["smoke"], "source": "harvested", "order": ["doc-b", "doc-a"],
      "candidates": [{"doc_id": "doc-a", "chunk": "doc-a#2-3", "text": "…", "rel": null, "note": "",
                      "found_by": ["bm25"], "ranks": {"bm25": 1}}, …]}
 
+``source`` (optional) says where the question came from (``ragmetrics harvest`` writes
+``harvested``); the judgments and the golden records exported from them keep it.
 ``order`` is the candidates shuffled per question from the random ``seed`` (see
 :func:`display_order`): annotators judge in that order and never see
 ``found_by`` or ``ranks``, so neither a system's name nor its ranking can sway a
@@ -32,6 +34,7 @@ from typing import Any
 
 from pytest_ragmetrics.errors import InputError, brief_repr
 from pytest_ragmetrics.files import json_lines, loads_json
+from pytest_ragmetrics.golden import check_source
 
 __all__ = [
     "KIND",
@@ -70,6 +73,9 @@ class CandidateQuestion:
     candidates: list[CandidateDoc]
     #: the order annotators see (doc ids), shuffled from the file's seed
     order: list[str]
+    #: where the question came from (``source``: ``harvested`` for ``ragmetrics harvest``'s), kept into
+    #: the judgments so the exported golden record says so; None when the line names none
+    source: str | None = None
 
     def candidate(self, doc_id: str) -> CandidateDoc:
         for c in self.candidates:
@@ -142,14 +148,21 @@ def read_candidates(path: str | Path) -> Candidates:
     return Candidates(p, meta, questions)
 
 
-def _question(record: dict[str, Any], name: str, where: str, seen: dict[str, int], number: int) -> CandidateQuestion:
-    qid, query = record.get("qid"), record.get("query")
+def unique_qid(qid: Any, name: str, where: str, seen: dict[str, int], number: int) -> tuple[str, str]:
+    """A question id that is a non-empty string met first on line ``number`` (recorded in
+    ``seen``), and ``where`` naming it; else an :class:`InputError`."""
     if not isinstance(qid, str) or not qid.strip():
         raise InputError(name, where, f"qid must be a non-empty string, got {brief_repr(qid)}")
     where = f"{where} (qid {qid!r})"
     if qid in seen:
-        raise InputError(name, where, f"duplicate qid (first at line {seen[qid]})")
+        raise InputError(name, where, f"duplicate qid (first on line {seen[qid]})")
     seen[qid] = number
+    return qid, where
+
+
+def _question(record: dict[str, Any], name: str, where: str, seen: dict[str, int], number: int) -> CandidateQuestion:
+    qid, where = unique_qid(record.get("qid"), name, where, seen, number)
+    query = record.get("query")
     if not isinstance(query, str) or not query.strip():
         raise InputError(name, where, "query must be a non-empty string")
     tags = record.get("tags") or []
@@ -190,7 +203,8 @@ def _question(record: dict[str, Any], name: str, where: str, seen: dict[str, int
         order = ids
     elif not isinstance(order, list) or sorted(map(str, order)) != sorted(ids):
         raise InputError(name, where, "order must list each candidate's doc_id exactly once")
-    return CandidateQuestion(qid, query, tuple(tags), docs, [str(d) for d in order])
+    source = check_source(record["source"], name, where) if record.get("source") is not None else None
+    return CandidateQuestion(qid, query, tuple(tags), docs, [str(d) for d in order], source)
 
 
 def file_meta(path: str | Path) -> dict[str, Any] | None:

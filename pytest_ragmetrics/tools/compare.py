@@ -21,12 +21,12 @@ from typing import Any, Mapping, Sequence
 
 from pytest_ragmetrics.errors import InputError, listed
 from pytest_ragmetrics.evaluation import evaluate, id_rule
-from pytest_ragmetrics.gate.artifact import is_run_artifact, parse_run_json
+from pytest_ragmetrics.gate.artifact import is_run_artifact, parse_run_json, whole_run_only
 from pytest_ragmetrics.gate.baseline import Baseline, measurement_mismatch
 from pytest_ragmetrics.gate.staleness import LabelAges
 from pytest_ragmetrics.gate.thresholds import Thresholds
 from pytest_ragmetrics.gate.verdict import EPS, Gate, QueryRecord, Verdict, build_verdict
-from pytest_ragmetrics.golden import GoldenSet, Query, load_qrels
+from pytest_ragmetrics.golden import DEFAULT_SOURCE, GoldenSet, Query, load_qrels
 from pytest_ragmetrics.measures import MeasurementConfig
 from pytest_ragmetrics.metrics import document_ranking
 from pytest_ragmetrics.report.pooled import pooled_counts
@@ -66,6 +66,8 @@ class RunData:
     no_answer: dict[str, int] = field(default_factory=dict)
     #: per query, the score behind each ranked document, where recorded
     scores: dict[str, list[float | None]] = field(default_factory=dict)
+    #: per query, where the question came from (``source``), where the artifact records it
+    sources: dict[str, str] = field(default_factory=dict)
 
     def has_any(self) -> bool:
         """Whether this side holds a result for any query."""
@@ -140,6 +142,7 @@ def run_data_from_artifact(data: Mapping[str, Any], source: str) -> RunData:
     """One side from a run artifact checked by :func:`~pytest_ragmetrics.gate.artifact.check_artifact`:
     per query its metrics, or its error, or that it was unscorable, with its ranking, tags and
     judgments digest."""
+    whole_run_only(data, source)
     side = RunData(source, {}, meta=data.get("_meta", {}))
     ages = data["comparison"].get("stale_labels")
     side.stale_labels = ages if isinstance(ages, dict) else None
@@ -161,6 +164,8 @@ def run_data_from_artifact(data: Mapping[str, Any], source: str) -> RunData:
             side.scores[qid] = list(entry["scores"])
         side.rankings[qid] = list(entry.get("ranking") or [])
         side.tags[qid] = list(entry.get("tags") or [])
+        if isinstance(entry.get("source"), str):
+            side.sources[qid] = entry["source"]
         if side.pooled is not None and isinstance(entry.get("unjudged"), dict):
             side.unjudged[qid] = entry["unjudged"]
         if isinstance(entry.get("_judgments"), str):
@@ -381,7 +386,7 @@ def _without(side: RunData, qids: set[str]) -> RunData:
                    side.meta, keep(side.parent_levels), [q for q in side.unscorable if q not in qids],
                    keep(side.unscorable_why), keep(side.judgments), stale_labels=side.stale_labels,
                    pooled=side.pooled, unjudged=keep(side.unjudged), no_answer=keep(side.no_answer),
-                   scores=keep(side.scores))
+                   scores=keep(side.scores), sources=keep(side.sources))
 
 
 def describe_measurement(side: RunData) -> str:
@@ -449,7 +454,8 @@ def compare(a: RunData, b: RunData, thresholds: Thresholds, metrics: Sequence[st
             queries.append(golden[qid])
         else:
             queries.append(Query(qid, "", {}, tuple(b.tags.get(qid) or a.tags.get(qid) or ()),
-                                 answerable=qid not in a.no_answer and qid not in b.no_answer))
+                                 answerable=qid not in a.no_answer and qid not in b.no_answer,
+                                 source=b.sources.get(qid) or a.sources.get(qid) or DEFAULT_SOURCE))
     run_golden = GoldenSet(golden_of_b or "", tuple(queries), judgments="pooled" if b.pooled is not None else "closed")
     records = {}
     for qid in qids:

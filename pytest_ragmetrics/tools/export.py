@@ -12,6 +12,7 @@ from typing import Any
 
 from pytest_ragmetrics.files import loads_json, read_text, split_lines
 from pytest_ragmetrics.gate.artifact import load_artifact, parse_artifact
+from pytest_ragmetrics.golden import DEFAULT_SOURCE
 
 __all__ = ["artifact_rankings", "golden_yaml", "judgments_gaps", "merge_judgments", "golden_file_text"]
 
@@ -36,6 +37,7 @@ def golden_yaml(queries: Any) -> str:
     adjudicated file, join the golden set without rewriting its comments. Grades
     are kept as judged, 0 included (a judged "not relevant" is part of the set);
     a question whose documents are all grade 1 gets the short list form.
+    A question's ``source`` is kept when it is not the default (``curated``).
     Dates are kept (``judged_at``): on the record when all its judgments share one, else on
     each judgment that has its own (``{grade: 2, judged_at: 2026-03-01}``).
     """
@@ -60,6 +62,8 @@ def golden_yaml(queries: Any) -> str:
                 entry["gold_chunks"] = gold
         if q.tags:
             entry["tags"] = list(q.tags)
+        if getattr(q, "source", DEFAULT_SOURCE) != DEFAULT_SOURCE:  # where the question came from, kept
+            entry["source"] = q.source
         if record_date is not None:
             entry["judged_at"] = record_date
         entries.append(entry)
@@ -110,7 +114,9 @@ def judgments_gaps(path: str | Path) -> list[str]:
 
 def merge_judgments(golden: Any, annotated: Any) -> tuple[list[Any], list[str]]:
     """The golden set's queries with the grades of ``annotated`` (an annotator's or adjudicated
-    file) merged in: a document it grades takes that grade, a question it adds is appended.
+    file) merged in: a document it grades takes that grade, a question it adds is appended (with its
+    ``source``: a harvested question stays harvested). A question the golden set holds keeps its own
+    ``source``: judging more of its documents does not change where the question came from.
     Returns the queries and a note per grade that changed (a regrade, not a new judgment)."""
     from dataclasses import replace
 
@@ -155,6 +161,8 @@ def golden_file_text(queries: Any, path: str | Path, judgments: str = "pooled") 
             record["tags"] = list(q.tags)
         if not q.answerable:
             record["answerable"] = False
+        if q.source != DEFAULT_SOURCE:
+            record["source"] = q.source
         dates = q.judgment_dates()
         record["candidates"] = [{"doc_id": d, "rel": g, **({"judged_at": dates[d].isoformat()} if dates.get(d) else {})}
                                 for d, g in q.judgments.items()]

@@ -35,7 +35,16 @@ from typing import Any, Mapping, Sequence
 
 from pytest_ragmetrics.errors import InputError, RagMetricsError
 from pytest_ragmetrics.files import atomic_write_text, dumps_line, json_lines, read_text, split_lines
-from pytest_ragmetrics.golden import _check_grade, _check_id, _check_tags, by_grade, load_golden, query_fields
+from pytest_ragmetrics.golden import (
+    DEFAULT_SOURCE,
+    _check_grade,
+    _check_id,
+    _check_tags,
+    by_grade,
+    check_source,
+    load_golden,
+    query_fields,
+)
 from pytest_ragmetrics.measures import DEFAULT_ID_SEPARATOR
 from pytest_ragmetrics.report.tables import counted, markdown_table
 from pytest_ragmetrics.tools.candidates import KIND, VERSION, display_order, pool_identity
@@ -67,6 +76,8 @@ class PoolQuery:
     judgments: dict[str, int] = field(default_factory=dict)
     notes: dict[str, str] = field(default_factory=dict)
     tags: tuple[str, ...] = ()
+    #: where the question came from, when the input says (kept into the candidates file)
+    source: str | None = None
 
 
 @dataclass
@@ -103,6 +114,10 @@ class PooledQuery:
     query: str
     tags: tuple[str, ...]
     candidates: list[Candidate]
+    #: where the question came from (``harvested`` for ``ragmetrics harvest``); None: not said
+    source: str | None = None
+    #: for a harvested question: on how many runs it failed, and how (``ragmetrics harvest``)
+    harvest: dict[str, Any] | None = None
 
     def order(self, seed: int) -> list[str]:
         """The order annotators see the candidates in: :func:`display_order` from ``seed``."""
@@ -113,6 +128,10 @@ class PooledQuery:
         out: dict[str, Any] = {"qid": self.qid, "query": self.query}
         if self.tags:
             out["tags"] = list(self.tags)
+        if self.source is not None:
+            out["source"] = self.source
+        if self.harvest is not None:
+            out["harvest"] = self.harvest
         if seed is not None:
             out["order"] = self.order(seed)
         out["candidates"] = [c.to_dict() for c in self.candidates]
@@ -162,7 +181,8 @@ def _has_qrels(folder: Path) -> bool:
 
 def _from_golden(path: Path) -> list[PoolQuery]:
     golden = load_golden(path)
-    return [PoolQuery(q.qid, q.text, dict(q.judgments), {}, tuple(q.tags)) for q in golden]
+    return [PoolQuery(q.qid, q.text, dict(q.judgments), {}, tuple(q.tags),
+                      None if q.source == DEFAULT_SOURCE else q.source) for q in golden]
 
 
 def _finish(path: Path, queries: list[tuple[PoolQuery, str]]) -> list[PoolQuery]:
@@ -202,7 +222,8 @@ def _read_jsonl(path: Path) -> list[PoolQuery]:
             note = cand.get("note")
             if isinstance(note, str) and note.strip():
                 notes[doc] = note
-        out.append((PoolQuery(qid, text, judgments, notes, tuple(dict.fromkeys(tags))), where))
+        source = check_source(record["source"], name, where) if record.get("source") is not None else None
+        out.append((PoolQuery(qid, text, judgments, notes, tuple(dict.fromkeys(tags)), source), where))
     return _finish(path, out)
 
 
@@ -282,7 +303,7 @@ def pool_sources(queries: Sequence[PoolQuery], ranked: Sequence[Ranked], depth: 
         for cand in pooled + missed:
             cand.rel = q.judgments.get(cand.doc_id)
             cand.note = q.notes.get(cand.doc_id, "")
-        out.append(PooledQuery(q.qid, q.text, q.tags, pooled + missed))
+        out.append(PooledQuery(q.qid, q.text, q.tags, pooled + missed, q.source))
     return out
 
 

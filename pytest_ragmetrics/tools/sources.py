@@ -100,7 +100,7 @@ class Ranked:
     missing: list[str] = field(default_factory=list)
 
 
-def _documents(entries: Sequence[Entry], depth: int) -> list[Entry]:
+def best_per_document(entries: Sequence[Entry], depth: int) -> list[Entry]:
     """The first entry of each document, at most ``depth`` documents: a document's best rank counts."""
     out: list[Entry] = []
     seen: set[str] = set()
@@ -386,16 +386,22 @@ def retriever_rankings(
                 items = list(items)  # a generator is read once, here
             except TypeError:
                 pass  # not iterable: normalize_results says so
-        try:
-            returned = normalize_results(items, depth, qid)
-        except RetrieverError as exc:
-            raise RetrieverError(f"{label}: {exc}") from None
-        entries = []
-        for item, rid in zip(items[:depth], returned.ids):
-            found = item.get("text") if isinstance(item, Mapping) else getattr(item, "text", None)
-            entries.append(Entry(rid, document_of(rid, id_separator), found if isinstance(found, str) else None))
-        rankings[qid] = _documents(entries, depth)
+        rankings[qid] = ranked_entries(items, depth, qid, id_separator, label)
     return Ranked(source, rankings)
+
+
+def ranked_entries(items: Any, depth: int, qid: str, id_separator: str | None, label: str) -> list[Entry]:
+    """One retriever answer as the gate reads it: checked (an error names ``label``), cut at
+    ``depth``, ids mapped to documents by ``id_separator``, each document at its best rank."""
+    try:
+        returned = normalize_results(items, depth, qid)
+    except RetrieverError as exc:
+        raise RetrieverError(f"{label}: {exc}") from None
+    entries = []
+    for item, rid in zip(items[:depth], returned.ids):
+        found = item.get("text") if isinstance(item, Mapping) else getattr(item, "text", None)
+        entries.append(Entry(rid, document_of(rid, id_separator), found if isinstance(found, str) else None))
+    return best_per_document(entries, depth)
 
 
 # ------------------------------------------------------------------- the reference stack
@@ -438,7 +444,7 @@ def stack_rankings(
                 text = getattr(item, "text", None)
                 entries.append(Entry(rid, doc if isinstance(doc, str) else document_of(rid, id_separator),
                                      text if isinstance(text, str) else None))
-            rankings[qid] = _documents(entries, depth)
+            rankings[qid] = best_per_document(entries, depth)
         out.append(Ranked(source, rankings))
     return out
 
@@ -478,7 +484,7 @@ def run_rankings(
     for qid in qids:
         if qid in raw:
             entries = [Entry(rid, document_of(rid, id_separator)) for rid in raw[qid]]
-            rankings[qid] = _documents(entries, depth)
+            rankings[qid] = best_per_document(entries, depth)
     missing = [q for q in qids if not rankings.get(q)]
     return Ranked(source, rankings, ignored, missing)
 

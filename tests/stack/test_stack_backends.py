@@ -12,13 +12,9 @@ import numpy as np
 import pytest
 
 from pytest_ragmetrics.stack import Document, Embedder, Retriever, model_fingerprint
-from pytest_ragmetrics.stack import _onnx, embed
-from pytest_ragmetrics.stack.embed import (
-    BF16_PAD_MULTIPLE,
-    DEFAULT_BATCH_SIZE,
-    DEFAULT_MODEL_NAME,
-    default_model_path,
-)
+from pytest_ragmetrics.stack import _onnx, models
+from pytest_ragmetrics.stack.embed import DEFAULT_BATCH_SIZE, DEFAULT_MODEL_NAME, default_model_path
+from pytest_ragmetrics.stack.models import BF16_PAD_MULTIPLE
 
 N_TEXTS = 50
 
@@ -128,17 +124,17 @@ def test_bf16_stays_within_float32_rounding(scifact_texts: list[str], torch_vect
 
 
 def test_bf16_warns_where_the_cpu_emulates_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(embed, "cpu_has_native_bf16", lambda: False)
+    monkeypatch.setattr(models, "cpu_has_native_bf16", lambda: False)
     with pytest.warns(RuntimeWarning, match="no native bfloat16.*onnx-int8"):
         Embedder(cache_path=None, backend="torch-bf16").model
-    monkeypatch.setattr(embed, "cpu_has_native_bf16", lambda: True)
+    monkeypatch.setattr(models, "cpu_has_native_bf16", lambda: True)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         Embedder(cache_path=None, backend="torch-bf16").model
 
 
 def test_native_bf16_is_read_from_the_cpu_flags() -> None:
-    found = embed.cpu_has_native_bf16()
+    found = models.cpu_has_native_bf16()
     if not sys.platform.startswith("linux"):
         assert found is None
         return

@@ -142,6 +142,8 @@ def _edit_mean(data: dict[str, Any]) -> None:
     (lambda d: d["_meta"].update(baseline="baseline.json"), "_meta.baseline", "expected null or an object"),
     (lambda d: d["per_query"]["q1"].update(ranking=["d1", "d5", "d1"]), "per_query.q1.ranking",
      "holds the document 'd1' twice"),
+    (lambda d: d["per_query"]["q1"].update(_top=[f"d{i}" for i in range(11)]), "per_query.q1._top",
+     "holds 11 documents, more than _meta.k = 10"),
     (lambda d: d["_meta"].update(k=None), "_meta.k", "is None; expected a positive integer"),
     (lambda d: d["_meta"].update(k=0), "_meta.k", "is 0; expected a positive integer"),
     (lambda d: d["_meta"].update(golden=[1]), "_meta.golden", "is [1]; expected an object"),

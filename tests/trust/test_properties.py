@@ -37,7 +37,7 @@ from pytest_ragmetrics.errors import BaselineError, InputError, ThresholdsError
 from pytest_ragmetrics.evaluation import evaluate, score_query
 from pytest_ragmetrics.gate.verdict import QueryRecord, build_verdict
 from pytest_ragmetrics.golden import GoldenSet, Query, load_golden, load_qrels
-from pytest_ragmetrics.measures import MEASURE_NAMES, MeasurementConfig
+from pytest_ragmetrics.measures import _NEEDS_CUTOFF, MEASURE_NAMES, MeasurementConfig
 from pytest_ragmetrics.metrics import document_ranking
 from pytest_ragmetrics.report.html import render_html
 from pytest_ragmetrics.report.markdown import verdict_markdown
@@ -62,7 +62,7 @@ CUTOFF_METRICS = ["recall", "hit_rate", "precision", "mrr", "ndcg", "map", "judg
 def configs(draw: st.DrawFn) -> MeasurementConfig:
     names = draw(st.lists(st.sampled_from(CUTOFF_METRICS), min_size=1, max_size=8, unique=True))
     measures = [f"{n}@{draw(st.integers(1, 50))}" for n in names]
-    uncut = ["mrr", "ndcg", "map", "recall", "judged", "ndcg_judged"]
+    uncut = [n for n in CUTOFF_METRICS if n not in _NEEDS_CUTOFF]
     measures += [n for n in draw(st.lists(st.sampled_from(uncut), max_size=2, unique=True))]
     return MeasurementConfig(measures=tuple(dict.fromkeys(measures)),
                              relevance_level=draw(st.integers(1, 4)),

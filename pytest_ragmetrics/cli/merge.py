@@ -1,0 +1,156 @@
+"""``ragmetrics merge SHARDS --out run.json``: the shards of one run (``--rag-shard I/N``), judged as one."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from pytest_ragmetrics.cli import decided
+from pytest_ragmetrics.errors import BaselineError, RagMetricsError
+from pytest_ragmetrics.files import atomic_write_json, atomic_write_text, write_problem
+from pytest_ragmetrics.gate.artifact import seal_artifact
+from pytest_ragmetrics.tools.merge import Merged, merge_shards, refresh_baseline, shown_path
+
+HELP = "judge the shards of one run (--rag-shard I/N) as one run: one verdict, artifact and report"
+
+
+def register(verbs: Any) -> None:
+    parser = verbs.add_parser("merge", help=HELP, description=HELP + ". Run it in the project's checkout: the "
+                              "golden set and the baseline are read from there, and refused unless they are the "
+                              "ones the shards ran with.")
+    parser.set_defaults(command=run)
+    parser.add_argument("shards", nargs="+", metavar="SHARD", help="every shard's run artifact (--rag-report)")
+    parser.add_argument("--out", metavar="PATH", help="write the merged run artifact here: the one a whole run "
+                                                      "writes, its time aside")
+    parser.add_argument("--markdown", metavar="PATH", help="append the verdict as Markdown here (e.g. "
+                                                           "\"$GITHUB_STEP_SUMMARY\")")
+    parser.add_argument("--html", metavar="PATH", help="write the self-contained HTML report here")
+    parser.add_argument("--worst", type=int, metavar="N", help="worst regressed queries to list (default: worst_n)")
+    parser.add_argument("--update-baseline", action="store_true",
+                        help="refresh the baseline from the merged shards, with the plugin's refusals (a query "
+                             "that did not run or errored, gold ids not in the corpus)")
+    parser.add_argument("--allow-missing-gold", action="store_true",
+                        help="let --update-baseline write a baseline although relevant gold ids are not in the "
+                             "corpus (as --rag-allow-missing-gold)")
+    parser.add_argument("--golden", metavar="PATH", help="the golden set (default: the path the shards recorded, "
+                                                         "from the current folder)")
+    parser.add_argument("--baseline", metavar="PATH", help="the baseline (default: the path the shards recorded, "
+                                                           "from the current folder)")
+
+
+def _header(merged: Merged) -> str:
+    shards = ", ".join(f"{s.spec} {s.path} ({len(s.section['queries'])})" for s in merged.shards)
+    source = merged.meta.get("golden", {}).get("source") if isinstance(merged.meta.get("golden"), dict) else None
+    return (f"Merged {len(merged.shards)} shards of {len(merged.golden)} queries"
+            + (f" from {source}" if source else "") + f": {shards}")
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.worst is not None and args.worst < 0:
+        raise RagMetricsError(f"--worst must be an integer >= 0, got {args.worst}")
+    merged = merge_shards(args.shards, golden=args.golden, baseline=args.baseline, out=args.out,
+                          updating=args.update_baseline)
+    if args.update_baseline:
+        return _refresh(args, merged)
+    verdict = merged.verdict
+    code = decided(args, 0 if verdict.passed else 1)  # before any output can fail
+    worst = args.worst if args.worst is not None else merged.thresholds.worst_n
+    _write_artifact(args, merged)
+    if args.html:
+        _write_html(args, merged, worst)
+    if args.markdown:
+        _append_markdown(args, merged, worst)
+    print(_header(merged))
+    print(_summary(args, merged, worst))
+    return code
+
+
+def _pooled(args: argparse.Namespace, merged: Merged, markdown: bool) -> str | None:
+    """A pooled set's part of the report, as the plugin writes it (naming the merged artifact)."""
+    if merged.verdict.judgments != "pooled":
+        return None
+    from pytest_ragmetrics.report.pooled import pooled_markdown, pooled_text
+    from pytest_ragmetrics.unanswerable import FALSE_RETRIEVAL
+
+    meta = merged.recorded
+    base = merged.baseline
+    lacks_top = base is not None and any("_top" not in e for e in base.per_query.values() if FALSE_RETRIEVAL not in e)
+    golden = meta.get("golden", {}).get("source") if isinstance(meta.get("golden"), dict) else None
+    return (pooled_markdown if markdown else pooled_text)(
+        merged.verdict, int(meta.get("k") or 10), None, lacks_top, shown_path(Path(args.out)) if args.out else None,
+        str(golden or merged.golden.source))
+
+
+def _summary(args: argparse.Namespace, merged: Merged, worst: int) -> str:
+    from pytest_ragmetrics.report.summary import session_summary
+
+    verdict, gold = merged.verdict, merged.gold_check
+    meta = merged.recorded
+    pooled = _pooled(args, merged, markdown=False)
+    late = None if gold is not None or merged.gold_unchecked is None \
+        else f"WARNING: gold ids not checked: {merged.gold_unchecked}"
+    return session_summary(verdict, worst, lost=set(gold.lost) if gold is not None else set(),
+                           gold_warning=gold.warning() if gold is not None else late,
+                           retriever_before=meta.get("baseline_retriever"), retriever_now=meta.get("retriever"),
+                           unjudged=bool(verdict.to_judge), pooled=pooled)
+
+
+def _refresh(args: argparse.Namespace, merged: Merged) -> int:
+    from pytest_ragmetrics.report.summary import refresh_summary
+
+    meta = merged.recorded
+    try:
+        change, written = refresh_baseline(merged, args.allow_missing_gold), True
+    except BaselineError as exc:
+        change, written = str(exc), False
+    code = decided(args, 0 if written else 1)
+    _write_artifact(args, merged)
+    print(_header(merged))
+    print(refresh_summary(change, written=written,
+                          gold_warning=merged.gold_check.warning() if written and merged.gold_check else None,
+                          aggregate=merged.verdict.aggregate if written else (),
+                          thresholds_name=merged.thresholds.path or "thresholds",
+                          retriever_before=meta.get("baseline_retriever"), retriever_now=meta.get("retriever")))
+    return code
+
+
+def _write_artifact(args: argparse.Namespace, merged: Merged) -> None:
+    if not args.out:
+        return
+    out = Path(args.out)
+    data = merged.artifact
+    try:
+        atomic_write_json(out, seal_artifact({**data, "_meta": dict(data["_meta"])}))
+    except OSError as exc:
+        raise RagMetricsError(f"cannot write the merged run artifact {out}: {write_problem(out, exc)}") from None
+
+
+def _write_html(args: argparse.Namespace, merged: Merged, worst: int) -> None:
+    from pytest_ragmetrics.report.html import render_html
+
+    html = Path(args.html)
+    data = {**merged.artifact, "_meta": {**merged.artifact["_meta"], "worst_n": worst}}
+    try:
+        atomic_write_text(html, render_html(data))
+    except OSError as exc:
+        raise RagMetricsError(f"cannot write the HTML report {html}: {write_problem(html, exc)}") from None
+
+
+def _append_markdown(args: argparse.Namespace, merged: Merged, worst: int) -> None:
+    from pytest_ragmetrics.report.markdown import verdict_markdown
+    from pytest_ragmetrics.report.text import retriever_changes
+
+    meta = merged.recorded
+    verdict = merged.verdict
+    pooled = _pooled(args, merged, markdown=True)
+    path = Path(args.markdown)
+    try:
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(verdict_markdown(verdict, worst, retriever_changes=retriever_changes(
+                meta.get("baseline_retriever"), meta.get("retriever")), pooled=pooled) + "\n")
+    except OSError as exc:  # it only presents the verdict printed below: a warning, as in the plugin
+        print(f"ragmetrics merge: warning: cannot append the Markdown summary to {path}: {write_problem(path, exc)}; "
+              "the verdict stands", file=sys.stderr)
+

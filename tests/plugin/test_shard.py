@@ -1,0 +1,378 @@
+"""Sharded runs: ``--rag-shard I/N`` runs a stable share of the set on one machine, and
+``ragmetrics merge`` judges every shard's artifact as one run, identical to a whole run of the set."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ragproject import QIDS, RagProject, ids_with, no_traceback, rag_summary
+
+from pytest_ragmetrics.cli import main
+from pytest_ragmetrics.gate.artifact import load_artifact
+from pytest_ragmetrics.gate.shard import select_shard, shard_of
+from pytest_ragmetrics.golden import load_golden
+
+DEGRADED = {
+    "q_002": ["chain-lube#1-2", "noise-doc"],
+    "q_004": ["brake-pads", "tire-repair#3-3"],
+    "q_005": {"raise": "index shard offline"},
+}
+
+
+def _normalised(data: dict[str, Any]) -> dict[str, Any]:
+    """An artifact without what is each run's own: its time, and the time's digest in the seal."""
+    data = json.loads(json.dumps(data))
+    data["_meta"].pop("created")
+    data["_meta"]["seal"].pop("created")
+    return data
+
+
+def _read(project: RagProject, name: str) -> dict[str, Any]:
+    return json.loads((project.path / name).read_text(encoding="utf-8"))
+
+
+def _shards(project: RagProject, count: int = 3, *args: str) -> list[pytest.RunResult]:
+    return [project.run(f"--rag-shard={i}/{count}", f"--rag-report=shard{i}.json", *args) for i in range(1, count + 1)]
+
+
+def _merge(project: RagProject, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+           *args: str) -> tuple[int, str, str]:
+    monkeypatch.chdir(project.path)
+    capsys.readouterr()
+    code = main(["merge", *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+# ----------------------------------------------------------------------------- the deal
+
+
+def _golden(tmp_path: Path, records: list[dict[str, Any]], name: str = "golden.yaml") -> Any:
+    import yaml
+
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(records, sort_keys=False), encoding="utf-8")
+    return load_golden(path)
+
+
+def test_the_deal_is_stable_exact_and_spreads_each_first_tag(tmp_path: Path) -> None:
+    records = [{"id": f"q-{i:03d}", "question": f"question {i}", "gold_chunks": [f"d{i}"],
+                "tags": [["a", "b", "c"][i % 3] if i % 7 else "rare"]} for i in range(50)]
+    golden = _golden(tmp_path, records)
+    reordered = _golden(tmp_path, list(reversed(records)), "reversed.yaml")
+    for count in (1, 2, 3, 4, 7):
+        placed = shard_of(golden, count)
+        assert placed == shard_of(reordered, count)  # the file's order plays no part
+        shares = [select_shard(golden, i, count) for i in range(1, count + 1)]
+        assert sorted(q.qid for s in shares for q in s) == sorted(q.qid for q in golden)  # each once
+        for tag in ("a", "b", "c", "rare"):
+            n = sum(1 for q in golden if q.tags[0] == tag)
+            sizes = [sum(1 for q in s if q.tags[0] == tag) for s in shares]
+            assert set(sizes) <= {n // count, -(-n // count)}, (tag, count, sizes)
+        assert max(map(len, shares)) - min(map(len, shares)) <= 1
+        assert [q.qid for q in shares[0]] == [q.qid for q in golden if placed[q.qid] == 1]  # the set's order
+
+
+def test_the_deal_does_not_depend_on_the_hash_seed(tmp_path: Path) -> None:
+    golden = _golden(tmp_path, [{"id": f"q-{i}", "question": f"q {i}", "gold_chunks": ["d"], "tags": ["t"]}
+                                for i in range(20)])
+    script = ("import json, sys; from pytest_ragmetrics.golden import load_golden; "
+              "from pytest_ragmetrics.gate.shard import shard_of; "
+              "print(json.dumps(shard_of(load_golden(sys.argv[1]), 3), sort_keys=True))")
+    seen = set()
+    for seed in ("1", "2", "12345"):
+        env = {**os.environ, "PYTHONHASHSEED": seed, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+        out = subprocess.run([sys.executable, "-c", script, str(golden.source)], capture_output=True, text=True,
+                             env=env, check=True).stdout
+        seen.add(out)
+    assert seen == {json.dumps(shard_of(golden, 3), sort_keys=True) + "\n"}
+
+
+# ---------------------------------------------------------------------- shard runs
+
+
+@pytest.mark.parametrize("spec, why", [
+    ("3/2", "I is 1-based: 1..2"), ("0/4", "I is 1-based: 1..4"), ("1/0", "N must be at least 1"),
+    ("a/b", "I and N are whole numbers"), ("2", "I and N are whole numbers"), ("-1/3", "I and N are whole numbers"),
+])
+def test_a_bad_shard_spec_is_a_usage_error(project: RagProject, spec: str, why: str) -> None:
+    result = project.run(f"--rag-shard={spec}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert f"--rag-shard must be I/N, this machine's shard I of N (1 <= I <= N), got {spec!r}: {why}" in \
+        result.stderr.str()
+    no_traceback(result)
+
+
+def test_a_shard_without_an_artifact_is_told_merge_needs_one(baselined: RagProject) -> None:
+    result = baselined.run("--rag-shard=1/2")
+    assert result.ret == pytest.ExitCode.OK
+    assert "(pass --rag-report=PATH: merge reads the shard's artifact)" in result.stdout.str()
+
+
+def test_a_shard_refuses_to_refresh_the_baseline(project: RagProject) -> None:
+    result = project.run("--rag-shard=1/2", "--rag-update-baseline")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "--rag-update-baseline cannot refresh from shard 1/2" in result.stderr.str()
+    assert "ragmetrics merge SHARDS --out run.json --update-baseline" in result.stderr.str()
+    assert not project.baseline_path.exists()
+
+
+def test_a_shard_runs_its_share_and_fails_on_its_own_queries_only(baselined: RagProject) -> None:
+    baselined.answer(q_004=DEGRADED["q_004"], q_005=DEGRADED["q_005"])  # the aggregate gate fails on the whole set
+    results = _shards(baselined, 3, "--rag-html=shard.html", "--rag-markdown=shard.md")
+    ran = [sorted(_read(baselined, f"shard{i}.json")["per_query"]) for i in (1, 2, 3)]
+    assert sorted(q for share in ran for q in share) == sorted(QIDS)
+    assert [len(share) for share in ran] == [2, 2, 2]
+    markdown = (baselined.path / "shard.md").read_text(encoding="utf-8")
+    red = sum(1 for share in ran if set(share) & {"q-004", "q-005"})
+    assert 0 < red < 3  # red shards and green ones, although the whole set fails recall@10
+    assert markdown.count("## Retrieval gate: failed") == red
+    assert markdown.count("## Retrieval gate: no query regressed in this shard (gates deferred to "
+                          "`ragmetrics merge`)") == 3 - red
+    for result, share in zip(results, ran):
+        header = [line for line in result.outlines if "ragmetrics: shard" in line]
+        assert len(header) == 1 and "the gates (the aggregate included) are judged over every shard by " \
+                                   "`ragmetrics merge`" in header[0]
+        assert not any("::gate::" in n for n in ids_with(result, "passed") + ids_with(result, "failed"))
+        bad = sorted(set(share) & {"q-004", "q-005"})
+        assert ids_with(result, "failed") == [f"golden.yaml::{q}" for q in bad]
+        assert result.ret == (pytest.ExitCode.TESTS_FAILED if bad else pytest.ExitCode.OK)
+        comparison = _read(baselined, f"shard{results.index(result) + 1}.json")["comparison"]
+        assert comparison["deferred"] == ["baseline", "recall@10", "significant-drops"]
+        assert all(g["passed"] for g in comparison["gates"]) and comparison["passed"] is not bool(bad)
+        no_traceback(result)
+        if not bad:
+            assert "No query of this shard regressed or errored. Its gates (baseline, recall@10, significant-drops)" \
+                   in rag_summary(result)
+
+
+# ------------------------------------------------------------------------- merging
+
+
+@pytest.mark.parametrize("case", ["passing", "failing", "smoke", "no-baseline", "pooled"])
+def test_merged_shards_are_the_whole_run(project: RagProject, capsys: pytest.CaptureFixture[str],
+                                         monkeypatch: pytest.MonkeyPatch, case: str) -> None:
+    """3 shards merged give the artifact, verdict, exit code and report of one whole run, times aside."""
+    if case == "pooled":  # unlisted documents are unjudged: a drop they may explain is inconclusive
+        project.ini(rag_judgments="pooled")
+    if case != "no-baseline":
+        project.baseline_once()
+    if case == "pooled":
+        project.answer(q_002=["chain-lube#1-2", "other-doc", "new-doc"], q_004=["derailleur"])
+    if case == "failing":
+        project.thresholds({"max_regressed_queries": 1})
+        project.answer(**DEGRADED)
+    args = ("--rag-subset=smoke",) if case == "smoke" else ()
+    # the artifact under the merged one's name, which a pooled verdict names
+    whole = project.run("--rag-report=run.json", "--rag-markdown=whole.md", "--rag-html=whole.html", *args)
+    (project.path / "run.json").rename(project.path / "whole.json")
+    _shards(project, 3, *args)
+    code, out, err = _merge(project, capsys, monkeypatch, "shard1.json", "shard2.json", "shard3.json",
+                            "--out", "run.json", "--markdown", "merged.md", "--html", "merged.html")
+    assert err == ""
+    failed = case in ("failing", "no-baseline", "pooled")
+    assert code == int(failed) == int(whole.ret != 0)
+    merged, reference = _read(project, "run.json"), _read(project, "whole.json")
+    assert _normalised(merged) == _normalised(reference)
+    # the earliest shard's time; sealed like any artifact: the schema (and its seal) holds
+    assert merged["_meta"]["created"] == min(_read(project, f"shard{i}.json")["_meta"]["created"] for i in (1, 2, 3))
+    load_artifact(project.path / "run.json")
+    # the report is the whole run's: the same verdict text as its terminal summary
+    n, each = (3, 1) if case == "smoke" else (6, 2)
+    assert out.startswith(f"Merged 3 shards of {n} queries from golden.yaml: 1/3 shard1.json ({each}), ")
+    assert rag_summary(whole).strip() in out
+    markdown = (project.path / "merged.md").read_text(encoding="utf-8")
+    assert markdown == (project.path / "whole.md").read_text(encoding="utf-8")
+    assert markdown.startswith("## Retrieval gate: failed" if failed else "## Retrieval gate: passed")
+    html = (project.path / "merged.html").read_text(encoding="utf-8")
+    assert html.replace(merged["_meta"]["created"], "TIME") == \
+        (project.path / "whole.html").read_text(encoding="utf-8").replace(reference["_meta"]["created"], "TIME")
+
+
+def test_merge_names_a_missing_or_duplicated_shard(baselined: RagProject, capsys: pytest.CaptureFixture[str],
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    _shards(baselined)
+    code, out, err = _merge(baselined, capsys, monkeypatch, "shard1.json", "shard3.json", "--out", "run.json")
+    assert code == 2 and out == ""
+    assert "shard 2/3 is missing (given: 1/3 shard1.json, 3/3 shard3.json); pass every shard's artifact" in err
+    code, _, err = _merge(baselined, capsys, monkeypatch, "shard1.json", "shard2.json", "shard2.json",
+                          "shard3.json")
+    assert code == 2
+    assert "shard2.json, shard.index: is 2: shard 2/3 is given twice (also as shard2.json); pass each shard " \
+           "once" in err
+    assert not (baselined.path / "run.json").exists()
+
+
+def test_merge_refuses_shards_of_different_runs(baselined: RagProject, capsys: pytest.CaptureFixture[str],
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    baselined.run("--rag-shard=1/2", "--rag-report=shard1.json")
+    baselined.run("--rag-shard=1/3", "--rag-report=other.json")
+    code, _, err = _merge(baselined, capsys, monkeypatch, "shard1.json", "other.json")
+    assert code == 2
+    assert "other.json: is not a shard of the same run as shard1.json: shard.count: 2 in shard1.json, 3 in " \
+           "other.json" in err
+    # a golden set edited between shards: different golden sets, named with the field
+    baselined.edit_query("q-006", question="cleaning a very dirty cassette")
+    baselined.answer(q_006=["cassette"])
+    baselined.run("--rag-shard=2/2", "--rag-report=shard2.json", "--rag-accept-mismatch")
+    code, _, err = _merge(baselined, capsys, monkeypatch, "shard1.json", "shard2.json")
+    assert code == 2
+    assert "shard2.json: is not a shard of the same run as shard1.json (they ran different golden sets): " \
+           "_meta.golden.sha256: " in err
+
+
+def test_merge_refuses_a_golden_set_changed_since_the_shards(baselined: RagProject,
+                                                            capsys: pytest.CaptureFixture[str],
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    _shards(baselined, 2)
+    baselined.edit_query("q-001", gold_chunks=["tire-repair", "tube-patch"])
+    code, _, err = _merge(baselined, capsys, monkeypatch, "shard1.json", "shard2.json")
+    assert code == 2
+    assert "golden.yaml: is not the golden set the shards ran: its sha256 is " in err
+    assert "merge in a checkout of the commit the shards ran" in err
+
+
+def test_merge_refuses_a_whole_run_or_an_edited_shard(baselined: RagProject, capsys: pytest.CaptureFixture[str],
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    baselined.run("--rag-report=whole.json")
+    _shards(baselined, 2)
+    code, _, err = _merge(baselined, capsys, monkeypatch, "whole.json", "shard1.json")
+    assert code == 2 and "whole.json: shard is missing: not a shard's artifact" in err
+    data = _read(baselined, "shard1.json")
+    qid = next(iter(data["shard"]["records"]))
+    data["shard"]["records"][qid]["metrics"]["recall@10"] = 0.0
+    (baselined.path / "shard1.json").write_text(json.dumps(data), encoding="utf-8")
+    code, _, err = _merge(baselined, capsys, monkeypatch, "shard1.json", "shard2.json")
+    assert code == 2 and "shard1.json: _meta.seal does not match the file: shard changed after the run" in err
+
+
+def test_merge_refreshes_the_baseline_like_a_whole_run(project: RagProject, capsys: pytest.CaptureFixture[str],
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    whole = project.make_baseline("--rag-report=run.json")
+    (project.path / "run.json").rename(project.path / "whole.json")
+    reference = project.baseline()
+    project.baseline_path.unlink()
+    _shards(project)  # no baseline yet: the shards run, and merge writes it
+    code, out, err = _merge(project, capsys, monkeypatch, "shard1.json", "shard2.json", "shard3.json",
+                            "--out", "run.json", "--update-baseline")
+    assert (code, err) == (0, "")
+    written = project.baseline()
+    for data in (written, reference):
+        data["_meta"].pop("created")  # the one line a refresh of the same numbers changes
+    assert written == reference
+    assert rag_summary(whole).strip() in out  # what changed in the baseline, as the plugin says it
+    # the artifact is a refresh run's, naming the baseline it wrote: by its content (its bytes hold its time)
+    artifacts = [_normalised(_read(project, name)) for name in ("run.json", "whole.json")]
+    for data in artifacts:
+        assert data["_meta"]["baseline"].pop("updated") is True
+        data["_meta"]["baseline"].pop("sha256"), data["_meta"]["baseline"].pop("created")
+        data["_meta"]["seal"].pop("_meta")
+    assert artifacts[0] == artifacts[1]
+
+
+@pytest.mark.parametrize("case, refusal", [
+    ("errored", "1 query errored (q-005); fix the retriever first"),
+    ("deselected", "1 golden query did not run (e.g. q-005); update the baseline from a full, unfiltered run"),
+])
+def test_merge_refuses_to_refresh_as_the_plugin_does(baselined: RagProject, capsys: pytest.CaptureFixture[str],
+                                                     monkeypatch: pytest.MonkeyPatch, case: str,
+                                                     refusal: str) -> None:
+    before = baselined.baseline_path.read_bytes()
+    if case == "errored":
+        baselined.answer(q_005={"raise": "index shard offline"})
+    _shards(baselined, 3, *(("--deselect=golden.yaml::q-005",) if case == "deselected" else ()))
+    code, out, _ = _merge(baselined, capsys, monkeypatch, "shard1.json", "shard2.json", "shard3.json",
+                          "--update-baseline")
+    assert code == 1
+    assert f"not writing {baselined.baseline_path}: {refusal}" in out
+    assert baselined.baseline_path.read_bytes() == before
+
+
+def test_merge_refuses_a_baseline_changed_since_the_shards(baselined: RagProject,
+                                                          capsys: pytest.CaptureFixture[str],
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    _shards(baselined, 2)
+    baselined.answer(q_001=["tire-repair"])
+    baselined.make_baseline()  # re-measured after the shards ran: not what they were judged against
+    code, out, err = _merge(baselined, capsys, monkeypatch, "shard1.json", "shard2.json")
+    assert (code, out) == (2, "")
+    assert f"{baselined.baseline_path}: is not the baseline the shards were judged against: its sha256 differs " \
+           "from shard1.json's _meta.baseline.sha256" in err
+
+
+@pytest.mark.slow
+def test_a_shard_under_xdist_writes_the_serial_shards_artifact(baselined: RagProject) -> None:
+    pytest.importorskip("xdist")
+    baselined.answer(**DEGRADED)
+    serial = baselined.run("--rag-shard=2/3", "--rag-report=serial.json")
+    parallel = baselined.run_subprocess("-n", "2", "--rag-shard=2/3", "--rag-report=parallel.json")
+    assert serial.ret == parallel.ret
+    assert ids_with(serial, "failed") == ids_with(parallel, "failed")
+    assert _normalised(_read(baselined, "parallel.json")) == _normalised(_read(baselined, "serial.json"))
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda s: s.update(index=4), "shard1.json: shard.index is 4, above shard.count 3 (I is 1-based: 1..N)"),
+    (lambda s: s.update(count=0), "shard1.json: shard.count is 0; expected a whole number >= 1"),
+    (lambda s: s["records"].update({"q-999": {"qid": "q-999", "status": "scored"}}),
+     "shard1.json: shard.records.q-999 is a query this shard was not dealt (not in shard.queries)"),
+    (lambda s: s["records"].pop(next(iter(s["records"]))),
+     "has no record in shard.records: the file was edited"),
+])
+def test_the_shard_section_is_checked_with_the_artifact(baselined: RagProject, capsys: pytest.CaptureFixture[str],
+                                                        monkeypatch: pytest.MonkeyPatch, edit: Any,
+                                                        message: str) -> None:
+    _shards(baselined)
+    data = _read(baselined, "shard1.json")
+    edit(data["shard"])
+    (baselined.path / "shard1.json").write_text(json.dumps(data), encoding="utf-8")
+    code, out, err = _merge(baselined, capsys, monkeypatch, "shard1.json", "shard2.json", "shard3.json")
+    assert (code, out) == (2, "")
+    assert message in err
+
+
+def test_a_shard_dealt_no_query_passes_and_still_writes_its_artifact(baselined: RagProject,
+                                                                     capsys: pytest.CaptureFixture[str],
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """More shards than queries (a matrix sized for the full set running the smoke subset): the empty
+    shards pass, and the merge still covers the set."""
+    results = [baselined.run(f"--rag-shard={i}/4", f"--rag-report=shard{i}.json", "--rag-subset=smoke")
+               for i in range(1, 5)]
+    assert [r.ret for r in results] == [0, 0, 0, 0]
+    assert [len(_read(baselined, f"shard{i}.json")["shard"]["queries"]) for i in range(1, 5)] == [1, 1, 1, 0]
+    code, out, err = _merge(baselined, capsys, monkeypatch, *(f"shard{i}.json" for i in range(1, 5)))
+    assert (code, err) == (0, "")
+    assert "Merged 4 shards of 3 queries" in out
+
+
+def test_merge_refuses_to_refresh_from_smoke_shards(baselined: RagProject, capsys: pytest.CaptureFixture[str],
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    before = baselined.baseline_path.read_bytes()
+    _shards(baselined, 2, "--rag-subset=smoke")
+    code, out, err = _merge(baselined, capsys, monkeypatch, "shard1.json", "shard2.json", "--update-baseline")
+    assert (code, out) == (2, "")
+    assert "--update-baseline needs the full set: the shards ran the smoke subset" in err
+    assert baselined.baseline_path.read_bytes() == before
+
+
+def test_compare_and_history_refuse_a_shard_as_a_whole_run(baselined: RagProject,
+                                                          capsys: pytest.CaptureFixture[str],
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """A shard left in a nightly folder holds a third of the set: read as a whole run its means
+    and gates would judge a partial set, so the readers of whole runs send it to merge."""
+    baselined.run("--rag-shard=1/3", "--rag-report=shard1.json")
+    baselined.run("--rag-report=whole.json")
+    for argv in (["compare", "whole.json", "shard1.json"], ["history", "whole.json", "shard1.json"]):
+        monkeypatch.chdir(baselined.path)
+        capsys.readouterr()
+        code = main(argv)
+        err = capsys.readouterr().err
+        assert code == 2, argv
+        assert "shard1.json: is shard 1/3 of a sharded run, holding only that shard's queries; merge " \
+               "the shards first: `ragmetrics merge SHARD.json... --out run.json`" in err, argv
