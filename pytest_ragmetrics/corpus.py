@@ -11,15 +11,15 @@ from __future__ import annotations
 import json
 import os
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from pytest_ragmetrics.errors import InputError, RagMetricsWarning, listed
 from pytest_ragmetrics.files import check_unicode, loads_json, read_text, split_lines
 from pytest_ragmetrics.measures import DEFAULT_ID_SEPARATOR
 
-__all__ = ["TEXT_SUFFIXES", "CorpusError", "Document", "load_corpus"]
+__all__ = ["TEXT_SUFFIXES", "CorpusError", "Document", "load_corpus", "corpus_metadata"]
 
 #: File suffixes read from a corpus folder.
 TEXT_SUFFIXES = (".md", ".markdown", ".txt")
@@ -36,6 +36,20 @@ class Document:
     doc_id: str
     title: str
     text: str
+    #: what a JSONL line holds besides ``doc_id``/``_id``, ``title`` and ``text`` (its own fields, and the
+    #: keys of a BEIR-style ``metadata`` object): what a golden record's ``scope`` and ``filters`` match
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+
+#: The fields of a corpus JSONL line that are the document itself, not its metadata.
+_DOCUMENT_FIELDS = ("doc_id", "_id", "title", "text", "metadata")
+
+
+def corpus_metadata(docs: list[Document]) -> dict[str, Mapping[str, Any]] | None:
+    """Each document's metadata by id, or None when no document has any (a folder of text files)."""
+    if not any(d.metadata for d in docs):
+        return None
+    return {d.doc_id: d.metadata for d in docs}
 
 
 def load_corpus(path: str | Path) -> list[Document]:
@@ -104,8 +118,22 @@ def _load_jsonl(path: Path) -> list[Document]:
                 name, where, f"duplicate doc_id {doc_id!r} (first on line {seen[doc_id]})"
             )
         seen[doc_id] = lineno
-        docs.append(Document(doc_id, title.strip(), text))
+        docs.append(Document(doc_id, title.strip(), text, _metadata(rec, name, where)))
     return docs
+
+
+def _metadata(rec: dict[str, Any], name: str, where: str) -> dict[str, Any]:
+    """A JSONL line's metadata: its other fields, and the keys of its ``metadata`` object."""
+    nested = rec.get("metadata")
+    if nested is not None and not isinstance(nested, dict):
+        raise CorpusError(name, where, f"metadata must be an object, got {type(nested).__name__}")
+    found = {k: v for k, v in rec.items() if k not in _DOCUMENT_FIELDS}
+    for key, value in (nested or {}).items():
+        if key in found and found[key] != value:
+            raise CorpusError(name, where, f"metadata key {key!r} is given twice with different values (a field "
+                                           "of the line and a key of its metadata object)")
+        found[key] = value
+    return found
 
 
 def _load_folder(root: Path) -> list[Document]:

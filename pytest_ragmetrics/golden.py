@@ -3,9 +3,11 @@
 Three on-disk formats load into one model (:class:`GoldenSet` of :class:`Query`):
 
 - YAML list (one mapping per question): ``id``, ``question``, ``gold_chunks``
-  (a list of document ids, grade 1 each, or a mapping id -> grade), optional ``tags``.
+  (a list of document ids, grade 1 each, or a mapping id -> grade), optional ``tags``,
+  ``filters`` (a mapping passed to the retriever as ``search(query, k, filters=...)``) and
+  ``scope`` (the metadata every returned document must match; one outside it is a leak).
 - JSONL, one question per line: ``qid``, ``query``, optional ``mode`` (becomes a
-  tag) and ``tags``, ``candidates: [{doc_id, chunk, rel, note}]``. A document's
+  tag) and ``tags``, ``filters``, ``scope``, ``candidates: [{doc_id, chunk, rel, note}]``. A document's
   grade is the highest ``rel`` among its candidates; ``rel: 0`` is a judged
   non-relevant document.
 - A folder with ``queries.jsonl`` (``qid``/``query`` or BEIR's ``_id``/``text``)
@@ -32,8 +34,8 @@ from typing import Any, Iterator, Mapping, Sequence
 from pytest_ragmetrics.errors import InputError, brief_repr, listed
 from pytest_ragmetrics.files import check_line_endings, check_no_bom, json_lines, read_text, split_columns, split_lines
 
-__all__ = ["Query", "GoldenSet", "by_grade", "check_date", "load_golden", "load_qrels", "MAX_GRADE", "JUDGMENTS",
-           "check_judgments", "SOURCES", "DEFAULT_SOURCE", "check_source"]
+__all__ = ["Query", "GoldenSet", "by_grade", "check_date", "check_mapping", "load_golden", "load_qrels", "MAX_GRADE",
+           "JUDGMENTS", "check_judgments", "SOURCES", "DEFAULT_SOURCE", "check_source"]
 
 #: Highest grade accepted. Real scales are 0-3 or so; beyond this, the exponential
 #: gain 2^g - 1 overflows a float (2^1024), so a larger number is a typo, not a grade.
@@ -75,6 +77,10 @@ class Query:
     #: where the question came from (``source``, one of :data:`SOURCES`); not a judgment, so it
     #: changes no digest: re-labelling a question's origin does not invalidate a baseline
     source: str = DEFAULT_SOURCE
+    #: passed to the retriever as ``search(query, k, filters=...)`` (None: called as ``search(query, k)``)
+    filters: Mapping[str, Any] | None = None
+    #: the metadata every returned document must match (``{tenant: acme}``); one outside it is a leak
+    scope: Mapping[str, Any] | None = None
 
     def n_relevant(self, relevance_level: int = 1) -> int:
         return sum(1 for g in self.judgments.values() if g >= relevance_level)
@@ -88,14 +94,19 @@ class Query:
         return [d for d, _ in self.gold(relevance_level)]
 
     def judgments_digest(self) -> str:
-        """A short hash of this query's text and judgments, to spot changed labels."""
-        payload = json.dumps([self.text, sorted(self.judgments.items()), *self._no_answer()], ensure_ascii=False)
+        """A short hash of this query's text, judgments and filters, to spot changed labels (a scope changes
+        no number, so it is left out)."""
+        payload = json.dumps([self.text, sorted(self.judgments.items()), *self._hashed_extras()], ensure_ascii=False)
         return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:16]
 
-    def _no_answer(self) -> list[str]:
-        """What hashes add for an unanswerable question (nothing for the others, so their
-        digests stay as they were): flipping the flag changes the query's digest."""
-        return [] if self.answerable else ["answerable: false"]
+    def _hashed_extras(self) -> list[Any]:
+        """What hashes add for an unanswerable question and for filters (nothing for the others, so
+        their digests stay as they were): flipping the flag, or changing the filters the retriever is
+        searched with, changes the query's digest."""
+        extra: list[Any] = [] if self.answerable else ["answerable: false"]
+        if self.filters:
+            extra.append(["filters", sorted(self.filters.items())])
+        return extra
 
 
 @dataclass(frozen=True)
@@ -140,6 +151,13 @@ class GoldenSet:
     def tags(self) -> list[str]:
         return sorted({t for q in self.queries for t in q.tags})
 
+    def filtered(self) -> list[str]:
+        """Queries with ``filters``: the retriever must accept ``search(query, k, filters=...)``."""
+        return [q.qid for q in self.queries if q.filters]
+
+    def scoped(self) -> list[str]:
+        """Queries with a ``scope``: every document they return is checked against it (the leak gate)."""
+        return [q.qid for q in self.queries if q.scope]
     def sources(self) -> dict[str, int]:
         """How many questions came from each source, in the order of :data:`SOURCES` (absent ones left out)."""
         counts = {s: sum(1 for q in self.queries if q.source == s) for s in SOURCES}
@@ -155,7 +173,7 @@ class GoldenSet:
         change a number, so retagging does not invalidate a baseline)."""
         h = hashlib.sha256()
         for q in sorted(self.queries, key=lambda q: q.qid):
-            h.update(json.dumps([q.qid, q.text, sorted(q.judgments.items()), *q._no_answer()],
+            h.update(json.dumps([q.qid, q.text, sorted(q.judgments.items()), *q._hashed_extras()],
                                 ensure_ascii=False).encode())
             h.update(b"\n")
         return h.hexdigest()
@@ -245,6 +263,31 @@ def _check_tags(value: Any, path: str, where: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(tags))
 
 
+def _scalar(value: Any) -> bool:
+    return value is None or isinstance(value, (str, int, float, bool)) and not (
+        isinstance(value, float) and value != value)
+
+
+def check_mapping(value: Any, path: str, where: str, what: str) -> dict[str, Any] | None:
+    """A record's ``filters`` or ``scope``: a mapping of metadata keys to a value or a list of values
+    (any of them), so it can be sent to a retriever, matched against a document and hashed alike on
+    every run. None or an empty mapping is no filter at all."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise InputError(path, where, f"{what} must be a mapping of metadata keys to values, such as "
+                                      f"{{tenant: acme}}; got {type(value).__name__} {brief_repr(value)}")
+    value = {k: v for k, v in value.items() if k != "__line__"}  # the YAML loader's own bookkeeping
+    for key, item in value.items():
+        if not isinstance(key, str) or not key.strip():
+            raise InputError(path, where, f"{what}: key {brief_repr(key)} must be a non-empty string")
+        if isinstance(item, dict):
+            item = {k: v for k, v in item.items() if k != "__line__"}
+        items = item if isinstance(item, list) else [item]
+        if not items or not all(_scalar(v) and v is not None for v in items):
+            raise InputError(path, where, f"{what}: {key} is {brief_repr(item)}; expected a string, number or "
+                                          "boolean, or a non-empty list of them (any of)")
+    return value or None
 def check_source(value: Any, path: str, where: str | None) -> str:
     """A record's ``source``: one of :data:`SOURCES` (absent or null: :data:`DEFAULT_SOURCE`)."""
     if value is None:
@@ -394,13 +437,16 @@ def _load_yaml(path: Path, id_separator: str | None = None) -> GoldenSet:
         tags = _check_tags(record.get("tags"), name, where)
         judged_at = check_date(record["judged_at"], name, where) if record.get("judged_at") is not None else None
         source = check_source(record.get("source"), name, where)
-        queries.append((Query(qid, question, gold, tags, judged_at, dates, answerable, source), where))
+        filters = check_mapping(record.get("filters"), name, where, "filters")
+        scope = check_mapping(record.get("scope"), name, where, "scope")
+        queries.append((Query(qid, question, gold, tags, judged_at, dates, answerable, source, filters, scope),
+                        where))
     return _finish(name, queries, id_separator=id_separator, judgments=judgments)
 
 
 #: The keys of a YAML golden record; anything else is a typo (``tag:``) or a question cut short
 #: by YAML itself (an unquoted ``?`` or ``:`` in a flow mapping starts a new key).
-_YAML_KEYS = ("id", "question", "gold_chunks", "tags", "judged_at", "answerable", "source")
+_YAML_KEYS = ("id", "question", "gold_chunks", "tags", "judged_at", "answerable", "source", "filters", "scope")
 
 
 def _check_answerable(record: dict[str, Any], path: str, where: str, id_field: str) -> bool:
@@ -521,8 +567,10 @@ def _load_jsonl(path: Path, id_separator: str | None = None) -> GoldenSet:
             _no_gold(judgments, name, where, "candidates")
         judged_at = check_date(record["judged_at"], name, where) if record.get("judged_at") is not None else None
         source = check_source(record.get("source"), name, where)
-        queries.append((Query(qid, text, judgments, tuple(dict.fromkeys(tags)), judged_at, dates, answerable, source),
-                        where))
+        filters = check_mapping(record.get("filters"), name, where, "filters")
+        scope = check_mapping(record.get("scope"), name, where, "scope")
+        queries.append((Query(qid, text, judgments, tuple(dict.fromkeys(tags)), judged_at, dates, answerable, source,
+                              filters, scope), where))
     return _finish(name, queries, id_separator=id_separator, judgments=mode)
 
 
@@ -634,6 +682,7 @@ def _load_folder(folder: Path, qrels_path: Path | None = None, id_separator: str
     qrels = load_qrels(qrels_path)
     name = str(queries_path)
     texts: dict[str, tuple[str, tuple[str, ...], int, str]] = {}
+    scoped: dict[str, tuple[dict[str, Any] | None, dict[str, Any] | None]] = {}
     for number, record in json_lines(queries_path):
         where = f"line {number}"
         qid, text = query_fields(record, name, where)
@@ -641,12 +690,16 @@ def _load_folder(folder: Path, qrels_path: Path | None = None, id_separator: str
             raise InputError(name, where, f"duplicate query id {brief_repr(qid)} (first on line {texts[qid][2]})")
         texts[qid] = (text, _check_tags(record.get("tags"), name, where), number,
                       check_source(record.get("source"), name, f"{where} (qid {brief_repr(qid)})"))
+        where = f"line {number} (qid {brief_repr(qid)})"
+        scoped[qid] = (check_mapping(record.get("filters"), name, where, "filters"),
+                       check_mapping(record.get("scope"), name, where, "scope"))
     unknown = [qid for qid in qrels if qid not in texts]
     if unknown:
         raise InputError(str(qrels_path), None, f"{len(unknown)} judged queries are not in {queries_path.name}, e.g. "
                                                 f"{brief_repr(unknown[0])}")
     queries = [
-        (Query(qid, text, qrels[qid], tags, source=source), f"line {number}")
+        (Query(qid, text, qrels[qid], tags, source=source, filters=scoped[qid][0], scope=scoped[qid][1]),
+         f"line {number}")
         for qid, (text, tags, number, source) in texts.items()
         if qid in qrels
     ]

@@ -12,10 +12,10 @@ from __future__ import annotations
 import inspect
 from typing import Any, Iterable, Mapping, Protocol, Sequence, SupportsFloat, TypeAlias, runtime_checkable
 
-from pytest_ragmetrics.errors import brief_repr
+from pytest_ragmetrics.errors import brief_repr, listed
 
-__all__ = ["BatchRetriever", "CorpusRetriever", "DescribedRetriever", "Result", "ResultWithId", "Retriever",
-           "search_problem"]
+__all__ = ["BatchRetriever", "CorpusRetriever", "DescribedRetriever", "FilteredRetriever", "Result", "ResultWithId",
+           "Retriever", "accepts_filters", "search_problem"]
 
 
 @runtime_checkable
@@ -24,8 +24,9 @@ class ResultWithId(Protocol):
 
     Read when present, and not part of the type (a protocol cannot make an
     attribute optional): ``score`` (a number or None), ``explain_text()`` or
-    ``explain`` (text or a mapping, shown in the failure report) and ``parent_id``
-    (a str or None, see docs/parent-chunk-hit-rate.md). A dataclass or NamedTuple
+    ``explain`` (text or a mapping, shown in the failure report), ``parent_id``
+    (a str or None, see docs/parent-chunk-hit-rate.md) and ``metadata`` (a mapping,
+    checked against a golden record's ``scope``, see docs/filters.md). A dataclass or NamedTuple
     with an ``id: str`` field fits.
     """
 
@@ -35,7 +36,7 @@ class ResultWithId(Protocol):
 
 #: One ranked result: a ``str`` id, an ``(id, score)`` pair (any number ``float()``
 #: takes, numpy's included, or None), an object with an ``.id`` or a mapping with
-#: an ``"id"`` key (``"score"``, ``"explain"`` and ``"parent_id"`` optional).
+#: an ``"id"`` key (``"score"``, ``"explain"``, ``"parent_id"`` and ``"metadata"`` optional).
 Result: TypeAlias = str | tuple[str, SupportsFloat | None] | ResultWithId | Mapping[str, Any]
 
 
@@ -63,6 +64,21 @@ class BatchRetriever(Retriever, Protocol):
 
 
 @runtime_checkable
+class FilteredRetriever(Protocol):
+    """A retriever for a golden set whose records carry ``filters`` (``{tenant: acme}``): a record
+    with filters is searched as ``search(query, k, filters=...)``, by keyword, and one without as
+    ``search(query, k)``, as ever. A ``search`` that takes no ``filters`` keyword stops such a run
+    before the first query: filters are never dropped without a word.
+
+    ``search_batch(queries, k, filters=[...])`` (one mapping or None per query) is used for a batch
+    holding filtered queries when it takes ``filters``; otherwise those queries are searched one
+    at a time with ``search``.
+    """
+
+    def search(self, query: str, k: int, /, *, filters: Mapping[str, Any] | None = None) -> Sequence[Result]: ...
+
+
+@runtime_checkable
 class DescribedRetriever(Protocol):
     """A retriever that says what it is: ``describe()`` is recorded in the baseline and
     the run artifact (so keep it to JSON values), and a refresh that changes it is shown."""
@@ -78,9 +94,22 @@ class CorpusRetriever(Protocol):
     def doc_ids(self) -> Iterable[str]: ...
 
 
-def search_problem(retriever: Any, what: str) -> str | None:
+def accepts_filters(method: Any) -> bool:
+    """Whether ``method`` can be called with a ``filters=`` keyword (a parameter of that name, or
+    ``**kwargs``). A callable without a signature (a builtin) is taken at its word: it is tried."""
+    try:
+        signature = inspect.signature(method)
+    except (TypeError, ValueError):
+        return True
+    return any(p.kind is p.VAR_KEYWORD or (p.name == "filters" and p.kind is not p.POSITIONAL_ONLY)
+               for p in signature.parameters.values())
+
+
+def search_problem(retriever: Any, what: str, filtered: Sequence[str] = ()) -> str | None:
     """What keeps ``retriever`` from being searched as ``search(query, k)``, in one sentence; None when
-    nothing does. ``what`` says where it came from, e.g. ``"the rag_retriever fixture returned"``."""
+    nothing does. ``what`` says where it came from, e.g. ``"the rag_retriever fixture returned"``.
+    ``filtered`` names the golden records that carry ``filters``: then ``search`` must also take
+    ``filters=`` (a record's filters are never dropped)."""
     if retriever is None:
         return f"{what} None"
     search = getattr(retriever, "search", None)
@@ -97,4 +126,10 @@ def search_problem(retriever: Any, what: str) -> str | None:
         signature.bind("query", 10)
     except TypeError as exc:
         return f"{described}, whose search{signature} cannot be called as search(query, k): {exc}"
+    if filtered and not accepts_filters(search):
+        n = len(filtered)
+        return (f"{described}, whose search{signature} takes no filters keyword, but {n} golden "
+                f"{'record carries' if n == 1 else 'records carry'} filters ({listed(list(filtered), 5)}); "
+                "they would be dropped and the results judged as if filtered. Give search a "
+                "filters=None keyword and apply it (see pytest_ragmetrics.FilteredRetriever)")
     return None

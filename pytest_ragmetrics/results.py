@@ -5,8 +5,9 @@ pair, an object with an ``id`` attribute (and optionally ``score``, an
 explanation: ``explain_text()`` or ``explain`` as text or a mapping, and a
 ``parent_id``: the larger chunk the application hands to its generator, see
 :mod:`pytest_ragmetrics.parents`), or a mapping with the same keys (``{"id": ..., "score": ...}``, as
-many vector-database clients return; other keys such as ``metadata`` are
-ignored). The order is the ranking; nothing here re-sorts it.
+many vector-database clients return; other keys are ignored). A ``metadata`` mapping
+(attribute or key) is kept: a golden record's ``scope`` is checked against it. The order
+is the ranking; nothing here re-sorts it.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ class Returned:
     scores: list[float | None] = field(default_factory=list)
     explains: list[str | None] = field(default_factory=list)
     parents: list[str | None] = field(default_factory=list)
+    #: each result's own ``metadata`` mapping (None where it carries none)
+    metadata: list[Mapping[str, Any] | None] = field(default_factory=list)
     truncated_from: int | None = None  # how many came back when more than k did
 
 
@@ -80,7 +83,7 @@ def normalize_results(results: Any, k: int, query_id: str = "?") -> Returned:
         raise RetrieverError(
             f"query {query_id!r}: the retriever returned {type(results).__name__}, which is not iterable"
         ) from None
-    out = Returned([], [], [], [])
+    out = Returned([], [], [], [], [])
     if len(items) > k:
         out.truncated_from = len(items)
         items = items[:k]
@@ -88,6 +91,7 @@ def normalize_results(results: Any, k: int, query_id: str = "?") -> Returned:
         score: Any = None
         explain: str | None = None
         parent: Any = None
+        metadata: Any = None
         if isinstance(item, str):
             rid: Any = item
         elif isinstance(item, tuple) and len(item) == 2:
@@ -104,11 +108,13 @@ def normalize_results(results: Any, k: int, query_id: str = "?") -> Returned:
             score = item.get("score")
             explain = _explained(item.get("explain"))
             parent = item.get("parent_id")
+            metadata = item.get("metadata")
         elif hasattr(item, "id"):
             rid = item.id
             score = getattr(item, "score", None)
             explain = _explain_text(item)
             parent = getattr(item, "parent_id", None)
+            metadata = getattr(item, "metadata", None)
         else:
             raise RetrieverError(
                 f"query {query_id!r}, result {rank}: {type(item).__name__} {brief_repr(item)} is not an id, "
@@ -141,6 +147,7 @@ def normalize_results(results: Any, k: int, query_id: str = "?") -> Returned:
         out.scores.append(value)
         out.explains.append(explain)
         out.parents.append(parent)
+        out.metadata.append(dict(metadata) if isinstance(metadata, Mapping) else None)
     return out
 
 

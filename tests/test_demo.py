@@ -24,7 +24,8 @@ pytestmark = pytest.mark.slow
 
 def run_demo(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
     environ = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", **env}
-    for var in ("RAGMETRICS_MODE", "RAGMETRICS_CHUNK_SIZE", "RAGMETRICS_TOP_K", "RAGMETRICS_FETCH_K"):
+    for var in ("RAGMETRICS_MODE", "RAGMETRICS_CHUNK_SIZE", "RAGMETRICS_TOP_K", "RAGMETRICS_FETCH_K",
+                "RAGMETRICS_DEMO_BUG"):
         if var not in env:
             environ.pop(var, None)
     return subprocess.run(
@@ -120,3 +121,37 @@ def test_chinese_demo_without_the_extra_falls_back_and_says_why(tmp_path: Path) 
     assert "  - model: 'multilingual-e5-small' -> 'all-MiniLM-L6-v2'" in out
     described = json.loads(report.read_text())["_meta"]["retriever"]
     assert described["bm25_alone_for"] == ["han"] and described["model"] == "all-MiniLM-L6-v2"
+
+
+# --------------------------------------------------------------------- the multi-tenant demo
+
+TENANTS_BASELINE = REPO / "baselines" / "tenants" / "baseline.json"
+TENANTS_ARGS = ("--rag-golden", "eval/tenants/golden.yaml", "--rag-corpus", "eval/tenants/corpus.jsonl",
+                "--rag-baseline", "baselines/tenants/baseline.json",
+                "--rag-thresholds", "baselines/tenants/thresholds.json")
+
+
+def test_tenant_demo_passes_with_its_filters_applied(tmp_path: Path) -> None:
+    before = TENANTS_BASELINE.read_bytes()
+    report = tmp_path / "run.json"
+    proc = run_demo(*TENANTS_ARGS, f"--rag-report={report}")
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    assert "All gates passed" in proc.stdout
+    artifact = json.loads(report.read_text())
+    assert [g["name"] for g in artifact["comparison"]["gates"] if g["name"] == "leak"] == ["leak"]
+    assert len(artifact["per_query"]) == 6 and not artifact["comparison"].get("leaks")
+    assert artifact["per_query"]["harbor-warranty"]["filters"] == {"tenant": "harbor-cycles"}
+    assert TENANTS_BASELINE.read_bytes() == before
+
+
+def test_tenant_demo_catches_a_filter_bug_as_a_leak_while_recall_holds(tmp_path: Path) -> None:
+    report = tmp_path / "run.json"
+    proc = run_demo(*TENANTS_ARGS, f"--rag-report={report}", RAGMETRICS_DEMO_BUG="drop-filters")
+    assert proc.returncode == 1, proc.stdout[-4000:]
+    out = proc.stdout
+    assert "gate leak: 18 returned documents are outside their query's scope in 6 queries" in out
+    assert "FAILED eval/tenants/golden.yaml::harbor-warranty - leak: 3 returned documents" in out
+    artifact = json.loads(report.read_text())
+    failed = [g["name"] for g in artifact["comparison"]["gates"] if not g["passed"]]
+    assert failed == ["leak"]  # recall held: only the leak gate saw the bug
+    assert {leak["qid"] for leak in artifact["comparison"]["leaks"]} == set(artifact["per_query"])

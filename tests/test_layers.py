@@ -13,7 +13,7 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "pytest_ragmetrics"
 CORE = {"errors", "measures", "metrics", "evaluation", "golden", "trec", "results", "parents", "stats", "files",
-        "corpus", "gold", "chunking", "protocol", "progress", "unjudged", "unanswerable", "__init__"}
+        "corpus", "gold", "chunking", "protocol", "progress", "unjudged", "unanswerable", "scope", "__init__"}
 
 #: layer -> the layers it may import from (its own included)
 ALLOWED: dict[str, set[str]] = {

@@ -14,9 +14,10 @@ from pytest_ragmetrics._plugin.retriever import PROTOCOL, retriever_problem
 from pytest_ragmetrics._plugin.session import RECORD_KEY, RagSession
 from pytest_ragmetrics._plugin.xdist import xdist_queue
 from pytest_ragmetrics.errors import RagMetricsError, shown, shown_lines
-from pytest_ragmetrics.gate.verdict import Drop, Gate, QueryRecord
+from pytest_ragmetrics.gate.verdict import LEAK_GATE, Drop, Gate, QueryRecord
 from pytest_ragmetrics.golden import Query
-from pytest_ragmetrics.report.text import gate_line, regression_entry_lines
+from pytest_ragmetrics.report.text import gate_line, leak_lines, leak_summary, regression_entry_lines
+from pytest_ragmetrics.scope import ScopeUnchecked, scope_text
 from pytest_ragmetrics.unanswerable import FALSE_RETRIEVAL
 
 __all__ = ["FIXTURE_RAISED", "NOT_STARTED_KEY", "QUERY_KEY", "GoldenFile", "QueryItem", "GateItem", "RAG_SESSION",
@@ -46,6 +47,10 @@ class QueryRegression(Exception):
 
 class GateFailure(Exception):
     """An aggregate gate failed."""
+
+
+class QueryLeak(QueryRegression):
+    """A query returned documents outside its scope: it fails whatever the thresholds say."""
 
 
 def _machinery() -> tuple[str, ...]:
@@ -137,11 +142,14 @@ class QueryItem(pytest.Function):
             self.session.shouldstop = "ragmetrics: the rag_retriever fixture raised"
             self.user_properties.append((RETRIEVER_PROBLEM_KEY, fixture_failure(self, exc)))
             raise
-        problem = retriever_problem(self.funcargs["rag_retriever"])
+        problem = retriever_problem(self.funcargs["rag_retriever"], self.config.stash[RAG_SESSION].golden.filtered())
         if problem is None:
             self.config.stash[_RETRIEVER_CHECKED] = True
             return
-        message = f"ragmetrics: {problem}. {PROTOCOL}"
+        self._stop_run(f"ragmetrics: {problem}. {PROTOCOL}")
+
+    def _stop_run(self, message: str) -> None:
+        """A usage error found at a query: the run stops with pytest's usage-error exit code."""
         if not hasattr(self.config, "workerinput"):
             pytest.exit(message, returncode=pytest.ExitCode.USAGE_ERROR)
         # pytest.exit would crash an xdist worker: fail this item, stop the worker, and
@@ -169,17 +177,21 @@ class QueryItem(pytest.Function):
         except RetrieverBusy as exc:  # not run: no record, so not scored as a regression; the summary says why
             self.user_properties.append((NOT_STARTED_KEY, str(exc)))
             raise
+        except ScopeUnchecked as exc:  # bad input, not a retrieval result: stop as for a retriever problem
+            self._stop_run(f"ragmetrics: {exc}")
         except Exception as exc:
             record = getattr(exc, "ragmetrics_record", None) or QueryRecord(
                 self.query.qid, "error", error=f"{type(exc).__name__}: {exc}")
             self._attach(rag, record)
             raise
         self._attach(rag, record)
+        drops = record.drops or []
+        exceeded = [d for d in drops if d.exceeded]
+        if record.leaks:  # zero tolerance: no threshold, not even report-only mode, lets a leak pass; nor a skip
+            raise QueryLeak(self._leak_text(rag, record, drops if exceeded else []))
         if record.status == "unscorable":
             pytest.skip(f"{record.error}: not scored" if record.error else
                         f"no document is judged relevant at level {rag.config.relevance_level}: not scored")
-        drops = record.drops or []
-        exceeded = [d for d in drops if d.exceeded]
         if exceeded and rag.thresholds.fail_on_regression:
             if rag.pooled and record.inconclusive:
                 raise QueryRegression(self._inconclusive_text(rag, record, exceeded))
@@ -203,6 +215,15 @@ class QueryItem(pytest.Function):
         return (f"inconclusive: {head}\n  judge {what} "
                 f"for {shown(record.qid)}: {', '.join(map(shown, docs))} (unjudged in its top {rag.options.k}"
                 f"{', not in the baseline top' if new else ''}); see gate unjudged")
+
+    def _leak_text(self, rag: RagSession, record: QueryRecord, drops: list[Drop]) -> str:
+        """A leaking query's failure: which documents, with their metadata, fell outside which scope."""
+        lines = [leak_summary(record.leaks, self.query.scope or {})]
+        q = self.query
+        lines += leak_lines(q.qid, q.text, q.filters, q.scope or {}, record.leaks)
+        if drops:
+            lines += ["", self._regression_text(rag, record, drops)]
+        return "\n".join(lines)
 
     def _first_search(self) -> Any:
         """The first search of this process shows a build on the terminal too, as the fixture's
@@ -255,7 +276,7 @@ class QueryItem(pytest.Function):
         if not self.query.answerable:
             explains = [f"score {s:.4g}" if s is not None else None for s in record.scores] or explains
         regression = Regression(self.query.qid, self.query.text, drops, gold, record.ranking, explains,
-                                answerable=self.query.answerable)
+                                answerable=self.query.answerable, filters=self.query.filters)
         return "\n".join([head, *regression_entry_lines(regression)])  # one query: no list number
 
     def repr_failure(self, excinfo: Any, style: Any = None) -> Any:
@@ -281,7 +302,12 @@ def junit_properties(rag: RagSession, record: QueryRecord) -> list[tuple[str, ob
     ages = rag.labels
     state = None if ages is None else ("stale" if any(r.qid == record.qid for r in ages.stale) else
                                        "undated" if any(r.qid == record.qid for r in ages.undated) else None)
-    return _verdict_properties(rag, record) + ([("stale_label", state)] if state else [])
+    properties = _verdict_properties(rag, record) + ([("stale_label", state)] if state else [])
+    if record.leaks:  # a leak fails the query whatever its metrics did: it is the verdict
+        properties = [(k, v) for k, v in properties if k != "verdict"]
+        properties += [("leak", ", ".join(f"{d['doc']} {scope_text(d['metadata'])}" for d in record.leaks)),
+                       ("verdict", "leak")]
+    return properties
 
 
 def _verdict_properties(rag: RagSession, record: QueryRecord) -> list[tuple[str, object]]:
@@ -328,7 +354,7 @@ class GateItem(pytest.Item):
         if rag.options.update_baseline:
             pytest.skip("the baseline is being updated; nothing to compare")
         gate = next(g for g in rag.judge.verdict().gates if g.name == self.gate)
-        if not gate.passed and rag.thresholds.fail_on_regression:
+        if not gate.passed and (rag.thresholds.fail_on_regression or gate.name == LEAK_GATE):
             raise GateFailure(gate_report_text(rag, gate))
 
     def repr_failure(self, excinfo: Any, style: Any = None) -> Any:

@@ -4,10 +4,17 @@ twice at once unless it declares itself thread-safe.
 
 A broken ``search_batch`` is said once (a warning at the user's own source line)
 and not called again, so a run never pays for every query twice without knowing.
+
+A golden record's ``filters`` go to the retriever by keyword, ``search(query, k,
+filters=...)``; a record without them is searched as ``search(query, k)``, as ever. A batch
+that holds a filtered query is sent as ``search_batch(queries, k, filters=[...])`` (one mapping
+or None per query) when ``search_batch`` takes ``filters``; when it does not, the filtered
+queries are searched one at a time with ``search`` and the others still go in batches.
 """
 
 from __future__ import annotations
 
+import functools
 import warnings
 from typing import Any, Callable, Sequence
 
@@ -15,6 +22,7 @@ from pytest_ragmetrics._plugin.deadline import RetrieverCaller
 from pytest_ragmetrics._plugin.retriever import declares_thread_safe
 from pytest_ragmetrics.errors import RagMetricsWarning, brief_repr
 from pytest_ragmetrics.golden import Query
+from pytest_ragmetrics.protocol import accepts_filters
 
 __all__ = ["Retrieval"]
 
@@ -45,8 +53,10 @@ class Retrieval:
     def search(self, retriever: Any, query: Query) -> Any:
         """One ``search`` call for ``query``, under the deadline and the one-call-at-a-time rule."""
         __tracebackhide__ = True
-        return self._caller(retriever).call(f"query {brief_repr(query.qid)}", retriever.search, query.text,
-                                            self.k)
+        search = retriever.search
+        if query.filters:  # only then by keyword: every retriever without filters is called as before
+            search = functools.partial(search, filters=dict(query.filters))
+        return self._caller(retriever).call(f"query {brief_repr(query.qid)}", search, query.text, self.k)
 
     def _prefetch(self, retriever: Any, upcoming: Sequence[Query]) -> None:
         """Fill the cache with one ``search_batch`` call; on failure fall back to per-query.
@@ -59,10 +69,18 @@ class Retrieval:
         __tracebackhide__ = True
         self._prefetched.clear()
         upcoming = [q for q in upcoming if q.qid not in self._unbatched]
+        batch = retriever.search_batch
+        if any(q.filters for q in upcoming):
+            if accepts_filters(batch):
+                batch = functools.partial(batch, filters=[dict(q.filters) if q.filters else None for q in upcoming])
+            else:  # never dropped: a filtered query waits for its own search(query, k, filters=...)
+                upcoming = [q for q in upcoming if not q.filters]
+                if not upcoming:
+                    return
         texts = [q.text for q in upcoming]
         what = f"search_batch of {len(texts)} queries"
         try:
-            results = self._caller(retriever).call(what, retriever.search_batch, texts, self.k)
+            results = self._caller(retriever).call(what, batch, texts, self.k)
         except Exception as exc:  # one bad query must not fail its neighbours: retry one by one
             self._unbatched.update(q.qid for q in upcoming)  # and never batch them again
             self._warn_batch(retriever, f"search_batch raised {brief_repr(exc)}; the {len(texts)} queries "
@@ -103,7 +121,8 @@ class Retrieval:
         if query.qid in self._prefetched:
             return self._prefetched.pop(query.qid)
         if (callable(getattr(retriever, "search_batch", None)) and self.batching and not self._batch_off
-                and query.qid not in self._unbatched):
+                and query.qid not in self._unbatched
+                and not (query.filters and not accepts_filters(retriever.search_batch))):
             self._prefetch(retriever, upcoming())
             if query.qid in self._prefetched:
                 return self._prefetched.pop(query.qid)

@@ -6,7 +6,7 @@ stops the run with one message instead of failing every query the same way.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 from pytest_ragmetrics.protocol import search_problem
 
@@ -17,7 +17,8 @@ PROTOCOL = (
     "The session-scoped fixture `rag_retriever` (usually in conftest.py) must return an object with "
     "search(query: str, k: int) returning ranked results, best first: str ids, (id, score) pairs, objects "
     "with an .id or mappings with \"id\" (e.g. {\"id\": ..., \"score\": ...}); "
-    "search_batch(queries: list[str], k: int) is optional, and a class attribute "
+    "search_batch(queries: list[str], k: int) is optional; a golden set whose records carry filters needs "
+    "search(query, k, filters=...) too; a class attribute "
     "thread_safe = True lets --rag-timeout start the next call while an abandoned one still runs. "
     "pytest_ragmetrics.Retriever states this as a typing.Protocol a type checker can check your retriever against."
 )
@@ -39,10 +40,11 @@ def declares_thread_safe(retriever: Any) -> bool:
     return getattr(retriever, "thread_safe", False) is True
 
 
-def retriever_problem(retriever: Any) -> str | None:
-    """What keeps ``retriever`` from being searched, in one sentence; ``None`` when it can be."""
+def retriever_problem(retriever: Any, filtered: Sequence[str] = ()) -> str | None:
+    """What keeps ``retriever`` from being searched, in one sentence; ``None`` when it can be.
+    ``filtered``: the golden records with ``filters`` (then ``search`` must take ``filters=``)."""
     if retriever is MISSING:
         return "no retriever: no fixture named rag_retriever is defined"
     if retriever is None:
         return "the rag_retriever fixture returned None"
-    return search_problem(retriever, "the rag_retriever fixture returned")
+    return search_problem(retriever, "the rag_retriever fixture returned", filtered)

@@ -94,14 +94,18 @@ class RagSession:
         #: why rag_corpus could not be read for the check (the leakage check says it again)
         self.gold_unchecked: str | None = None
         self._gold_from_retriever = False
+        #: each corpus document's metadata (rag_corpus's JSONL fields), checked against a record's scope
+        self.corpus_metadata: dict[str, Any] | None = None
         if options.corpus is not None:
-            from pytest_ragmetrics.corpus import load_corpus
+            from pytest_ragmetrics.corpus import corpus_metadata, load_corpus
 
             try:
-                ids = [d.doc_id for d in load_corpus(options.corpus)]
+                docs = load_corpus(options.corpus)
             except RagMetricsError as exc:
                 self.gold_unchecked = str(exc)
             else:
+                ids = [d.doc_id for d in docs]
+                self.corpus_metadata = corpus_metadata(docs)
                 self.gold_check = check_gold(self.full_golden, ids, self._shown_path(options.corpus),
                                              self.config.relevance_level, self.config.id_separator)
         if options.update_baseline:
@@ -119,7 +123,8 @@ class RagSession:
             {new: old for old, new in find_renames(self.full_golden, self.baseline).items()} \
             if self.baseline is not None and not options.update_baseline else {}
         # a shard collects no gate item: its gates are judged over every shard by `ragmetrics merge`
-        self.gates = gate_names(self.metrics, self.thresholds, self.pooled) if options.shard is None else []
+        self.gates = gate_names(self.metrics, self.thresholds, self.pooled, bool(self.full_golden.scoped())) \
+            if options.shard is None else []
         golden_path = options.golden.resolve()
         #: The file the golden set's items hang from (a folder's queries.jsonl).
         self.collect_path = golden_path / "queries.jsonl" if golden_path.is_dir() else golden_path

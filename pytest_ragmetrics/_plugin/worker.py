@@ -20,6 +20,7 @@ from pytest_ragmetrics.golden import Query
 from pytest_ragmetrics.metrics import document_of, document_ranking, ideal_grades
 from pytest_ragmetrics.parents import score_parents
 from pytest_ragmetrics.results import normalize_results
+from pytest_ragmetrics.scope import Leak, find_leaks
 from pytest_ragmetrics.unanswerable import false_retrieval
 from pytest_ragmetrics.unjudged import measure_unjudged
 
@@ -62,6 +63,7 @@ class QueryWorker:
             self._check_gold_with(retriever)
         try:
             returned = normalize_results(self.retrieval.retrieve(retriever, query, upcoming), rag.options.k, query.qid)
+            leaks = self._leaks(query, returned) if query.scope else []
             # What is scored is the document ranking: chunks of one document trading places change nothing.
             ranked = document_ranking(returned.ids, rag.config.id_separator) if rag.options.repeat > 1 else []
             for _ in range(rag.options.repeat - 1):
@@ -81,6 +83,21 @@ class QueryWorker:
             exc.ragmetrics_record = QueryRecord(  # type: ignore[attr-defined]
                 query.qid, "error", error=f"{type(exc).__name__}: {exc}")
             raise
+        record = self._score(query, returned)
+        record.leaks = [leak.to_dict() for leak in leaks]
+        return record
+
+    def _leaks(self, query: Query, returned: Any) -> list[Leak]:
+        """The returned documents outside the query's scope (see :mod:`pytest_ragmetrics.scope`)."""
+        rag = self.rag
+        corpus = rag._shown_path(rag.options.corpus) if rag.options.corpus is not None else None
+        record = f"{rag._shown_path(rag.options.golden)}, record {query.qid!r}"
+        return find_leaks(returned.ids, returned.metadata, query.scope, rag.corpus_metadata,  # type: ignore[arg-type]
+                          rag.config.id_separator, query.qid, record, corpus)
+
+    def _score(self, query: Query, returned: Any) -> QueryRecord:
+        """Score and compare one query's normalised results."""
+        rag = self.rag
         docs, metrics = score_query(returned.ids, query.judgments, rag.config, self._ideal.get(query.qid))
         explains = _explains_per_document(returned, docs, rag.config.id_separator)
         scores = _scores_per_document(returned, docs, rag.config.id_separator)

@@ -227,6 +227,7 @@ def run(args: argparse.Namespace) -> int:
     progress = progress_for(args)
     queries = read_queries(args.queries)
     questions = [(q.qid, q.text) for q in queries]
+    filters = {q.qid: q.filters for q in queries if q.filters}  # replayed to every retriever, as the gate sends them
     qids = [q.qid for q in queries]
     ranked: dict[str, Any] = {}
     # Run files first: reading them is cheap, and a wrong file should stop the command before any search.
@@ -248,7 +249,7 @@ def run(args: argparse.Namespace) -> int:
                 retriever = load_retriever(spec, root)
                 t0 = time.perf_counter()
                 ranked[name] = retriever_rankings(Source(name, "retriever", spec), retriever, questions,
-                                                  args.depth, retriever_sep, progress=progress)
+                                                  args.depth, retriever_sep, progress=progress, filters=filters)
                 if not args.quiet:
                     log(f"retriever {name}: {len(questions)} questions in {time.perf_counter() - t0:.2f} s")
     documents = None
@@ -258,7 +259,7 @@ def run(args: argparse.Namespace) -> int:
         t0 = time.perf_counter()
         chunking = f"chunk_size={args.chunk_size or 'whole'} overlap={args.overlap if args.chunk_size else 0}"
         stack = stack_rankings(retriever, questions, modes, args.depth, spec=f"corpus={args.corpus} {chunking}",
-                               progress=progress)
+                               progress=progress, filters=filters)
         if not args.quiet:
             log(f"stack modes {', '.join(modes)}: {len(questions)} questions in {time.perf_counter() - t0:.2f} s")
         documents = getattr(retriever, "documents", None)

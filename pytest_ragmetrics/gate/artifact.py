@@ -31,11 +31,15 @@ here, naming the file, the record (qid) and the field, before any reader trusts 
   ``judged@k``, ``docs`` and ``new`` unjudged documents, ``unjudged_new@k``, ``upper``, ``inconclusive``),
   ``scores`` (the score behind each ranked document); a question marked answerable: false has
   ``answerable: false``, status ``unanswerable`` (or ``error``) and ``false_retrieval`` 0 or 1, and
-  stays out of ``aggregate`` and ``n``;
+  stays out of ``aggregate`` and ``n``; a record with ``filters`` or a ``scope`` has them (objects), and
+  a query that returned documents outside its scope has ``leaks`` (a list of ``{rank, id, doc,
+  metadata}``);
 - ``aggregate``: exactly the measured metrics, each the mean the gate computes
   (errored queries count 0, unscorable ones are left out) to 1e-9, so hand edits show;
 - ``comparison.regressed``: a list of objects with a ``qid``;
   ``comparison.retriever_changes``: a list of strings; ``comparison.passed``: a bool;
+  ``comparison.leaks``, when present: a list of ``{qid, question, scope, filters, docs}``, and a run
+  with a leak (there or in ``per_query``) never has ``passed: true``;
   ``comparison.stale_labels``, when present (thresholds set a label age limit): ``checked`` (integer
   >= 0) and ``stale``/``undated`` (lists of ``{qid, oldest, age_days, limit_days, limit_key}``), no
   more stale and undated records than checked (artifacts written before labels aged have none);
@@ -62,7 +66,7 @@ import re
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from pytest_ragmetrics.errors import InputError, MeasureError, RagMetricsError, ThresholdsError, brief_repr
+from pytest_ragmetrics.errors import InputError, MeasureError, RagMetricsError, ThresholdsError, brief_repr, listed
 from pytest_ragmetrics.files import canonical_digest, loads_json, read_text
 from pytest_ragmetrics.gate.baseline import Baseline, check_mean, check_metric_value, load_baseline
 from pytest_ragmetrics.gate.thresholds import thresholds_from_mapping
@@ -79,7 +83,7 @@ ARTIFACT_FORMAT = 1
 STATUSES = ("scored", "unscorable", "error", "unanswerable")
 
 _ENTRY_KEYS = {"status", "metrics", "ranking", "tags", "error", "n_docs", "baseline", "parent_level", "unjudged",
-               "scores", "false_retrieval", "answerable", "source"}
+               "scores", "false_retrieval", "answerable", "source", "filters", "scope", "leaks"}
 _TOP_KEYS = {"_meta", "per_query", "comparison", "aggregate", "n", "shard"}
 
 
@@ -190,6 +194,11 @@ def check_artifact(data: Any, name: str) -> None:
         row = _check_entry(qid, entry, metrics, name, k if isinstance(k, int) else None)
         if row is not None:
             counted.append(row)
+    leaked = [qid for qid, entry in data["per_query"].items() if entry.get("leaks")]
+    if (leaked or data["comparison"].get("leaks")) and data["comparison"].get("passed") is True:
+        raise _fail(name, "comparison.passed", f"is true, but {listed(leaked) or 'comparison.leaks'} returned "
+                                               "documents outside their scope, and a leak always fails: the file "
+                                               "was edited by hand")
     if "n" in data and (isinstance(data["n"], bool) or data["n"] != len(counted)):
         raise _fail(name, "n", f"is {brief_repr(data['n'])}, but per_query holds {len(counted)} scored or "
                                "errored queries: the file was edited by hand or is incomplete")
@@ -263,6 +272,12 @@ def build_artifact(meta: Mapping[str, Any], verdict: Verdict, golden: GoldenSet,
                                  "upper": r.upper, "inconclusive": r.qid in inconclusive}
         if r.scores:
             entry["scores"] = r.scores
+        if q.filters:
+            entry["filters"] = dict(q.filters)
+        if q.scope:
+            entry["scope"] = dict(q.scope)
+        if r.leaks:
+            entry["leaks"] = list(r.leaks)
         if not q.answerable:
             entry["answerable"] = False
             if r.status == "unanswerable":
@@ -395,6 +410,28 @@ def _check_comparison(comparison: Mapping[str, Any], name: str) -> None:
         raise _fail(name, "comparison.passed", f"is {brief_repr(comparison['passed'])}; expected true or false")
     if "stale_labels" in comparison:
         _check_stale_labels(comparison["stale_labels"], name)
+    leaks = comparison.get("leaks", [])
+    if not isinstance(leaks, list):
+        raise _fail(name, "comparison.leaks", f"is {brief_repr(leaks)}; expected a list of objects")
+    for i, leak in enumerate(leaks):
+        if not isinstance(leak, dict) or not isinstance(leak.get("qid"), str) \
+                or not isinstance(leak.get("scope"), dict) or not isinstance(leak.get("docs"), list) \
+                or not leak["docs"]:
+            raise _fail(name, f"comparison.leaks[{i}]", f"is {brief_repr(leak)}; expected an object with a string "
+                                                        "qid, a scope object and a non-empty list of docs")
+        _check_leak_docs(leak["docs"], f"comparison.leaks[{i}].docs", name)
+
+
+def _check_leak_docs(docs: Any, where: str, name: str) -> None:
+    """Leaked documents: ``{rank, id, doc, metadata}`` each, as the plugin writes them."""
+    if not isinstance(docs, list):
+        raise _fail(name, where, f"is {brief_repr(docs)}; expected a list of leaked documents")
+    for i, d in enumerate(docs):
+        if not isinstance(d, dict) or not isinstance(d.get("id"), str) or not isinstance(d.get("doc"), str) \
+                or not isinstance(d.get("metadata"), dict) or isinstance(d.get("rank"), bool) \
+                or not isinstance(d.get("rank"), int):
+            raise _fail(name, f"{where}[{i}]", f"is {brief_repr(d)}; expected an object with rank (integer), id, "
+                                               "doc (strings) and metadata (an object)")
 
 
 def _check_stale_labels(ages: Any, name: str) -> None:
@@ -455,6 +492,12 @@ def _check_entry(qid: str, entry: Any, metrics: list[str], name: str, k: int | N
             for key in ("docs", "new"))):
         raise _fail(name, f"{where}.unjudged", f"is {brief_repr(unjudged)}; expected an object whose docs and new "
                                                "are lists of document ids")
+    for key in ("filters", "scope"):
+        if key in entry and not isinstance(entry[key], dict):
+            raise _fail(name, f"{where}.{key}", f"is {brief_repr(entry[key])}; expected an object (the golden "
+                                                f"record's {key})")
+    if "leaks" in entry:
+        _check_leak_docs(entry["leaks"], f"{where}.leaks", name)
     ranking = entry.get("ranking") or []
     seen: set[str] = set()
     for repeat in ranking:

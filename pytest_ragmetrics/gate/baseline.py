@@ -419,7 +419,7 @@ def baseline_from_records(records: Mapping[str, QueryRecord], golden: GoldenSet,
                           allow_flag: str = "--rag-allow-missing-gold") -> Baseline:
     """The baseline a run's records make, or a :class:`BaselineError` saying why none may be written.
 
-    Refused when a query of the whole ``golden`` set did not run or errored, when relevant gold
+    Refused when a query of the whole ``golden`` set did not run, errored or leaked, when relevant gold
     ids are not in the corpus (unless ``allow_missing_gold``; ``allow_flag`` is the option that
     says so) and when no query could be scored: a baseline must describe the whole golden set as
     the retriever really answers it. ``meta`` gives the run's ``_meta`` (called once the checks pass).
@@ -444,6 +444,12 @@ def baseline_from_records(records: Mapping[str, QueryRecord], golden: GoldenSet,
         raise BaselineError(
             f"not writing {path}: {counted(len(errored), 'query', 'queries')} errored "
             f"({', '.join(map(shown, errored[:5]))}); fix the retriever first"
+        )
+    leaked = [qid for qid, r in records.items() if r.leaks]
+    if leaked:  # a baseline measured with another tenant's documents would hide the leak's numbers
+        raise BaselineError(
+            f"not writing {path}: {counted(len(leaked), 'query', 'queries')} returned documents outside their "
+            f"scope ({', '.join(map(shown, leaked[:5]))}); fix the leak first"
         )
     if gold is not None and gold.missing and not allow_missing_gold:
         raise BaselineError(

@@ -61,6 +61,9 @@ __all__ = [
     "to_judge",
     "unjudged_gate",
     "fix_command",
+    "LEAK_GATE",
+    "ScopeLeak",
+    "leak_gate",
 ]
 
 EPS = 1e-9
@@ -104,6 +107,8 @@ class QueryRecord:
     drops: list[Drop] | None = None
     #: a pooled query that fell beyond tolerance, but would not if its new unjudged documents were relevant
     inconclusive: bool = False
+    #: returned documents outside the query's scope (:class:`pytest_ragmetrics.scope.Leak` as dicts)
+    leaks: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -202,6 +207,8 @@ class Regression:
     unjudged: list[str] = field(default_factory=list)
     #: False for a question marked answerable: false (it has no gold; what came back is the failure)
     answerable: bool = True
+    #: the record's filters, shown beside its question
+    filters: Mapping[str, Any] | None = None
 
     @property
     def severity(self) -> float:
@@ -219,6 +226,7 @@ class Regression:
             "error": self.error,
             **({"unjudged": self.unjudged} if self.unjudged else {}),
             **({} if self.answerable else {"answerable": False}),
+            **({"filters": dict(self.filters)} if self.filters else {}),
         }
 
 
@@ -315,6 +323,36 @@ class NoAnswerRow:
 
 
 @dataclass
+class ScopeLeak:
+    """A query that returned documents outside its ``scope``: the documents, their metadata, the scope."""
+
+    qid: str
+    question: str
+    scope: Mapping[str, Any]
+    filters: Mapping[str, Any] | None
+    docs: list[dict[str, Any]]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"qid": self.qid, "question": self.question, "scope": dict(self.scope),
+                "filters": dict(self.filters) if self.filters else None, "docs": self.docs}
+
+
+#: The gate a scoped golden set adds: any returned document outside its query's scope fails it.
+LEAK_GATE = "leak"
+
+
+def leak_gate(leaks: Sequence[ScopeLeak]) -> Gate:
+    """Zero tolerance: no threshold loosens it, and it fails in report-only mode too."""
+    if not leaks:
+        return Gate(LEAK_GATE, True, "no returned document is outside its query's scope")
+    n = sum(len(leak.docs) for leak in leaks)
+    named = [f"{leak.qid} ({', '.join(d['doc'] for d in leak.docs)})" for leak in leaks]
+    return Gate(LEAK_GATE, False, f"{n} returned {'document is' if n == 1 else 'documents are'} outside their "
+                                  f"query's scope in {len(leaks)} {'query' if len(leaks) == 1 else 'queries'}: "
+                                  f"{listed(named)}; no threshold allows a leak")
+
+
+@dataclass
 class Gate:
     name: str
     passed: bool
@@ -368,6 +406,8 @@ class Verdict:
     to_judge: list[tuple[str, str]] = field(default_factory=list)
     #: the questions marked answerable: false, scored by false retrieval (None: the run has none)
     no_answer: NoAnswerRow | None = None
+    #: queries that returned documents outside their scope: each fails, and so does the run
+    leaks: list[ScopeLeak] = field(default_factory=list)
     #: per source (``source`` of each golden record), like ``strata``; empty unless the set mixes sources
     sources: dict[str, tuple[int, dict[str, float | None], dict[str, float | None]]] = field(default_factory=dict)
     sources_stats: dict[str, dict[str, DeltaStats]] = field(default_factory=dict)
@@ -407,7 +447,8 @@ class Verdict:
 
     @property
     def passed(self) -> bool:
-        return not self.fail_on_regression or not self.failures()
+        """A leak fails the run whatever the thresholds say, report-only mode included."""
+        return (not self.fail_on_regression or not self.failures()) and not self.leaks
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -434,6 +475,7 @@ class Verdict:
             "parent_level": self.parent_level.to_dict() if self.parent_level else None,
             **({"stale_labels": self.labels.to_dict()} if self.labels is not None else {}),
             "no_answer": self.no_answer.to_dict() if self.no_answer else None,
+            **({"leaks": [leak.to_dict() for leak in self.leaks]} if self.leaks else {}),
             **({"sources": {
                 source: {"n": n, "now": now, "baseline": base,
                          "stats": {m: st.to_dict() for m, st in self.sources_stats.get(source, {}).items()}}
@@ -608,6 +650,12 @@ def build_verdict(
         pairs = [(r.qid, d) for r in inconclusive for d in r.unjudged]
         pairs += _rescue_aggregates(gates, aggregate, common, records, baseline, thresholds, reference, pairs)
         gates.append(unjudged_gate(inconclusive, pairs, artifact_path, str(golden.source or "") or None))
+    for r in [*regressions, *moved, *inconclusive]:
+        r.filters = golden[r.qid].filters if r.qid in golden else None
+    leaks = [ScopeLeak(qid, golden[qid].text, golden[qid].scope or {}, golden[qid].filters, list(records[qid].leaks))
+             for qid in order if records[qid].leaks]
+    if (full_golden or golden).scoped() or leaks:
+        gates.append(leak_gate(leaks))
     return Verdict(
         n=len(counted), metrics=list(metrics), aggregate=aggregate, strata=strata,
         regressions=regressions, gates=gates, n_common=len(common), new=new, removed=removed,
@@ -619,7 +667,7 @@ def build_verdict(
         judgments=golden.judgments, inconclusive=inconclusive, to_judge=pairs,
         **(_pooled_means(records, counted, metrics, baseline) if pooled else {}),
         no_answer=no_answer, sources=sources, sources_stats=sources_stats,
-        harvested=harvested_share(everything, thresholds.max_harvested_share),
+        harvested=harvested_share(everything, thresholds.max_harvested_share), leaks=leaks,
     )
 
 
@@ -890,9 +938,9 @@ def find_renames(golden: GoldenSet, baseline: Baseline) -> dict[str, str]:
     return {gone[d][0]: new[0] for d, new in arrived.items() if len(new) == 1 and len(gone[d]) == 1}
 
 
-def gate_names(metrics: Sequence[str], thresholds: Thresholds, pooled: bool = False) -> list[str]:
+def gate_names(metrics: Sequence[str], thresholds: Thresholds, pooled: bool = False, scoped: bool = False) -> list[str]:
     """The gates a run has, known before it starts (so they can be collected as items); a pooled
-    golden set adds ``unjudged``, last."""
+    golden set adds ``unjudged``, and one with a ``scope`` on any record ``leak``, last."""
     names = ["baseline"]
     names += [m for m in metrics if m in thresholds.tolerance or m in thresholds.minimum]
     if thresholds.max_regressed_queries is not None:
@@ -906,6 +954,8 @@ def gate_names(metrics: Sequence[str], thresholds: Thresholds, pooled: bool = Fa
         names.append(STALE_GATE)
     if pooled:
         names.append("unjudged")
+    if scoped:
+        names.append(LEAK_GATE)
     return names
 
 

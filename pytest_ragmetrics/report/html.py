@@ -106,12 +106,38 @@ def _query_rows(entries: Sequence[Mapping[str, Any]]) -> list[list[str]]:
             for doc, why in zip(r.get("returned", [])[:5], (r.get("explains") or []) + [None] * 5))
         rows.append([
             f'<td class="num">{i}</td>', f"<td><code>{escape(r['qid'])}</code></td>",
-            f"<td>{escape(r['question'])}</td>",
+            f"<td>{escape(r['question'])}"
+            + (f" <span class=note>filters {escape(_mapping_text(r['filters']))}</span>" if r.get("filters") else "")
+            + "</td>",
             f"<td>{drops or escape(r.get('error') or '')}</td>",
             f"<td>{', '.join(f'{escape(d)} ({int(g)})' for d, g in r.get('gold', []))}</td>",
             f"<td><ol class=returned>{returned}</ol></td>",
         ])
     return rows
+
+
+def _mapping_text(value: Any) -> str:
+    """A filters, scope or metadata mapping from the artifact as one line (anything else as it is)."""
+    from pytest_ragmetrics.scope import scope_text
+
+    return scope_text(value) if isinstance(value, Mapping) else str(value)
+
+
+def _leaks_section(leaks: Any) -> str:
+    """Every returned document outside its query's scope: the document, its metadata, the scope."""
+    if not leaks:
+        return ""
+    rows = [[f"<td><code>{escape(str(leak.get('qid')))}</code></td>",
+             f"<td>{escape(str(leak.get('question')))}</td>",
+             f"<td>{escape(_mapping_text(leak.get('filters'))) if leak.get('filters') else '—'}</td>",
+             f"<td>{escape(_mapping_text(leak.get('scope')))}</td>",
+             f'<td class="num">{escape(str(d.get("rank")))}</td>',
+             f"<td><code>{escape(str(d.get('doc')))}</code></td>",
+             f"<td>{escape(_mapping_text(d.get('metadata')))}</td>"]
+            for leak in leaks for d in leak.get("docs", [])]
+    return ("<h2>Leaks</h2><p class=note>Returned documents outside their query's scope. Zero tolerance: no "
+            "threshold allows a leak.</p>"
+            + table(["query", "question", "filters", "scope", "rank", "document", "metadata"], rows))
 
 
 def render_html(artifact: Mapping[str, Any], metric: str | None = None, title: str = "Retrieval evaluation",
@@ -219,6 +245,7 @@ def render_html(artifact: Mapping[str, Any], metric: str | None = None, title: s
         title,
         f"<h1>{escape(title)}</h1><div class=meta>{head}</div>"
         f"<div class='banner {cls}'>{escape(banner)}</div>{harvested_banner}{changed}"
+        f"{_leaks_section(comparison.get('leaks'))}"
         f"<h2>Aggregate</h2>{aggregate}<p class=note>{escape(note)}</p>"
         f"<h2>Per-query change in {escape(metric)}</h2>{_delta_chart(deltas, metric)}"
         f"<p class=note>{counted(len(deltas), 'query', 'queries')}, sorted by change; hover a bar for its query.</p>"

@@ -19,6 +19,7 @@ from pytest_ragmetrics.report.text import (
     retriever_note,
     strata_table,
 )
+from pytest_ragmetrics.scope import scope_text
 
 __all__ = ["verdict_markdown"]
 
@@ -29,7 +30,7 @@ def verdict_markdown(v: Verdict, worst_n: int, title: str = "Retrieval gate",
     top, as the likely cause of a red run, and a failed verdict leads with the terminal's hint;
     ``pooled`` is a pooled set's part (:func:`.pooled.pooled_markdown`), after the label ages."""
     failures = v.failures()
-    if failures and v.fail_on_regression:
+    if failures and (v.fail_on_regression or v.leaks):  # a leak fails in report-only mode too
         head = f"## {title}: failed"
     elif failures:
         head = f"## {title}: regressions (report only)"
@@ -79,6 +80,14 @@ def verdict_markdown(v: Verdict, worst_n: int, title: str = "Retrieval gate",
                                       [[r.qid, "stale" if r.oldest else "undated", r.oldest or "—",
                                         "—" if r.age is None else r.age, r.limit, r.limit_key]
                                        for r in [*ages.stale, *ages.undated]]))
+    if v.leaks:
+        n = sum(len(leak.docs) for leak in v.leaks)
+        parts.append(f"### Leaks: {n} returned {'document' if n == 1 else 'documents'} outside their query's scope\n\n"
+                     "Zero tolerance: no threshold allows a leak.\n\n"
+                     + markdown_table(["query", "question", "filters", "scope", "rank", "document", "metadata"],
+                                      [[leak.qid, leak.question, scope_text(leak.filters) if leak.filters else "—",
+                                        scope_text(leak.scope), d["rank"], d["doc"], scope_text(d["metadata"])]
+                                       for leak in v.leaks for d in leak.docs]))
     if pooled:
         parts.append(pooled)
     if v.has_baseline:
@@ -104,7 +113,8 @@ def _query_rows(entries: Sequence[Regression], shown: Callable[[Drop], bool]) ->
     rows: list[list[object]] = []
     for i, r in enumerate(entries, start=1):
         fell = "; ".join(f"{d.metric} {d.before:.4f} → {d.after:.4f}" for d in r.drops if shown(d))
-        rows.append([i, r.qid, r.question, r.error or fell or "—",
+        question = r.question + (f" (filters {scope_text(r.filters)})" if r.filters else "")
+        rows.append([i, r.qid, question, r.error or fell or "—",
                      ", ".join(f"{d} ({g})" for d, g in r.gold)
                      or ("none (answerable: false)" if not r.answerable else ""),
                      ", ".join(r.returned[:5]) or "nothing"])

@@ -6,11 +6,12 @@ Used for the terminal summary, the gate reports and the CLI. Tables are Markdown
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Iterable, NamedTuple, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, NamedTuple, Sequence
 
 from pytest_ragmetrics.errors import brief_repr, listed, shown, shown_lines
 from pytest_ragmetrics.gate.verdict import EPS, Drop, Gate, Regression, Verdict
 from pytest_ragmetrics.report.tables import counted, markdown_table, one_query_mark, p_text, sample_size_note
+from pytest_ragmetrics.scope import scope_text
 
 if TYPE_CHECKING:
     from pytest_ragmetrics.gate.baseline import Baseline
@@ -19,7 +20,7 @@ __all__ = ["REFRESH_COMMAND", "shown", "shown_lines", "aggregate_table", "strata
            "regressions_text", "regression_entry_lines", "moved_heading", "moved_text", "drops_text", "gate_line",
            "no_answer_text", "tradeoff_rows", "tradeoff_heading", "signed_delta", "verdict_text",
            "baseline_change_text", "retriever_warnings", "retriever_changes", "RetrieverNote", "retriever_note",
-           "retriever_text", "changes_hint", "retriever_hint"]
+           "retriever_text", "changes_hint", "retriever_hint", "leak_summary", "leak_lines", "leaks_text"]
 
 
 #: How to refresh a baseline, in every hint: the user's own command (its paths and options), but whole.
@@ -152,7 +153,8 @@ def regression_entry_lines(r: Regression, number: int | None = None, shown_retur
     without a number where it stands alone (a query item's failure)."""
     lead = f"{number:>3}. " if number is not None else "  "
     # TREC qrels have no text
-    lines = [f"{lead}{shown(r.qid)}" + (f"  {shown(repr(r.question))}" if r.question else "")]
+    lines = [f"{lead}{shown(r.qid)}" + (f"  {shown(repr(r.question))}" if r.question else "")
+             + (f"  filters {shown(scope_text(r.filters))}" if r.filters else "")]
     if r.error:
         lines.append(f"       ERROR: {shown(r.error)}")
     if r.drops:
@@ -182,6 +184,40 @@ def _entries_text(entries: Sequence[Regression], limit: int, shown_returned: int
         rest = ", ".join(shown(r.qid) for r in entries[limit:limit + 20])
         lines.append(f"     … and {len(entries) - limit} more: {rest}{' …' if len(entries) > limit + 20 else ''}")
     return lines
+
+
+def leak_summary(leaks: Sequence[Mapping[str, Any]], scope: Mapping[str, Any]) -> str:
+    """A leaking query's first line, for pytest's short summary."""
+    n = len(leaks)
+    return (f"leak: {n} returned {'document is' if n == 1 else 'documents are'} outside the scope "
+            f"{shown(scope_text(scope))}: {', '.join(shown(str(d['doc'])) for d in leaks)} "
+            "(no threshold allows a leak)")
+
+
+def leak_lines(qid: str, question: str, filters: Mapping[str, Any] | None, scope: Mapping[str, Any],
+               leaks: Sequence[Mapping[str, Any]], lead: str = "  ") -> list[str]:
+    """One leaking query: its question and filters, the scope, and each document outside it with its metadata."""
+    lines = [f"{lead}{shown(qid)}" + (f"  {shown(repr(question))}" if question else "")
+             + (f"  filters {shown(scope_text(filters))}" if filters else "")]
+    lines.append(f"       scope:    {shown(scope_text(scope))}")
+    for i, d in enumerate(leaks):
+        head = "leaked:   " if i == 0 else "          "
+        chunk = f"  (returned as {shown(str(d['id']))})" if d["id"] != d["doc"] else ""
+        lines.append(f"       {head}{d['rank']}. {shown(str(d['doc']))}  metadata "
+                     f"{shown(scope_text(d['metadata']))}{chunk}")
+    return lines
+
+
+def leaks_text(v: Verdict) -> str:
+    """Every query that returned documents outside its scope ("" if none)."""
+    if not v.leaks:
+        return ""
+    n = sum(len(leak.docs) for leak in v.leaks)
+    lines = [f"Leaks: {counted(n, 'returned document', 'returned documents')} outside their query's scope "
+             f"({counted(len(v.leaks), 'query', 'queries')}; zero tolerance, whatever the thresholds say):"]
+    for i, leak in enumerate(v.leaks, start=1):
+        lines += leak_lines(leak.qid, leak.question, leak.filters, leak.scope, leak.docs, lead=f"{i:>3}. ")
+    return "\n".join(lines)
 
 
 def regressions_text(regressions: Sequence[Regression], limit: int, shown_returned: int = 5) -> str:
@@ -284,7 +320,7 @@ def verdict_text(v: Verdict, worst_n: int) -> str:
     parts = []
     failures = v.failures()
     if failures:
-        head = "RETRIEVAL GATE FAILED" if v.fail_on_regression else \
+        head = "RETRIEVAL GATE FAILED" if v.fail_on_regression or v.leaks else \
             "RETRIEVAL GATE FAILED (report only: fail_on_regression is false)"
         parts.append(head + "\n" + "\n".join(f"  {shown(line)}" for line in failures))
     elif v.deferred:
@@ -324,6 +360,9 @@ def verdict_text(v: Verdict, worst_n: int) -> str:
         parts.append("\n".join(notes))
     if v.labels is not None and v.labels.lines():
         parts.append(shown_lines("\n".join(v.labels.lines())))
+    leaks = leaks_text(v)
+    if leaks:
+        parts.append(leaks)
     no_answer = no_answer_text(v)
     if no_answer:
         parts.append(no_answer)

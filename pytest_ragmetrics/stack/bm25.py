@@ -309,13 +309,19 @@ class BM25Index:
             return np.zeros(self._size, dtype=np.float64)
         return np.asarray(self._impl.get_scores(ids), dtype=np.float64)
 
-    def search(self, query: str, n: int) -> list[tuple[int, float]]:
-        """Top ``n`` texts for ``query`` with a positive score."""
-        return _top_n(self.scores(query), n)
+    def search(self, query: str, n: int, allowed: np.ndarray | None = None) -> list[tuple[int, float]]:
+        """Top ``n`` texts for ``query`` with a positive score; with ``allowed`` (a boolean mask over the
+        texts) among those it keeps, filtered before ranking, so ``n`` still come back when they exist."""
+        scores = self.scores(query)
+        if allowed is not None:
+            scores = np.where(allowed, scores, 0.0)
+        return _top_n(scores, n)
 
-    def search_batch(self, queries: Sequence[str], n: int) -> list[list[tuple[int, float]]]:
-        """:meth:`search` for each query (scoring is per query in both backends)."""
-        return [self.search(q, n) for q in queries]
+    def search_batch(self, queries: Sequence[str], n: int,
+                     allowed: Sequence[np.ndarray | None] | None = None) -> list[list[tuple[int, float]]]:
+        """:meth:`search` for each query (scoring is per query in both backends), each with its own mask."""
+        masks = list(allowed) if allowed is not None else [None] * len(queries)
+        return [self.search(q, n, mask) for q, mask in zip(queries, masks)]
 
 
 #: Bumped when what :func:`stored_bm25` writes changes; part of the folder name.

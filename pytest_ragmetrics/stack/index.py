@@ -33,7 +33,7 @@ import contextlib
 import shutil
 import sqlite3
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -255,12 +255,15 @@ class VectorIndex:
         corpus_sha: str,
         embed: Callable[[Sequence[str]], np.ndarray],
         progress: Any = None,
+        metadatas: Sequence[Mapping[str, Any] | None] | None = None,
     ) -> bool:
         """Make the collection hold exactly these chunks; returns True if it was (re)built.
 
         Chunks are embedded (through ``embed``, normally the cache) and upserted
         in batches of ``batch_size`` (default: chromadb's largest). A (re)build is reported to ``progress`` (default:
-        the index's) as ``building the vector index``, advanced after each batch.
+        the index's) as ``building the vector index``, advanced after each batch. ``metadatas`` (one mapping
+        or None per chunk) is stored with the chunks, for :meth:`query`'s ``where``; ``corpus_sha`` must
+        cover it, since reuse is decided by it.
         """
         progress = progress or self.progress
         with _build_lock(self.data_dir, progress):
@@ -286,7 +289,9 @@ class VectorIndex:
             progress.start("building the vector index", len(ids), "chunks")
             for start in range(0, len(ids), step):
                 end = start + step
-                collection.upsert(ids=list(ids[start:end]), embeddings=embed(texts[start:end]))
+                extra = {"metadatas": [dict(m) if m else None for m in metadatas[start:end]]} \
+                    if metadatas is not None and any(metadatas[start:end]) else {}
+                collection.upsert(ids=list(ids[start:end]), embeddings=embed(texts[start:end]), **extra)
                 progress.advance(len(ids[start:end]))
             progress.finish()
             if self.data_dir is not None:
@@ -304,8 +309,10 @@ class VectorIndex:
     def count(self) -> int:
         return 0 if self._collection is None else int(self._collection.count())
 
-    def query(self, vectors: np.ndarray, n: int) -> list[list[tuple[str, float]]]:
-        """Nearest ``n`` chunks for each query vector, as ``(chunk_id, cosine similarity)``."""
+    def query(self, vectors: np.ndarray, n: int,
+              where: Mapping[str, Any] | None = None) -> list[list[tuple[str, float]]]:
+        """Nearest ``n`` chunks for each query vector, as ``(chunk_id, cosine similarity)``; with ``where``
+        (a chromadb filter on the chunks' metadata) only among the chunks it keeps."""
         if self._collection is None:
             raise RuntimeError("VectorIndex.query before sync()")
         total = self.count()
@@ -317,6 +324,7 @@ class VectorIndex:
             query_embeddings=np.asarray(vectors, dtype=np.float32),
             n_results=min(n, total),
             include=["distances"],
+            **({"where": dict(where)} if where else {}),
         )
         return [
             [(cid, 1.0 - float(d)) for cid, d in zip(ids, dists)]

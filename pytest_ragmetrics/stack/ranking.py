@@ -38,6 +38,8 @@ class Hit:
     score: float
     text: str
     explain: dict[str, Any] = field(default_factory=dict)
+    #: the document's metadata (its corpus.jsonl fields) when the corpus has any, else None
+    metadata: dict[str, Any] | None = None
 
     @classmethod
     def of(cls, chunk: Chunk, score: float, explain: dict[str, Any]) -> Hit:

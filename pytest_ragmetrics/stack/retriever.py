@@ -5,16 +5,24 @@ one loop produces an ablation table, and every hit carries how each route
 ranked it, so a surprising number can be traced to its mechanism. It satisfies
 the plugin's retriever protocol as is: ``search(query, k)`` returns hits best
 first, each with an ``id`` (the chunk id ``doc#i-n``).
+
+``filters`` (``search(query, k, filters={"tenant": "acme"})``) keep the documents whose
+metadata (the fields of a corpus.jsonl line beyond doc_id, title and text) match: the
+vector route asks chromadb with ``where`` on the chunks' stored metadata, and BM25 scores
+only the matching chunks before it ranks, so k results still come back when k match.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from pytest_ragmetrics import progress as _progress
 from pytest_ragmetrics.chunking import Chunk, chunk_documents
@@ -95,9 +103,14 @@ class Retriever:
             raise ValueError("the corpus yields no chunks: every document is empty")
         self._position = {c.chunk_id: i for i, c in enumerate(self.chunks)}
         self._doc_of = [c.doc_id for c in self.chunks]
+        #: each document's metadata (its corpus.jsonl fields), what filters match; empty for a folder of files
+        self.metadata: dict[str, dict[str, Any]] = {d.doc_id: dict(d.metadata) for d in self.documents
+                                                    if getattr(d, "metadata", None)}
         digest = hashlib.sha256()
         for c in self.chunks:
             digest.update(c.chunk_id.encode() + b"\0" + c.text.encode() + b"\0")
+        for doc_id, fields in sorted(self.metadata.items()):  # only a corpus with metadata: others keep their hash
+            digest.update(json.dumps([doc_id, fields], sort_keys=True, ensure_ascii=False).encode() + b"\0")
         self.corpus_sha = digest.hexdigest()
         self.tokenizer = make_tokenizer(settings.language, [c.text for c in self.chunks])
         self.language = getattr(self.tokenizer, "language", settings.language)
@@ -237,6 +250,7 @@ class Retriever:
                 self.corpus_sha,
                 lambda texts: self.embedder.embed(texts, progress=build.encoder),
                 progress=build,
+                metadatas=[_stored(self.metadata.get(d)) for d in self._doc_of] if self.metadata else None,
             )
             self.repaired.extend(index.repaired)
             self._vectors = index
@@ -282,13 +296,16 @@ class Retriever:
     # -- searching ------------------------------------------------------------------
 
     def search(self, query: str, top_k: int | None = None, fetch_k: int | None = None, mode: str | None = None,
-               threshold: float | None = None, **options: Any) -> list[Hit]:
-        """Ranked hits for one query, best first; at most ``top_k``, fewer under ``threshold``.
+               threshold: float | None = None, filters: Mapping[str, Any] | None = None,
+               **options: Any) -> list[Hit]:
+        """Ranked hits for one query, best first; at most ``top_k``, fewer under ``threshold``; with
+        ``filters`` (``{"tenant": "acme"}``) only from documents whose metadata match.
 
         The arguments and ``options`` (``rerank``, ``rrf_k``, ``unique_docs``, ``fusion``,
         ``route_weights``) are :meth:`search_batch`'s.
         """
-        return self.search_batch([query], top_k, fetch_k, mode, threshold, **options)[0]
+        return self.search_batch([query], top_k, fetch_k, mode, threshold, **options,
+                                 filters=None if filters is None else [filters])[0]
 
     def search_batch(
         self,
@@ -303,6 +320,7 @@ class Retriever:
         unique_docs: bool | None = None,
         fusion: str | None = None,
         route_weights: Mapping[str, float] | str | None = None,
+        filters: Sequence[Mapping[str, Any] | None] | None = None,
     ) -> list[list[Hit]]:
         """Search many queries: one embedding batch, one chroma query, BM25 per query.
 
@@ -329,6 +347,9 @@ class Retriever:
           ``fetch_k`` distinct documents), fusion works on document ranks, and
           each hit is the document's best chunk. Without it, ``top_k`` chunks
           may cover fewer than ``top_k`` documents.
+        - ``filters``: one mapping (or None) per query, ``{"tenant": "acme"}``: only documents whose
+          metadata hold each key with that value (or one of a list of values) are searched: chromadb's
+          ``where`` on the vector route, a mask before ranking on BM25.
         """
         top_k = positive("top_k", self.top_k if top_k is None else top_k)
         fetch_k = positive("fetch_k", self.fetch_k if fetch_k is None else fetch_k)
@@ -345,6 +366,10 @@ class Retriever:
         queries = list(queries)
         if not queries:
             return []
+        if filters is not None and len(filters) != len(queries):
+            raise ValueError(f"filters: {len(filters)} given for {len(queries)} queries; give one (or None) per query")
+        wanted = [self._checked_filters(f) for f in (filters or [None] * len(queries))]
+        masks = [None if f is None else self._mask(f) for f in wanted]
 
         def route_fetch(
             fetch: Callable[[list[int], int], list[Candidates]], n_queries: int
@@ -354,7 +379,8 @@ class Retriever:
         found: dict[str, list[Candidates]] = {}
         if "bm25" in routes:
             bm25 = self._ensure_bm25()
-            found["bm25"] = route_fetch(lambda idx, n: bm25.search_batch([queries[i] for i in idx], n), len(queries))
+            found["bm25"] = route_fetch(
+                lambda idx, n: bm25.search_batch([queries[i] for i in idx], n, [masks[i] for i in idx]), len(queries))
         vector_for = list(range(len(queries)))
         if "vector" in routes:
             if base == "hybrid":  # a query the encoder cannot read is left to BM25 (skip_uncovered)
@@ -365,10 +391,15 @@ class Retriever:
                 qvecs = self.embedder.embed_queries([queries[i] for i in vector_for])
 
                 def vector_fetch(idx: list[int], n: int) -> list[Candidates]:
-                    return [
-                        [(self._position[cid], score) for cid, score in hits]
-                        for hits in vectors.query(qvecs[idx], n)
-                    ]
+                    out: dict[int, Candidates] = {}
+                    groups: dict[str, list[int]] = {}  # one chromadb query per distinct filter
+                    for i in idx:
+                        groups.setdefault(json.dumps(wanted[vector_for[i]], sort_keys=True), []).append(i)
+                    for group in groups.values():
+                        where = _where(wanted[vector_for[group[0]]])
+                        for i, hits in zip(group, vectors.query(qvecs[group], n, where)):
+                            out[i] = [(self._position[cid], score) for cid, score in hits]
+                    return [out[i] for i in idx]
 
                 for i, candidates in zip(vector_for, route_fetch(vector_fetch, len(vector_for))):
                     found["vector"][i] = candidates
@@ -385,7 +416,41 @@ class Retriever:
             ranked = rerank_hits(self.reranker, queries, [hits[:pool] for hits in ranked])
         if threshold is not None:
             ranked = [[h for h in hits if h.score >= threshold] for hits in ranked]
+        if self.metadata:  # each hit says what it is, so a caller can check it against a scope
+            for hits in ranked:
+                for hit in hits:
+                    hit.metadata = self.metadata.get(hit.doc_id, {})
         return [hits[:top_k] for hits in ranked]
+
+    def _checked_filters(self, filters: Mapping[str, Any] | None) -> dict[str, Any] | None:
+        """One query's filters, checked: a mapping of metadata keys the corpus has to a text, number or
+        boolean (or a list of them). A key no document carries is a typo, not an empty answer."""
+        if not filters:
+            return None
+        if not isinstance(filters, Mapping):
+            raise ValueError(f"filters must be a mapping such as {{'tenant': 'acme'}}, got {type(filters).__name__}")
+        known = {k for fields in self.metadata.values() for k in fields}
+        for key, value in filters.items():
+            if key not in known:
+                where = (f"its documents carry {', '.join(sorted(known))}" if known else
+                         "it has no metadata (give a corpus.jsonl whose lines carry the fields to filter on)")
+                raise ValueError(f"filter key {key!r} is in no document's metadata of the corpus "
+                                 f"{self.corpus_source}: {where}")
+            if any(isinstance(fields.get(key), (list, dict)) for fields in self.metadata.values()):
+                raise ValueError(f"filter key {key!r}: some documents hold a list or an object under it; the "
+                                 "reference stack filters on text, number and boolean metadata")
+            values = value if isinstance(value, list) else [value]
+            if not values or not all(isinstance(v, (str, int, float)) for v in values):
+                raise ValueError(f"filter {key!r}: {value!r}; the reference stack filters on a text, number or "
+                                 "boolean, or a non-empty list of them (any of)")
+        return dict(filters)
+
+    def _mask(self, filters: Mapping[str, Any]) -> np.ndarray:
+        """Which chunks a query's filters keep: those of the documents whose metadata match."""
+        from pytest_ragmetrics.scope import in_scope
+
+        keep = {d for d, fields in self.metadata.items() if in_scope(fields, filters)}
+        return np.fromiter((d in keep for d in self._doc_of), dtype=bool, count=len(self._doc_of))
 
     def _vector_serves(self, query: str) -> bool:
         """Whether hybrid search gives ``query`` to the vector route.
@@ -476,3 +541,20 @@ class Retriever:
             f"Retriever(mode={self.mode!r}, chunks={len(self.chunks)}, "
             f"chunk_size={self.chunk_size}, model={self.embedder.name!r})"
         )
+
+
+def _stored(fields: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """What chromadb stores of a document's metadata with each of its chunks: the text, number and boolean
+    values, the only values a filter compares."""
+    if not fields:
+        return None
+    kept = {k: v for k, v in fields.items() if isinstance(v, (str, int, float))}
+    return kept or None
+
+
+def _where(filters: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """A query's filters as a chromadb ``where``: ``{key: value}``, ``$in`` for a list, ``$and`` for several."""
+    if not filters:
+        return None
+    parts = [{key: {"$in": value} if isinstance(value, list) else {"$eq": value}} for key, value in filters.items()]
+    return parts[0] if len(parts) == 1 else {"$and": parts}

@@ -66,6 +66,9 @@ class RunData:
     no_answer: dict[str, int] = field(default_factory=dict)
     #: per query, the score behind each ranked document, where recorded
     scores: dict[str, list[float | None]] = field(default_factory=dict)
+    #: per query, the documents it returned outside its scope, and its filters and scope, where recorded
+    leaks: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    scoped: dict[str, tuple[dict[str, Any] | None, dict[str, Any] | None]] = field(default_factory=dict)
     #: per query, where the question came from (``source``), where the artifact records it
     sources: dict[str, str] = field(default_factory=dict)
 
@@ -170,6 +173,10 @@ def run_data_from_artifact(data: Mapping[str, Any], source: str) -> RunData:
             side.unjudged[qid] = entry["unjudged"]
         if isinstance(entry.get("_judgments"), str):
             side.judgments[qid] = entry["_judgments"]
+        if entry.get("leaks"):
+            side.leaks[qid] = list(entry["leaks"])
+        if entry.get("filters") or entry.get("scope"):
+            side.scoped[qid] = (entry.get("filters"), entry.get("scope"))
     return side
 
 
@@ -386,7 +393,8 @@ def _without(side: RunData, qids: set[str]) -> RunData:
                    side.meta, keep(side.parent_levels), [q for q in side.unscorable if q not in qids],
                    keep(side.unscorable_why), keep(side.judgments), stale_labels=side.stale_labels,
                    pooled=side.pooled, unjudged=keep(side.unjudged), no_answer=keep(side.no_answer),
-                   scores=keep(side.scores), sources=keep(side.sources))
+                   scores=keep(side.scores), sources=keep(side.sources), leaks=keep(side.leaks),
+                   scoped=keep(side.scoped))
 
 
 def describe_measurement(side: RunData) -> str:
@@ -453,9 +461,11 @@ def compare(a: RunData, b: RunData, thresholds: Thresholds, metrics: Sequence[st
         if golden is not None and qid in golden:
             queries.append(golden[qid])
         else:
+            filters, scope = b.scoped.get(qid, (None, None))
             queries.append(Query(qid, "", {}, tuple(b.tags.get(qid) or a.tags.get(qid) or ()),
                                  answerable=qid not in a.no_answer and qid not in b.no_answer,
-                                 source=b.sources.get(qid) or a.sources.get(qid) or DEFAULT_SOURCE))
+                                 source=b.sources.get(qid) or a.sources.get(qid) or DEFAULT_SOURCE,
+                                 filters=filters, scope=scope))
     run_golden = GoldenSet(golden_of_b or "", tuple(queries), judgments="pooled" if b.pooled is not None else "closed")
     records = {}
     for qid in qids:
@@ -474,6 +484,9 @@ def compare(a: RunData, b: RunData, thresholds: Thresholds, metrics: Sequence[st
             records[qid] = QueryRecord(qid, "scored", m, b.rankings.get(qid, []), [], len(b.rankings.get(qid, [])),
                                        parent_level=b.parent_levels.get(qid), scores=b.scores.get(qid, []))
             _as_b_found(records[qid], b, a)
+    for qid, leaked in b.leaks.items():  # B's documents outside their scope fail the comparison as they failed B
+        if qid in records:
+            records[qid].leaks = list(leaked)
     base_q: dict[str, dict[str, Any]] = {q: {k: v for k, v in m.items() if k in metrics} for q, m in a.metrics.items()}
     base_q.update({q: {FALSE_RETRIEVAL: float(v)} for q, v in a.no_answer.items()})
     baseline = Baseline(a.meta, {}, base_q, a.source)

@@ -66,6 +66,7 @@ def golden_yaml(queries: Any) -> str:
             entry["source"] = q.source
         if record_date is not None:
             entry["judged_at"] = record_date
+        _filters_and_scope(q, entry)
         entries.append(entry)
     return yaml.safe_dump(entries, sort_keys=False, allow_unicode=True, width=100)
 
@@ -143,6 +144,15 @@ def merge_judgments(golden: Any, annotated: Any) -> tuple[list[Any], list[str]]:
     return merged, changed
 
 
+def _filters_and_scope(query: Any, record: dict[str, Any]) -> None:
+    """A record's ``filters`` and ``scope`` written back as they were read: a rewritten golden set must
+    search and check each question as the original did."""
+    for key in ("filters", "scope"):
+        value = getattr(query, key, None)
+        if value:
+            record[key] = dict(value)
+
+
 def golden_file_text(queries: Any, path: str | Path, judgments: str = "pooled") -> str:
     """A whole golden set that says how it was judged: YAML ``{judgments: ..., queries: [...]}`` for a
     ``.yaml``/``.yml`` path, else JSONL with a ``_meta`` line (``judgments``) and one question a line."""
@@ -163,6 +173,7 @@ def golden_file_text(queries: Any, path: str | Path, judgments: str = "pooled") 
             record["answerable"] = False
         if q.source != DEFAULT_SOURCE:
             record["source"] = q.source
+        _filters_and_scope(q, record)
         dates = q.judgment_dates()
         record["candidates"] = [{"doc_id": d, "rel": g, **({"judged_at": dates[d].isoformat()} if dates.get(d) else {})}
                                 for d, g in q.judgments.items()]

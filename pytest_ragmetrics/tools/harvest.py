@@ -167,7 +167,8 @@ def harvest(nights: Sequence[Night], golden: GoldenSet | None = None) -> Harvest
             textless.append(qid)
             continue
         queries.append(PoolQuery(qid, text, dict(known.judgments) if known is not None else gold.get(qid, {}), {},
-                                 tuple(known.tags) if known is not None else tags.get(qid, ()), "harvested"))
+                                 tuple(known.tags) if known is not None else tags.get(qid, ()), "harvested",
+                                 known.filters if known is not None else None))
     # most often failed first: the failures that keep coming back are the ones worth a label
     first = {qid: i for i, qid in enumerate(found)}
     queries.sort(key=lambda q: (-len(found[q.qid]), first[q.qid]))

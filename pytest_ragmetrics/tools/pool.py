@@ -41,6 +41,7 @@ from pytest_ragmetrics.golden import (
     _check_id,
     _check_tags,
     by_grade,
+    check_mapping,
     check_source,
     load_golden,
     query_fields,
@@ -78,6 +79,8 @@ class PoolQuery:
     tags: tuple[str, ...] = ()
     #: where the question came from, when the input says (kept into the candidates file)
     source: str | None = None
+    #: the record's filters: every source searches the question with them, as the gate does
+    filters: Mapping[str, Any] | None = None
 
 
 @dataclass
@@ -118,6 +121,8 @@ class PooledQuery:
     source: str | None = None
     #: for a harvested question: on how many runs it failed, and how (``ragmetrics harvest``)
     harvest: dict[str, Any] | None = None
+    #: the record's filters, written so the candidates file replays them too
+    filters: Mapping[str, Any] | None = None
 
     def order(self, seed: int) -> list[str]:
         """The order annotators see the candidates in: :func:`display_order` from ``seed``."""
@@ -132,6 +137,8 @@ class PooledQuery:
             out["source"] = self.source
         if self.harvest is not None:
             out["harvest"] = self.harvest
+        if self.filters:
+            out["filters"] = dict(self.filters)
         if seed is not None:
             out["order"] = self.order(seed)
         out["candidates"] = [c.to_dict() for c in self.candidates]
@@ -182,7 +189,7 @@ def _has_qrels(folder: Path) -> bool:
 def _from_golden(path: Path) -> list[PoolQuery]:
     golden = load_golden(path)
     return [PoolQuery(q.qid, q.text, dict(q.judgments), {}, tuple(q.tags),
-                      None if q.source == DEFAULT_SOURCE else q.source) for q in golden]
+                      None if q.source == DEFAULT_SOURCE else q.source, q.filters) for q in golden]
 
 
 def _finish(path: Path, queries: list[tuple[PoolQuery, str]]) -> list[PoolQuery]:
@@ -223,7 +230,8 @@ def _read_jsonl(path: Path) -> list[PoolQuery]:
             if isinstance(note, str) and note.strip():
                 notes[doc] = note
         source = check_source(record["source"], name, where) if record.get("source") is not None else None
-        out.append((PoolQuery(qid, text, judgments, notes, tuple(dict.fromkeys(tags)), source), where))
+        filters = check_mapping(record.get("filters"), name, where, "filters")
+        out.append((PoolQuery(qid, text, judgments, notes, tuple(dict.fromkeys(tags)), source, filters), where))
     return _finish(path, out)
 
 
@@ -303,7 +311,7 @@ def pool_sources(queries: Sequence[PoolQuery], ranked: Sequence[Ranked], depth: 
         for cand in pooled + missed:
             cand.rel = q.judgments.get(cand.doc_id)
             cand.note = q.notes.get(cand.doc_id, "")
-        out.append(PooledQuery(q.qid, q.text, q.tags, pooled + missed, q.source))
+        out.append(PooledQuery(q.qid, q.text, q.tags, pooled + missed, q.source, filters=q.filters))
     return out
 
 
@@ -325,7 +333,7 @@ def pool(
         raise RagMetricsError("no modes to pool from")
     queries = list(queries)
     ranked = stack_rankings(retriever, [(q.qid, q.text) for q in queries], modes, depth, id_separator=id_separator,
-                            progress=progress)
+                            progress=progress, filters={q.qid: q.filters for q in queries if q.filters})
     return pool_sources(queries, ranked, depth)
 
 
@@ -462,7 +470,7 @@ def unjudged_pool(artifact: Mapping[str, Any], golden: Any, name: str = "run",
                       for rank, doc in enumerate(top, start=1) if doc not in query.judgments
                       and (wanted is None or (qid, doc) in wanted)]
         if candidates:
-            out.append(PooledQuery(qid, query.text, query.tags, candidates))
+            out.append(PooledQuery(qid, query.text, query.tags, candidates, filters=query.filters))
     return out, unknown
 
 

@@ -32,7 +32,6 @@ filters works on questions that have none.
 from __future__ import annotations
 
 import copy
-import inspect
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -43,6 +42,7 @@ from pytest_ragmetrics.errors import InputError, RagMetricsError, listed
 from pytest_ragmetrics.files import json_lines, read_text
 from pytest_ragmetrics.metrics import document_of
 from pytest_ragmetrics.progress import resolve as resolve_progress
+from pytest_ragmetrics.protocol import accepts_filters
 from pytest_ragmetrics.report.tables import counted, fmt, markdown_table
 from pytest_ragmetrics.tools.pool import PooledQuery, PoolQuery, pool_sources
 from pytest_ragmetrics.tools.sources import Entry, Ranked, Source, best_per_document, ranked_entries
@@ -136,14 +136,6 @@ def search_with_filters(retriever: Any, query: str, k: int, filters: Mapping[str
     return retriever.search(query, k)
 
 
-def _takes_filters(retriever: Any) -> bool:
-    try:
-        params = inspect.signature(retriever.search).parameters.values()
-    except (TypeError, ValueError):
-        return True  # cannot tell (a builtin): let the call say
-    return any(p.name == "filters" or p.kind is p.VAR_KEYWORD for p in params)
-
-
 @dataclass
 class Side:
     """One side of the comparison: its source, and per question its documents, best first."""
@@ -162,7 +154,7 @@ def retriever_side(source: Source, retriever: Any, questions: Sequence[ShadowQue
     documents by ``id_separator`` and repeats dropped, as the gate does."""
     filtered = [q.qid for q in questions if q.filters]
     label = f"retriever {source.name!r} ({source.spec})"
-    if filtered and not _takes_filters(retriever):
+    if filtered and not accepts_filters(retriever.search):  # the plugin's and pool's check
         raise RagMetricsError(f"{label}: search() takes no filters= argument, but "
                               f"{counted(len(filtered), 'question has', 'questions have')} filters to replay "
                               f"({listed(filtered, 5)}): give search a filters=None keyword")

@@ -34,7 +34,7 @@ from pytest_ragmetrics.errors import InputError, RagMetricsError, RetrieverError
 from pytest_ragmetrics.files import read_text
 from pytest_ragmetrics.metrics import document_of
 from pytest_ragmetrics.progress import resolve as resolve_progress
-from pytest_ragmetrics.protocol import search_problem
+from pytest_ragmetrics.protocol import accepts_filters, search_problem
 from pytest_ragmetrics.results import normalize_results
 from pytest_ragmetrics.tools.export import artifact_rankings
 from pytest_ragmetrics.trec import read_run
@@ -311,7 +311,7 @@ def _call_factory(spec: str, factory: Any, fixture: bool, root: Path) -> Any:
 SEARCH_SLICE = 32
 
 
-def search_in_slices(search_batch: Any, texts: list[str], progress: Any, task: str, what: str,
+def search_in_slices(search_batch: Any, texts: Sequence[Any], progress: Any, task: str, what: str,
                      wrap_errors: bool, error: type[RagMetricsError] = RagMetricsError) -> list[Any]:
     """``search_batch`` over ``texts`` in slices of :data:`SEARCH_SLICE`, each checked to answer
     one result list per question (else ``error``); ``what`` names the source in messages, and with
@@ -345,6 +345,7 @@ def retriever_rankings(
     depth: int,
     id_separator: str | None,
     progress: Any = None,
+    filters: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> Ranked:
     """Ask ``retriever`` for ``depth`` results per question, as the gate asks for k.
 
@@ -355,22 +356,36 @@ def retriever_rankings(
     documents by ``id_separator`` (the gate's rule) and repeats dropped, so a
     retriever that returns several chunks of a document contributes fewer
     documents: the ones the gate would judge at k = ``depth``.
+
+    ``filters`` (qid -> a golden record's filters) are replayed as the gate sends them:
+    ``search(text, depth, filters=...)``, or ``search_batch(texts, depth, filters=[...])`` when
+    ``search_batch`` takes them (else such questions are searched one at a time); a retriever whose
+    ``search`` takes no ``filters`` is refused, as the plugin refuses it.
     """
     progress = resolve_progress(progress)
-    texts = [text for _, text in questions]
     label = f"{source.kind} {source.name!r} ({source.spec})"
     task = f"searching {source.name}"
+    wanted = [dict(filters[qid]) if filters and filters.get(qid) else None for qid, _ in questions]
+    if any(wanted):
+        problem = search_problem(retriever, f"{label}:", [qid for (qid, _), f in zip(questions, wanted) if f])
+        if problem is not None:
+            raise RagMetricsError(problem)
+    asked = [(text, f) for (_, text), f in zip(questions, wanted)]
     batch = getattr(retriever, "search_batch", None)
     results: list[Any]
-    if callable(batch):
-        results = search_in_slices(lambda part: batch(part, depth), texts, progress, task, label, wrap_errors=True)
+    if callable(batch) and (not any(wanted) or accepts_filters(batch)):
+        results = search_in_slices(
+            lambda part: batch([t for t, _ in part], depth, **({"filters": [f for _, f in part]}
+                                                              if any(f for _, f in part) else {})),
+            asked, progress, task, label, wrap_errors=True)
     else:
         results = []
         progress.start(task, len(questions), "questions")
         try:
-            for qid, text in questions:
+            for (qid, text), only in zip(questions, wanted):
                 try:
-                    results.append(retriever.search(text, depth))
+                    results.append(retriever.search(text, depth, filters=only) if only else
+                                   retriever.search(text, depth))
                 except KeyboardInterrupt:
                     raise
                 except Exception as exc:
@@ -416,6 +431,7 @@ def stack_rankings(
     spec: str = "",
     id_separator: str | None = None,
     progress: Any = None,
+    filters: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> list[Ranked]:
     """One :class:`Ranked` per mode of the reference stack (``search_batch`` in slices of
     :data:`SEARCH_SLICE` questions, shown to ``progress`` as they are done).
@@ -426,14 +442,15 @@ def stack_rankings(
     (corpus, chunking) for the candidates file.
     """
     progress = resolve_progress(progress)
-    texts = [text for _, text in questions]
+    asked = [(text, dict(filters[qid]) if filters and filters.get(qid) else None) for qid, text in questions]
     out = []
     for mode in dict.fromkeys(modes):
         source = Source(mode, "stack", f"mode={mode} {spec}".strip())
         results = search_in_slices(
-            lambda part, mode=mode: retriever.search_batch(part, top_k=depth, mode=mode, threshold=None,
-                                                         unique_docs=True),
-            texts, progress, f"searching mode {mode}", f"mode {mode}", wrap_errors=False)
+            lambda part, mode=mode: retriever.search_batch(
+                [t for t, _ in part], top_k=depth, mode=mode, threshold=None, unique_docs=True,
+                **({"filters": [f for _, f in part]} if any(f for _, f in part) else {})),
+            asked, progress, f"searching mode {mode}", f"mode {mode}", wrap_errors=False)
         rankings: dict[str, list[Entry]] = {}
         for (qid, _), items in zip(questions, results):
             items = list(items)
