@@ -8,6 +8,7 @@ from equal pieces.
 from __future__ import annotations
 
 import socket
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -131,3 +132,12 @@ def test_export_and_encoding_need_no_network(onnx_dir: Path, tmp_path: Path, mon
     vectors = emb.embed_queries(["离线也能编码吗"])
     assert vectors.shape == (1, 384) and _e5onnx.export_count == before + 2  # float32, then int8
     assert attempts == []
+
+
+def test_without_torch_the_export_says_what_to_install(weights: Path, tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """The graph is built once, with torch; a machine without it is told so, not shown a traceback deep inside."""
+    monkeypatch.setitem(sys.modules, "torch", None)  # `import torch` now raises ImportError
+    with pytest.raises(ImportError, match=r"needs torch and transformers .*pytest-ragmetrics\[stack\]"):
+        _e5onnx.exported_e5(weights, "0" * 64, "e5-onnx-int8", tmp_path)
+    assert not any(p.is_file() for p in tmp_path.rglob("*"))  # nothing half-written left behind
