@@ -133,6 +133,9 @@ def _metadata(rec: dict[str, Any], name: str, where: str) -> dict[str, Any]:
             raise CorpusError(name, where, f"metadata key {key!r} is given twice with different values (a field "
                                            "of the line and a key of its metadata object)")
         found[key] = value
+    odd = next((k for k in found if not k or k.startswith("$")), None)
+    if odd is not None:  # "$or" would be read as an operator by a filter language (chromadb's among them)
+        raise CorpusError(name, where, f"metadata key {odd!r}: a key must be non-empty and not start with '$'")
     return found
 
 

@@ -23,6 +23,7 @@ Files are parsed, never executed: YAML goes through ``yaml.SafeLoader``.
 
 from __future__ import annotations
 
+import copy
 import datetime as _dt
 import hashlib
 import json
@@ -271,9 +272,12 @@ def _scalar(value: Any) -> bool:
 def check_mapping(value: Any, path: str, where: str, what: str) -> dict[str, Any] | None:
     """A record's ``filters`` or ``scope``: a mapping of metadata keys to a value or a list of values
     (any of them), so it can be sent to a retriever, matched against a document and hashed alike on
-    every run. None or an empty mapping is no filter at all."""
+    every run. None or empty ``filters`` is no filter at all; an empty ``scope`` is refused, since
+    it would check nothing. Values are copied, so a YAML anchor shared by a record's filters and
+    scope is two values: a retriever that edits its filters cannot widen the scope."""
     if value is None:
         return None
+    value = copy.deepcopy(value)
     if not isinstance(value, dict):
         raise InputError(path, where, f"{what} must be a mapping of metadata keys to values, such as "
                                       f"{{tenant: acme}}; got {type(value).__name__} {brief_repr(value)}")
@@ -287,7 +291,12 @@ def check_mapping(value: Any, path: str, where: str, what: str) -> dict[str, Any
         if not items or not all(_scalar(v) and v is not None for v in items):
             raise InputError(path, where, f"{what}: {key} is {brief_repr(item)}; expected a string, number or "
                                           "boolean, or a non-empty list of them (any of)")
+    if not value and what == "scope":
+        raise InputError(path, where, "scope is empty, so it would check nothing; name the metadata every "
+                                      "returned document must match, such as {tenant: acme}, or remove it")
     return value or None
+
+
 def check_source(value: Any, path: str, where: str | None) -> str:
     """A record's ``source``: one of :data:`SOURCES` (absent or null: :data:`DEFAULT_SOURCE`)."""
     if value is None:

@@ -11,13 +11,14 @@ checked: an error for that query, never a pass.
 
 from __future__ import annotations
 
+import unicodedata
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from pytest_ragmetrics.errors import RagMetricsError, RetrieverError, brief_repr, listed
+from pytest_ragmetrics.errors import InputError, RagMetricsError, RetrieverError, brief_repr, listed
 from pytest_ragmetrics.metrics import document_of
 
-__all__ = ["Leak", "ScopeUnchecked", "find_leaks", "in_scope", "scope_text"]
+__all__ = ["Leak", "ScopeUnchecked", "check_gold_scope", "find_leaks", "in_scope", "scope_text", "why_outside"]
 
 
 class ScopeUnchecked(RagMetricsError):
@@ -52,6 +53,27 @@ def in_scope(metadata: Mapping[str, Any], scope: Mapping[str, Any]) -> bool:
     return True
 
 
+def why_outside(metadata: Mapping[str, Any], scope: Mapping[str, Any]) -> str:
+    """Why ``metadata`` is outside ``scope``, for the report: the missing key, or the value it holds,
+    with its type when the text alone would read the same (``1`` against ``"1"``, ``café`` in two
+    Unicode forms, a trailing space)."""
+    for key, wanted in scope.items():
+        if key not in metadata:
+            return f"no {key!r} in its metadata"
+        if not in_scope({key: metadata[key]}, {key: wanted}):
+            have = metadata[key]
+            if _looks(have) == _looks(wanted):  # reads the same: show what differs
+                return (f"{key} is {ascii(have)} ({type(have).__name__}), the scope wants {ascii(wanted)} "
+                        f"({type(wanted).__name__})")
+            return f"{key} is {scope_text({key: have})[len(key) + 3:-1]}"
+    return "inside the scope"
+
+
+def _looks(value: Any) -> str:
+    """How a value reads to a person: Unicode forms, case, spaces and quotes aside."""
+    return unicodedata.normalize("NFKC", scope_text({"": value})).strip().casefold().replace(" ", "")
+
+
 def _same(a: Any, b: Any) -> bool:
     """Equal as metadata: ``True`` is not ``1``, and a number is not its text."""
     if isinstance(a, bool) or isinstance(b, bool):
@@ -62,12 +84,39 @@ def _same(a: Any, b: Any) -> bool:
 
 
 def scope_text(mapping: Mapping[str, Any]) -> str:
-    """``{tenant: acme, lang: [en, de]}`` as one short line for reports."""
+    """``{lang: [en, de], tenant: acme}`` as one short line for reports, keys sorted so every report
+    and every command prints one mapping alike."""
     def one(value: Any) -> str:
         if isinstance(value, list):
             return "[" + ", ".join(one(v) for v in value) + "]"
         return str(value).lower() if isinstance(value, bool) else str(value)
-    return "{" + ", ".join(f"{k}: {one(v)}" for k, v in mapping.items()) + "}"
+    return "{" + ", ".join(f"{k}: {one(mapping[k])}" for k in sorted(mapping, key=str)) + "}"
+
+
+def check_gold_scope(queries: Any, corpus: Mapping[str, Mapping[str, Any]] | None, separator: str | None,
+                     golden_name: str, corpus_name: str) -> None:
+    """Refuse a relevant gold document (grade > 0) outside its record's scope: the gate fails a query that
+    returns it (a leak), so such a label penalises the retriever that respects the scope. Checked when
+    the corpus gives metadata; a document the corpus does not hold is the missing-gold check's concern."""
+    if corpus is None:
+        return
+    problems = []
+    for query in queries:
+        scope = getattr(query, "scope", None)
+        if not scope:
+            continue
+        for doc, grade in query.judgments.items():
+            metadata = corpus.get(doc) if doc in corpus else corpus.get(document_of(doc, separator))
+            if grade > 0 and metadata is not None and not in_scope(metadata, scope):
+                problems.append(f"record {query.qid!r}: gold document {doc!r} (grade {grade}) has metadata "
+                                f"{scope_text(metadata)} in {corpus_name} ({why_outside(metadata, scope)}), outside "
+                                f"the record's scope {scope_text(scope)}")
+    if problems:
+        shown = "; ".join(problems[:10]) + (f"; … and {len(problems) - 10} more" if len(problems) > 10 else "")
+        raise InputError(golden_name, None,
+                         f"{len(problems)} relevant gold {'document is' if len(problems) == 1 else 'documents are'} "
+                         f"outside {'its' if len(problems) == 1 else 'their'} record's scope: {shown}. A query "
+                         "returning it would fail as a leak; grade it 0 or remove it (or fix the scope)")
 
 
 def find_leaks(ids: Sequence[str], result_metadata: Sequence[Mapping[str, Any] | None], scope: Mapping[str, Any],
@@ -90,13 +139,13 @@ def find_leaks(ids: Sequence[str], result_metadata: Sequence[Mapping[str, Any] |
             f"{record}: scope {scope_text(scope)}, but its documents have no metadata source: the results carry no "
             f"metadata and {where}. Return a metadata mapping with each result (an attribute or a \"metadata\" "
             "key), or pass --rag-corpus a corpus.jsonl whose lines carry the scope's fields")
-    corpus_docs = {document_of(d, separator): m for d, m in corpus.items()} if corpus is not None else {}
     leaks: list[Leak] = []
     unknown: list[str] = []
     for rank, (rid, own) in enumerate(zip(ids, list(result_metadata) + [None] * (len(ids) - len(result_metadata))),
                                       start=1):
-        doc = document_of(rid, separator)
-        sources = [m for m in (own, corpus_docs.get(doc)) if m is not None]
+        # the corpus line of the id as returned, else of its document: a corpus id may itself hold the separator
+        doc = rid if corpus is not None and rid in corpus else document_of(rid, separator)
+        sources = [m for m in (own, corpus.get(doc) if corpus is not None else None) if m is not None]
         if not sources:
             unknown.append(rid)
             continue
@@ -105,7 +154,11 @@ def find_leaks(ids: Sequence[str], result_metadata: Sequence[Mapping[str, Any] |
             leaks.append(Leak(rank, rid, doc, outside))
     if unknown:
         source = f"neither the results nor the corpus ({corpus_name}) give" if corpus_name else "the results give no"
-        raise RetrieverError(
+        found = (f"; {len(leaks)} other returned {'document is' if len(leaks) == 1 else 'documents are'} outside "
+                 f"it: {listed([leak.doc for leak in leaks], 5)}") if leaks else ""
+        error = RetrieverError(
             f"query {qid!r}: scope {scope_text(scope)} cannot be checked: {source} metadata for "
-            f"{listed([brief_repr(u) for u in unknown], 5)}; a document that cannot be checked is never passed")
+            f"{listed([brief_repr(u) for u in unknown], 5)}; a document that cannot be checked is never passed{found}")
+        error.leaks = leaks  # type: ignore[attr-defined]  # the leaks it did find still fail the leak gate
+        raise error
     return leaks

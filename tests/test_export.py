@@ -55,30 +55,50 @@ def test_export_needs_a_pair_of_options(capsys: pytest.CaptureFixture[str]) -> N
     assert "--run-out" in capsys.readouterr().err
 
 
-def test_golden_yaml_appends_to_a_golden_file(tmp_path: Path) -> None:
-    """Judged (or adjudicated) JSONL becomes YAML entries that join an existing golden YAML as they are."""
+def test_golden_yaml_of_judgments_is_a_pooled_set_that_merges_into_a_golden_file(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Judged (or adjudicated) JSONL is pooled: --yaml-out writes a golden YAML set that says so (entries alone
+    would read as closed, and a baseline measured pooled would be refused), and --merge adds it to a set."""
     from pytest_ragmetrics.cli import main
     from pytest_ragmetrics.golden import load_golden
 
     judged = tmp_path / "adjudicated.jsonl"
     judged.write_text(
-        '{"_meta": {"kind": "ragmetrics-judgments", "annotator": "adjudicated(a,b)"}}\n'
+        '{"_meta": {"kind": "ragmetrics-judgments", "annotator": "adjudicated(a,b)", "judgments": "pooled"}}\n'
         '{"qid": "new-001", "query": "手冲咖啡的水温是多少？", "tags": ["standard"], '
         '"candidates": [{"doc_id": "pour-over", "rel": 2}, {"doc_id": "kettle", "rel": 1}, {"doc_id": "tea", "rel": 0}]}\n'
         '{"qid": "new-002", "query": "How do I oil a chain?", "candidates": [{"doc_id": "chain-lube", "rel": 1}]}\n',
         encoding="utf-8")
+    out = tmp_path / "new.yaml"
+    assert main(["export", "--golden", str(judged), "--yaml-out", str(out)]) == 0
+    assert "declaring judgments: pooled" in capsys.readouterr().out
+    written = load_golden(out)
+    assert written.judgments == "pooled" and written.judgments_from != "default"
+    assert [q.qid for q in written] == ["new-001", "new-002"]
+    assert written["new-001"].judgments == {"pour-over": 2, "kettle": 1, "tea": 0}
+    assert written["new-001"].text == "手冲咖啡的水温是多少？" and written["new-001"].tags == ("standard",)
+    assert "手冲咖啡" in out.read_text(encoding="utf-8")  # readable, not escaped
+    assert main(["export", "--golden", str(judged), "--yaml-out", str(out)]) == 2  # never overwritten silently
     golden = tmp_path / "golden.yaml"
     golden.write_text("# our golden set\n- id: old-001\n  question: \"What is a derailleur?\"\n"
                       "  gold_chunks: [derailleur]\n", encoding="utf-8")
-    out = tmp_path / "new.yaml"
-    assert main(["export", "--golden", str(judged), "--yaml-out", str(out)]) == 0
-    golden.write_text(golden.read_text(encoding="utf-8") + out.read_text(encoding="utf-8"), encoding="utf-8")
+    assert main(["export", "--golden", str(golden), "--merge", str(out), "--golden-out", str(golden), "--force"]) == 0
     merged = load_golden(golden)
-    assert [q.qid for q in merged] == ["old-001", "new-001", "new-002"]
-    assert merged["new-001"].judgments == {"pour-over": 2, "kettle": 1, "tea": 0}
-    assert merged["new-001"].text == "手冲咖啡的水温是多少？" and merged["new-001"].tags == ("standard",)
-    assert "手冲咖啡" in out.read_text(encoding="utf-8")  # readable, not escaped
-    assert main(["export", "--golden", str(judged), "--yaml-out", str(out)]) == 2  # never overwritten silently
+    assert [q.qid for q in merged] == ["old-001", "new-001", "new-002"] and merged.judgments == "pooled"
+
+
+def test_golden_yaml_of_a_closed_set_stays_entries_that_append(tmp_path: Path) -> None:
+    from pytest_ragmetrics.cli import main
+    from pytest_ragmetrics.golden import load_golden
+
+    closed = tmp_path / "closed.yaml"
+    closed.write_text("- id: new-001\n  question: q\n  gold_chunks: [a]\n", encoding="utf-8")
+    out = tmp_path / "new.yaml"
+    assert main(["export", "--golden", str(closed), "--yaml-out", str(out)]) == 0
+    golden = tmp_path / "golden.yaml"
+    golden.write_text("- id: old-001\n  question: x\n  gold_chunks: [b]\n" + out.read_text(encoding="utf-8"),
+                      encoding="utf-8")
+    assert [q.qid for q in load_golden(golden)] == ["old-001", "new-001"]
 
 
 def test_exporting_a_partly_judged_annotator_file_says_what_it_leaves_out(
@@ -155,7 +175,7 @@ def test_export_yaml_keeps_judgment_dates_per_judgment(tmp_path) -> None:
         encoding="utf-8")
     out = tmp_path / "g.yaml"
     assert main(["export", "--golden", str(source), "--yaml-out", str(out)]) == 0
-    entry = yaml.safe_load(out.read_text(encoding="utf-8"))[0]
+    entry = yaml.safe_load(out.read_text(encoding="utf-8"))["queries"][0]  # a JSONL set is pooled
     assert entry["gold_chunks"] == {"a": {"grade": 2, "judged_at": old}, "b": 0}
     assert entry["judged_at"] == new
     assert load_golden(out)["q"].judgment_dates() == {"a": old, "b": new}
@@ -211,3 +231,43 @@ def test_export_merge_says_when_a_question_with_no_answer_gets_one(tmp_path, cap
     assert main(["export", "--golden", str(golden), "--merge", str(grades), "--golden-out", str(out)]) == 0
     assert "q2: was marked answerable: false, but tire-pressure graded relevant" in capsys.readouterr().err
     assert load_golden(out)["q2"].answerable
+
+
+def test_export_merge_refuses_grades_judged_under_another_text(tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """Grades made for one question do not silently become judgments of another that took its id."""
+    from pytest_ragmetrics.golden import load_golden
+
+    golden = tmp_path / "golden.yaml"
+    golden.write_text(GOLDEN, encoding="utf-8")
+    grades = tmp_path / "grades.jsonl"
+    grades.write_text(json.dumps({"qid": "q1", "query": "how do I cancel my plan",
+                                  "candidates": [{"doc_id": "z", "rel": 2}]}) + "\n"
+                      + json.dumps({"qid": "q\u202e2", "query": "new one",
+                                    "candidates": [{"doc_id": "y", "rel": 1}]}) + "\n", encoding="utf-8")
+    out = tmp_path / "merged.yaml"
+    code = main(["export", "--golden", str(golden), "--merge", str(grades), "--golden-out", str(out)])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert f"{grades}: judges 1 question under another text than {golden}: 'q1': 'first' in {golden}, " \
+           "'how do I cancel my plan' judged; the grades may be for another question: pass " \
+           "--accept-changed-text" in err
+    assert not out.exists()
+    code = main(["export", "--golden", str(golden), "--merge", str(grades), "--golden-out", str(out),
+                 "--accept-changed-text"])
+    err = capsys.readouterr().err
+    assert code == 0
+    assert "note: q1: merged grades judged under another text ('how do I cancel my plan'; kept 'first')" in err
+    merged = load_golden(out)
+    assert merged["q1"].text == "first" and merged["q1"].judgments["z"] == 2
+    # whitespace is no other text; an id is printed escaped
+    golden.write_text(GOLDEN.replace("question: first", "question: '  first '"), encoding="utf-8")
+    grades.write_text(json.dumps({"qid": "q1", "query": "first", "candidates": [{"doc_id": "a", "rel": 0}]}) + "\n",
+                      encoding="utf-8")
+    golden.write_text(golden.read_text(encoding="utf-8").replace("id: q1", "id: \"q\\u202e1\""), encoding="utf-8")
+    grades.write_text(json.dumps({"qid": "q\u202e1", "query": "first",
+                                  "candidates": [{"doc_id": "a", "rel": 0}]}) + "\n", encoding="utf-8")
+    code = main(["export", "--golden", str(golden), "--merge", str(grades), "--golden-out", str(out), "--force"])
+    err = capsys.readouterr().err
+    assert code == 0, err
+    assert "note: regraded q\\u202e1: a 2 -> 0" in err and "\u202e" not in err

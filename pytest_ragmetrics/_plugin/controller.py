@@ -30,6 +30,26 @@ class Controller:
         self.not_started: list[str] = []  # query ids the busy retriever could not start (--rag-timeout)
         self.verdict_failed = False  # for pytest's last line, when no gate item ran to fail (-k)
         self.refresh_refused: str | None = None  # why --rag-update-baseline wrote nothing, for pytest's last line
+        if self.rag.options.shard is not None and self.rag.options.report is not None:
+            self._set_aside(self.rag.options.report)
+
+    def _set_aside(self, report: Path) -> None:
+        """Move a shard's previous artifact to ``<name>.stale`` before it runs: a shard stopped before
+        it writes its own (killed, timed out) then leaves no file, never an older run's that
+        `ragmetrics merge` could take for this run's."""
+        if not report.is_file():
+            return
+        stale = report.with_name(report.name + ".stale")
+        try:
+            os.replace(report, stale)
+        except OSError as exc:
+            raise pytest.UsageError(f"ragmetrics: cannot move the previous artifact {report} aside to {stale}: "
+                                    f"{exc.strerror or exc}; remove it, so that it cannot pass for this "
+                                    "run's") from None
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        note = f"ragmetrics: moved the previous artifact {report} to {stale.name}, so it cannot pass for this run's"
+        if reporter is not None:
+            reporter.write_line(note)
 
     @pytest.hookimpl(tryfirst=True)  # before junitxml and other report writers see the record
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:

@@ -11,6 +11,7 @@ value is checked here, before anything is loaded or retrieved.
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -119,6 +120,10 @@ OPTIONS: tuple[OptionSpec, ...] = (
                help="run shard I of N (1-based): a stable share of the queries, dealt by a hash of their ids with "
                     "each first tag spread evenly; per-query checks only, the gates are judged by `ragmetrics "
                     "merge` over every shard's --rag-report"),
+    OptionSpec("--rag-run-id", None, metavar="ID", shown_default="the CI's run id",
+               help="this run's identity, recorded in the artifact's _meta.run_id so `ragmetrics merge` refuses "
+                    "a shard of another run (default: the CI's own: GITHUB_RUN_ID, CI_PIPELINE_ID, "
+                    "BUILDKITE_BUILD_ID, CIRCLE_WORKFLOW_ID or BUILD_TAG)"),
     OptionSpec("--rag-update-baseline", None, switch=True, shown_default="",
                help="after a full run, rewrite the baseline atomically and print what changed"),
     OptionSpec("--rag-accept-mismatch", None, switch=True, shown_default="",
@@ -201,6 +206,8 @@ class RagOptions:
     answer_threshold: float | None = None
     #: (I, N): run shard I of N of the set (--rag-shard); None: the whole set
     shard: tuple[int, int] | None = None
+    #: the run's identity (--rag-run-id, else the CI's run variables); None: not known
+    run_id: str | None = None
 
 
 def _metrics_for(k: int) -> list[str]:
@@ -282,6 +289,13 @@ def build_options(get: Callable[[str, str], Any], resolve: Callable[[str, bool],
         from pytest_ragmetrics.gate.shard import parse_shard
 
         shard = parse_shard(raw_shard)
+    from pytest_ragmetrics.gate.shard import ci_run_id
+
+    raw_run_id = get("rag_run_id", "")
+    run_id = str(raw_run_id).strip() if raw_run_id not in (None, "") else ""
+    if raw_run_id not in (None, "") and not run_id:
+        raise RagMetricsError("--rag-run-id was given an empty id (an unset variable?); give the run's id, or "
+                              "leave the option out to take the CI's")
     corpus_path = resolve(corpus, c_cli) if corpus else None
     if corpus_path is not None and not corpus_path.exists():
         # a typo must not switch the leakage check off with one line at the end of the summary
@@ -311,6 +325,7 @@ def build_options(get: Callable[[str, str], Any], resolve: Callable[[str, bool],
         judgments_from="--rag-judgments" if j_cli else "ini rag_judgments",
         answer_threshold=answer_threshold,
         shard=shard,
+        run_id=run_id or ci_run_id(os.environ),
     )
 
 

@@ -65,6 +65,14 @@ def artifact(rag: RagSession) -> dict[str, Any]:
             meta(rag), rag.judge.verdict(), rag.golden, rag.records, rag.metrics, rag.options.k, rag.options.subset,
             rag.baseline if comparing else None, rag.baseline_id, baseline_entry(rag), baseline_retriever(rag),
             retriever_changes(baseline_retriever(rag), rag.retriever_description), rag.full_golden.judgments_from)
+        run = rag.artifact_data["_meta"]
+        if rag.options.run_id is not None:  # which run: `ragmetrics merge` refuses a shard of another
+            run["run_id"] = rag.options.run_id
+        if rag.options.subset == "smoke":  # which smoke subset: shards of different rules do not merge
+            from pytest_ragmetrics.gate.shard import queries_digest
+
+            run["smoke"] = {"rule": rag.options.smoke_rule,
+                            "queries": queries_digest(q.qid for q in rag.sharded_set)}
         if rag.options.shard is not None:
             rag.artifact_data["shard"] = shard_section(rag)
     return rag.artifact_data
@@ -82,7 +90,9 @@ def shard_section(rag: RagSession) -> dict[str, Any]:
         gold["unchecked"] = rag.gold_unchecked
     return {"index": index, "count": count, "of": len(rag.sharded_set), "queries": [q.qid for q in rag.golden],
             "baseline": _project_path(rag, rag.options.baseline), "gold": gold,
-            "records": {q.qid: rag.records[q.qid].to_dict() for q in rag.golden if q.qid in rag.records}}
+            "records": {q.qid: rag.records[q.qid].to_dict() for q in rag.golden if q.qid in rag.records},
+            # compared with a baseline measured differently (--rag-accept-mismatch): the merged report says so
+            **({"mismatch": list(rag.mismatch)} if rag.mismatch else {})}
 
 
 def baseline_retriever(rag: RagSession) -> Any:

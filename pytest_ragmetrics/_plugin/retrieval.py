@@ -14,6 +14,7 @@ queries are searched one at a time with ``search`` and the others still go in ba
 
 from __future__ import annotations
 
+import copy
 import functools
 import warnings
 from typing import Any, Callable, Sequence
@@ -55,7 +56,7 @@ class Retrieval:
         __tracebackhide__ = True
         search = retriever.search
         if query.filters:  # only then by keyword: every retriever without filters is called as before
-            search = functools.partial(search, filters=dict(query.filters))
+            search = functools.partial(search, filters=copy.deepcopy(query.filters))
         return self._caller(retriever).call(f"query {brief_repr(query.qid)}", search, query.text, self.k)
 
     def _prefetch(self, retriever: Any, upcoming: Sequence[Query]) -> None:
@@ -72,7 +73,8 @@ class Retrieval:
         batch = retriever.search_batch
         if any(q.filters for q in upcoming):
             if accepts_filters(batch):
-                batch = functools.partial(batch, filters=[dict(q.filters) if q.filters else None for q in upcoming])
+                each = [copy.deepcopy(q.filters) if q.filters else None for q in upcoming]
+                batch = functools.partial(batch, filters=each)
             else:  # never dropped: a filtered query waits for its own search(query, k, filters=...)
                 upcoming = [q for q in upcoming if not q.filters]
                 if not upcoming:

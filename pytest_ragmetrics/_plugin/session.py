@@ -29,6 +29,7 @@ from pytest_ragmetrics.gold import GoldCheck, check_gold
 from pytest_ragmetrics.golden import GoldenSet, load_golden
 from pytest_ragmetrics.report.tables import counted
 from pytest_ragmetrics.report.text import REFRESH_COMMAND
+from pytest_ragmetrics.scope import check_gold_scope
 from pytest_ragmetrics.unjudged import top_grade
 
 __all__ = ["RagSession", "RECORD_KEY"]
@@ -106,6 +107,8 @@ class RagSession:
             else:
                 ids = [d.doc_id for d in docs]
                 self.corpus_metadata = corpus_metadata(docs)
+                check_gold_scope(self.full_golden, self.corpus_metadata, self.config.id_separator,
+                                 self._shown_path(options.golden), self._shown_path(options.corpus))
                 self.gold_check = check_gold(self.full_golden, ids, self._shown_path(options.corpus),
                                              self.config.relevance_level, self.config.id_separator)
         if options.update_baseline:

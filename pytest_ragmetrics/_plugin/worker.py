@@ -20,7 +20,7 @@ from pytest_ragmetrics.golden import Query
 from pytest_ragmetrics.metrics import document_of, document_ranking, ideal_grades
 from pytest_ragmetrics.parents import score_parents
 from pytest_ragmetrics.results import normalize_results
-from pytest_ragmetrics.scope import Leak, find_leaks
+from pytest_ragmetrics.scope import Leak, ScopeUnchecked, find_leaks, scope_text
 from pytest_ragmetrics.unanswerable import false_retrieval
 from pytest_ragmetrics.unjudged import measure_unjudged
 
@@ -81,9 +81,11 @@ class QueryWorker:
         except Exception as exc:
             # The item re-raises this; the record rides along so the gate counts the error.
             exc.ragmetrics_record = QueryRecord(  # type: ignore[attr-defined]
-                query.qid, "error", error=f"{type(exc).__name__}: {exc}")
+                query.qid, "error", error=f"{type(exc).__name__}: {exc}",
+                leaks=[leak.to_dict() for leak in getattr(exc, "leaks", ())])
             raise
-        record = self._score(query, returned)
+        record = self._score(query, returned, {d for leak in leaks  # as the corpus holds it, and as scored
+                                               for d in (leak.doc, document_of(leak.id, rag.config.id_separator))})
         record.leaks = [leak.to_dict() for leak in leaks]
         return record
 
@@ -92,11 +94,15 @@ class QueryWorker:
         rag = self.rag
         corpus = rag._shown_path(rag.options.corpus) if rag.options.corpus is not None else None
         record = f"{rag._shown_path(rag.options.golden)}, record {query.qid!r}"
+        if rag.options.corpus is not None and rag.corpus_metadata is None and rag.gold_unchecked:
+            raise ScopeUnchecked(f"{record}: scope {scope_text(query.scope or {})} is checked against the corpus "
+                                 f"{corpus}, which could not be read: {rag.gold_unchecked}")
         return find_leaks(returned.ids, returned.metadata, query.scope, rag.corpus_metadata,  # type: ignore[arg-type]
                           rag.config.id_separator, query.qid, record, corpus)
 
-    def _score(self, query: Query, returned: Any) -> QueryRecord:
-        """Score and compare one query's normalised results."""
+    def _score(self, query: Query, returned: Any, outside: set[str] | frozenset[str] = frozenset()) -> QueryRecord:
+        """Score and compare one query's normalised results; ``outside``: its returned documents outside its
+        scope, known not relevant, so a pooled set counts them judged (grade 0), never unjudged."""
         rag = self.rag
         docs, metrics = score_query(returned.ids, query.judgments, rag.config, self._ideal.get(query.qid))
         explains = _explains_per_document(returned, docs, rag.config.id_separator)
@@ -122,7 +128,8 @@ class QueryWorker:
                                                 rag.config, rag.options.k)
         if rag.pooled:
             top = rag.baseline.per_query[entry].get("_top") if compared else None  # type: ignore[union-attr]
-            unjudged = measure_unjudged(docs, query.judgments, metrics, rag.config, rag.top_grade,
+            known = {**{d: 0 for d in outside}, **query.judgments}
+            unjudged = measure_unjudged(docs, known, metrics, rag.config, rag.top_grade,
                                      top if isinstance(top, list) else None)
             record.judged, record.unjudged, record.upper, record.upper_new, record.baseline_upper_new = \
                 unjudged.judged, unjudged.docs, unjudged.upper, unjudged.upper_new, unjudged.baseline_upper_new

@@ -6,7 +6,8 @@ plugin take it as it is::
 
     {"_meta": {"kind": "ragmetrics-judgments", "annotator": "alice", "pool_id": "…",
                "candidates": "pool.jsonl", "guidelines_sha256": "…", "updated": "…", "judgments": "pooled"}}
-    {"qid": "q1", "query": "…", "tags": ["smoke"],
+    {"qid": "q1", "query": "…", "tags": ["smoke"], "source": "log", "filters": {"tenant": "acme"},
+     "scope": {"tenant": "acme"},
      "candidates": [{"doc_id": "doc-b", "rel": 2, "note": "steps 1-3", "judged_at": "2026-03-01"}, …]}
 
 Every grade carries the date (UTC) it was given, ``judged_at``, so labels can age
@@ -172,6 +173,8 @@ def render_judgments(judgments: Judgments, pool: Candidates) -> str:
                   for doc in question.order if doc in docs]
         lines.append(dumps_line({"qid": question.qid, "query": question.query, "tags": list(question.tags),
                                  **({"source": question.source} if question.source else {}),
+                                 **({"filters": question.filters} if question.filters else {}),
+                                 **({"scope": question.scope} if question.scope else {}),
                                  "candidates": judged}))
     return "\n".join(lines) + "\n"
 

@@ -76,6 +76,8 @@ def run(args: argparse.Namespace) -> int:
         raise RagMetricsError(f"--port must be 0-65535, got {args.port}")
     pool = read_candidates(args.candidates)
     args.carried = sum(1 for q in pool.questions for c in q.candidates if c.rel is not None)
+    args.made_by = made_by(pool)
+    args.empty = [q for q in pool.questions if not q.candidates]
     guidelines = DEFAULT_GUIDELINES
     if args.guidelines is not None:
         guidelines = read_text(Path(args.guidelines))
@@ -140,6 +142,15 @@ def run(args: argparse.Namespace) -> int:
     return _serve(server, task, args)
 
 
+def made_by(pool: Any) -> str:
+    """The command that wrote a candidates file: its ``_meta.made_by``, else ``ragmetrics harvest`` for a file
+    of harvested questions (written before files said so), else ``ragmetrics pool``."""
+    named = pool.meta.get("made_by")
+    if isinstance(named, str) and named:
+        return named
+    return "ragmetrics harvest" if any(q.source == "harvested" for q in pool.questions) else "ragmetrics pool"
+
+
 def _left(task: Any) -> str:
     p = task.progress()
     what = "disagreements" if task.mode == "adjudicate" else "candidates"
@@ -161,8 +172,16 @@ def _serve(server: Any, task: Any, args: argparse.Namespace) -> int:
         carried = getattr(args, "carried", 0)
         if carried and task.mode != "adjudicate":
             print(f"{carried} of these candidates {'carries' if carried == 1 else 'carry'} a grade from "
-                  "the golden set, which `ragmetrics pool` counted as judged; they are asked again, blind, so "
-                  "each annotator's file holds their own grades and agreement is measured on them too.")
+                  f"the golden set, which `{getattr(args, 'made_by', 'ragmetrics pool')}` counted as judged; they "
+                  "are asked again, blind, so each annotator's file holds their own grades and agreement is "
+                  "measured on them too.")
+        empty = getattr(args, "empty", [])
+        if empty and task.mode != "adjudicate":
+            shown = "; ".join(f"{q.qid} ({q.query!r})" for q in empty[:10]) + (" …" if len(empty) > 10 else "")
+            print(f"{len(empty)} {'question has' if len(empty) == 1 else 'questions have'} no candidates, so "
+                  f"nothing to judge here and no place in the judgments: {shown}. If nothing in the corpus "
+                  "answers one, add it to the golden set with `answerable: false`; else pool it again deeper "
+                  "or with another retriever.")
         print(f"Every grade is saved to {task.store.path}.")
         print(f"Open {server.url} (this computer only). Ctrl-C stops.", flush=True)
         if args.open:

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from pytest_ragmetrics.errors import InputError, RagMetricsError
+from pytest_ragmetrics.errors import InputError, RagMetricsError, brief_repr, shown
 from pytest_ragmetrics.files import atomic_write_text
 from pytest_ragmetrics.golden import load_golden
 from pytest_ragmetrics.tools.export import artifact_rankings, golden_yaml, judgments_gaps
@@ -30,8 +30,18 @@ def register(verbs: Any) -> None:
     parser.add_argument("--merge", action="append", default=[], metavar="JUDGMENTS",
                         help="with --golden and --golden-out: merge the grades of an annotator's (or adjudicated) "
                              "file into the golden set, its grade winning for a document both judge; repeatable")
+    parser.add_argument("--accept-changed-text", action="store_true",
+                        help="with --merge: merge the grades of a question judged under another text than the "
+                             "golden set's (refused by default: they may judge another question); the golden set's "
+                             "text is kept")
     parser.add_argument("--golden-out", help="where to write the whole (merged) golden set, declaring "
                                              "judgments: pooled (.yaml/.yml: YAML; else JSONL)")
+    parser.add_argument("--scope-from-filters", action="store_true",
+                        help="give each question that has filters but no scope its filters as its scope, in every "
+                             "golden file written (--yaml-out, --golden-out): the gate then fails a query that "
+                             "returns a document outside them (a leak)")
+    parser.add_argument("--corpus", help="the corpus (a corpus.jsonl with metadata): refuse a relevant gold document "
+                                         "outside its question's scope before anything is written")
     parser.add_argument("--tag", default="ragmetrics", help="run tag, the sixth column (default ragmetrics)")
     parser.add_argument("--force", action="store_true", help="overwrite existing output files")
 
@@ -64,6 +74,8 @@ def run(args: argparse.Namespace) -> int:
                         f"wrote {sum(map(len, rankings.values()))} lines for {len(rankings)} queries to {out}"))
     if args.golden:
         golden = load_golden(args.golden)
+        if args.scope_from_filters:
+            golden = queries_set([scope_from_filters(q) for q in golden], golden)
         if args.qrels_out:
             out = _target(args.qrels_out, args.force)
             buffer = io.StringIO()
@@ -72,27 +84,70 @@ def run(args: argparse.Namespace) -> int:
                             f"wrote {sum(len(q.judgments) for q in golden)} judgments for {len(golden)} queries to "
                             f"{out}"))
         if args.golden_out:
-            from pytest_ragmetrics.tools.export import golden_file_text, merge_judgments
+            from pytest_ragmetrics.tools.export import changed_texts, golden_file_text, merge_judgments
 
             out = _target(args.golden_out, args.force)
             queries, changed = list(golden), []
             for extra in args.merge:
-                queries, regraded = merge_judgments(queries_set(queries, golden), load_golden(extra))
+                judged = load_golden(extra)
+                notes += [n for n in judgments_gaps(extra) if "no candidates" in n]
+                if args.scope_from_filters:
+                    judged = queries_set([scope_from_filters(q) for q in judged], judged)
+                other = changed_texts(queries_set(queries, golden), judged)
+                if other and not args.accept_changed_text:
+                    raise InputError(extra, None, f"judges {len(other)} question{'s' if len(other) > 1 else ''} "
+                                                  f"under another text than {args.golden}: "
+                                                  + "; ".join(f"{brief_repr(q)}: {brief_repr(a)} in {args.golden}, "
+                                                              f"{brief_repr(b)} judged" for q, a, b in other[:5])
+                                                  + (f" … and {len(other) - 5} more" if len(other) > 5 else "")
+                                                  + "; the grades may be for another question: pass "
+                                                    "--accept-changed-text to merge them anyway (the golden set's "
+                                                    "text is kept)")
+                notes += [f"{q}: merged grades judged under another text ({b!r}; kept {a!r})" for q, a, b in other]
+                queries, regraded = merge_judgments(queries_set(queries, golden), judged)
                 changed += regraded
+            check_scope(args, queries)
             notes += [f"regraded {c}" for c in changed]
             outputs.append((out, golden_file_text(queries, out),
                             f"wrote {len(queries)} questions ({sum(len(q.judgments) for q in queries)} judgments, "
                             f"judgments: pooled) to {out}"))
         if args.yaml_out:
             out = _target(args.yaml_out, args.force)
+            check_scope(args, golden)
             notes += judgments_gaps(args.golden)
-            outputs.append((out, golden_yaml(golden), f"wrote {len(golden)} questions as golden YAML to {out}"))
+            if golden.judgments == "pooled":  # entries alone would read as a closed set: say how it was judged
+                from pytest_ragmetrics.tools.export import golden_file_text
+
+                outputs.append((out, golden_file_text(golden, out, "pooled", as_yaml=True),
+                                f"wrote {len(golden)} questions as a golden YAML set declaring judgments: pooled "
+                                f"to {out} (add it to a golden set with --golden SET --merge {args.golden} "
+                                "--golden-out SET)"))
+            else:
+                outputs.append((out, golden_yaml(golden), f"wrote {len(golden)} questions as golden YAML to {out}"))
     for out, text, done in outputs:
         atomic_write_text(out, text)
         print(done)
     for note in notes:
-        print(f"note: {note}", file=sys.stderr)
+        print(f"note: {shown(note)}", file=sys.stderr)
     return 0
+
+
+def scope_from_filters(query: Any) -> Any:
+    """A question with filters and no scope, scoped by its filters (``--scope-from-filters``)."""
+    from dataclasses import replace
+
+    return replace(query, scope=dict(query.filters)) if query.filters and not query.scope else query
+
+
+def check_scope(args: argparse.Namespace, queries: Any) -> None:
+    """With ``--corpus``: no relevant gold document outside its question's scope (the gate refuses it too)."""
+    if not args.corpus:
+        return
+    from pytest_ragmetrics.corpus import corpus_metadata, load_corpus
+    from pytest_ragmetrics.scope import check_gold_scope
+
+    names = " + ".join([args.golden, *args.merge])
+    check_gold_scope(queries, corpus_metadata(load_corpus(args.corpus)), None, names, args.corpus)
 
 
 def queries_set(queries: list[Any], like: Any) -> Any:

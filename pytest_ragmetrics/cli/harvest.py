@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from pytest_ragmetrics.cli.argtypes import seed_arg
-from pytest_ragmetrics.errors import RagMetricsError, listed
+from pytest_ragmetrics.errors import RagMetricsError, listed, shown
+from pytest_ragmetrics.files import check_output
 from pytest_ragmetrics.report.tables import counted
 
 HELP = "gather the questions run artifacts regressed, errored or left inconclusive into candidates for annotate"
@@ -43,24 +44,36 @@ def register(verbs: Any) -> None:
 def _golden(args: argparse.Namespace, nights: list[Any]) -> tuple[Any, str | None]:
     """The golden set for texts and judgments, and where it was found (None: the artifacts alone)."""
     from pytest_ragmetrics.golden import load_golden
+    from pytest_ragmetrics.tools.harvest import check_golden_version
     from pytest_ragmetrics.tools.pool import recorded_golden
 
     if args.golden is not None:
-        return load_golden(args.golden), args.golden
+        golden = load_golden(args.golden)
+        why = check_golden_version(golden, args.golden, nights)
+        if why:  # its texts and judgments would be taken for the ones the runs failed
+            raise RagMetricsError(f"{why}; pass the golden set the artifacts ran (a checkout of the commit they "
+                                  "ran), or leave --golden out to take texts and gold from the artifacts")
+        return golden, args.golden
     named = next(((n.golden, n.path) for n in reversed(nights) if n.golden), None)
     if named is None:
         return None, None
     found, _ = recorded_golden(*named)
     if found is None:
-        print(f"note: the golden set the runs name, {named[0]}, is not found here; texts and gold come from the "
-              "artifacts (pass --golden PATH for every judgment)")
+        print(f"note: the golden set the runs name, {shown(named[0])}, is not found here; texts and gold come from "
+              "the artifacts (pass --golden PATH for every judgment)")
         return None, None
-    return load_golden(found), str(found)
+    golden = load_golden(found)
+    why = check_golden_version(golden, str(found), nights)
+    if why:
+        print(f"note: {shown(why)}; texts and gold come from the artifacts (pass --golden PATH of the set they ran "
+              "for every judgment)")
+        return None, None
+    return golden, str(found)
 
 
 def run(args: argparse.Namespace) -> int:
     from pytest_ragmetrics.gate.artifact import load_artifact
-    from pytest_ragmetrics.tools.harvest import Night, check_one_golden, harvest, night_names
+    from pytest_ragmetrics.tools.harvest import Night, check_one_golden, harvest, night_names, run_of
     from pytest_ragmetrics.tools.pool import fill_texts, textless_note, write_pool
     from pytest_ragmetrics.tools.sources import Source
 
@@ -68,6 +81,8 @@ def run(args: argparse.Namespace) -> int:
     if twice:
         raise RagMetricsError(f"{twice[0]} is given twice; give each run artifact once")
     out = Path(args.out)
+    # an input is never overwritten, --force or not
+    check_output(out, inputs=[*args.artifacts, *([args.golden] if args.golden else [])], example="candidates.jsonl")
     if out.exists() and not args.force:
         raise RagMetricsError(f"{out} already exists; pass --force to overwrite it (it may hold annotations)")
     names = night_names(args.artifacts)
@@ -75,6 +90,10 @@ def run(args: argparse.Namespace) -> int:
     nights.sort(key=lambda n: n.created)
     check_one_golden(nights)
     golden, golden_path = _golden(args, nights)
+    if golden_path:
+        check_output(out, inputs=[golden_path], example="candidates.jsonl")
+    for once in run_of(nights)[1]:
+        print(f"note: {shown(once)}")
     found = harvest(nights, golden)
     if found.textless:
         print(f"note: {counted(len(found.textless), 'failed question')} left out: no text in the artifacts"
@@ -83,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"note: {counted(len(found.empty), 'failed question')} left out: nothing to judge (no document "
               f"returned on any failing run, and no gold known): {listed(found.empty)}")
     if not found.pooled:
-        print(f"Nothing to harvest: no question regressed, errored or was inconclusive in "
+        print(f"Nothing to harvest: no question regressed, errored, was inconclusive or leaked in "
               f"{counted(len(nights), 'run artifact')}; {out} not written.")
         return 0
     sources = [Source(n.name, "run", n.path) for n in nights]
@@ -94,24 +113,36 @@ def run(args: argparse.Namespace) -> int:
         absent = fill_texts(found.pooled, sources, texts)
         if absent:
             qid, doc = absent[0]
-            print(f"note: {len(absent)} candidates are not in the corpus {args.corpus}, e.g. {doc!r} for {qid!r}")
+            print(f"note: {len(absent)} candidates are not in the corpus {args.corpus}, e.g. {shown(repr(doc))} for "
+                  f"{shown(repr(qid))}")
     seed = args.seed if args.seed is not None else secrets.randbelow(2**31)
     depth = max((len(p.candidates) for p in found.pooled), default=1)
-    path = write_pool(found.pooled, out, sources=sources, seed=seed, depth=depth, force=args.force)
+    path = write_pool(found.pooled, out, sources=sources, seed=seed, depth=depth, force=args.force,
+                      made_by="ragmetrics harvest")
     by_verdict = {v: sum(1 for vs in found.verdicts.values() if v in vs) for v in ("regressed", "errored",
-                                                                                 "inconclusive")}
+                                                                                 "inconclusive", "leak")}
     pairs = sum(len(p.candidates) for p in found.pooled)
     carried = sum(1 for p in found.pooled for c in p.candidates if c.rel is not None)
-    print(f"Harvested {counted(len(found.pooled), 'question')} from {counted(len(nights), 'run artifact')} "
-          f"({', '.join(f'{n} {v}' for v, n in by_verdict.items() if n)}; a question failed on more runs comes "
+    # a question that regressed one night and errored another counts under both
+    how = ', '.join(f'{n} {v}' for v, n in by_verdict.items() if n)
+    if sum(by_verdict.values()) > len(found.pooled):
+        how = f"failed as: {how}; a question that failed more than one way counts under each"
+    runs = "" if found.runs == len(nights) else f" ({counted(found.runs, 'run')})"
+    print(f"Harvested {counted(len(found.pooled), 'question')} from {counted(len(nights), 'run artifact')}{runs} "
+          f"({how}; a question failed on more runs comes "
           f"first), {counted(pairs, 'candidate')} to judge ({carried} with a known grade, asked again blind), "
           "each question marked source: harvested:")
     for p in found.pooled[:10]:
         record = found.record(p.qid)
-        print(f"  {p.qid}: failed on {record['failed']} of {record['of']} runs ({', '.join(record['verdicts'])}), "
-              f"{counted(len(p.candidates), 'candidate')}")
+        print(f"  {shown(p.qid)}: failed on {record['failed']} of {record['of']} runs "
+              f"({', '.join(record['verdicts'])}), {counted(len(p.candidates), 'candidate')}")
     if len(found.pooled) > 10:
         print(f"  … and {len(found.pooled) - 10} more (all in {path})")
+    if found.out_of_scope:
+        left = sum(map(len, found.out_of_scope.values()))
+        print(f"note: {counted(left, 'returned document')} outside {'its' if left == 1 else 'their'} question's "
+              f"scope left out of the candidates (known not relevant; the leak gate fails them): "
+              f"{listed([f'{q} ({len(d)})' for q, d in found.out_of_scope.items()])}")
     note = textless_note(found.pooled)
     if note:
         print(note)

@@ -5,13 +5,21 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from pytest_ragmetrics.cli import decided
 from pytest_ragmetrics.errors import BaselineError, RagMetricsError
-from pytest_ragmetrics.files import atomic_write_json, atomic_write_text, write_problem
+from pytest_ragmetrics.files import atomic_write_json, atomic_write_text, check_output, write_problem
 from pytest_ragmetrics.gate.artifact import seal_artifact
-from pytest_ragmetrics.tools.merge import Merged, merge_shards, refresh_baseline, shown_path
+from pytest_ragmetrics.report.tables import counted
+from pytest_ragmetrics.tools.merge import (
+    MAX_SPREAD_HOURS,
+    Merged,
+    merge_shards,
+    refresh_baseline,
+    shown_path,
+    write_refreshed,
+)
 
 HELP = "judge the shards of one run (--rag-shard I/N) as one run: one verdict, artifact and report"
 
@@ -38,20 +46,42 @@ def register(verbs: Any) -> None:
                                                          "from the current folder)")
     parser.add_argument("--baseline", metavar="PATH", help="the baseline (default: the path the shards recorded, "
                                                            "from the current folder)")
+    parser.add_argument("--max-spread", type=float, metavar="HOURS", default=MAX_SPREAD_HOURS,
+                        help="when no shard records a run id (_meta.run_id, from --rag-run-id or the CI's run "
+                             "variables), refuse shards whose times lie more than this apart, as not one run "
+                             f"(default: {MAX_SPREAD_HOURS:g})")
+
+
+def _check_outputs(args: argparse.Namespace, also: Sequence[str | Path] = ()) -> None:
+    """Refuse, before anything is read or written, an output that is one of the inputs (a shard, the
+    golden set, the baseline) or cannot be written: a refresh must not write the baseline and then
+    fail on --out."""
+    inputs = [*args.shards, *(p for p in (args.golden, args.baseline) if p), *also]
+    outputs = [(flag, getattr(args, flag)) for flag in ("out", "html", "markdown") if getattr(args, flag)]
+    for flag, path in outputs:
+        check_output(path, inputs=inputs, example="run.json" if flag == "out" else f"report.{flag[:4]}")
+    for i, (flag, path) in enumerate(outputs):
+        same = next((other for other, p in outputs[i + 1:] if Path(p).absolute() == Path(path).absolute()), None)
+        if same:
+            raise RagMetricsError(f"--{flag} and --{same} are the same file {path}; give each its own")
 
 
 def _header(merged: Merged) -> str:
     shards = ", ".join(f"{s.spec} {s.path} ({len(s.section['queries'])})" for s in merged.shards)
     source = merged.meta.get("golden", {}).get("source") if isinstance(merged.meta.get("golden"), dict) else None
-    return (f"Merged {len(merged.shards)} shards of {len(merged.golden)} queries"
+    return (f"Merged {counted(len(merged.shards), 'shard')} of {counted(len(merged.golden), 'query', 'queries')}"
             + (f" from {source}" if source else "") + f": {shards}")
 
 
 def run(args: argparse.Namespace) -> int:
     if args.worst is not None and args.worst < 0:
         raise RagMetricsError(f"--worst must be an integer >= 0, got {args.worst}")
+    if not args.max_spread >= 0:
+        raise RagMetricsError(f"--max-spread must be a number of hours >= 0, got {args.max_spread}")
+    _check_outputs(args)
     merged = merge_shards(args.shards, golden=args.golden, baseline=args.baseline, out=args.out,
-                          updating=args.update_baseline)
+                          updating=args.update_baseline, max_spread=args.max_spread)
+    _check_outputs(args, [merged.baseline_path, *([merged.full_golden.source] if merged.full_golden.source else [])])
     if args.update_baseline:
         return _refresh(args, merged)
     verdict = merged.verdict
@@ -94,7 +124,7 @@ def _summary(args: argparse.Namespace, merged: Merged, worst: int) -> str:
     return session_summary(verdict, worst, lost=set(gold.lost) if gold is not None else set(),
                            gold_warning=gold.warning() if gold is not None else late,
                            retriever_before=meta.get("baseline_retriever"), retriever_now=meta.get("retriever"),
-                           unjudged=bool(verdict.to_judge), pooled=pooled)
+                           unjudged=bool(verdict.to_judge), pooled=pooled, mismatch=merged.mismatch)
 
 
 def _refresh(args: argparse.Namespace, merged: Merged) -> int:
@@ -102,11 +132,19 @@ def _refresh(args: argparse.Namespace, merged: Merged) -> int:
 
     meta = merged.recorded
     try:
-        change, written = refresh_baseline(merged, args.allow_missing_gold), True
+        change, new = refresh_baseline(merged, args.allow_missing_gold)
     except BaselineError as exc:
-        change, written = str(exc), False
+        change, new = str(exc), None
+    written = new is not None
     code = decided(args, 0 if written else 1)
-    _write_artifact(args, merged)
+    _write_artifact(args, merged)  # first: the baseline is written last, once everything else was
+    if new is not None:
+        try:
+            write_refreshed(merged, new)
+        except BaselineError:
+            if args.out:  # it names a baseline that was not written
+                Path(args.out).unlink(missing_ok=True)
+            raise
     print(_header(merged))
     print(refresh_summary(change, written=written,
                           gold_warning=merged.gold_check.warning() if written and merged.gold_check else None,

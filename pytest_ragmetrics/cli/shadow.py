@@ -215,7 +215,8 @@ def _write_candidates(args: argparse.Namespace, report: Any, questions: Any) -> 
             qid, doc = absent[0]
             log(f"note: {len(absent)} candidates are not in the corpus {args.corpus}, e.g. {doc!r} for {qid!r}")
     seed = args.seed if args.seed is not None else secrets.randbelow(2**31)
-    path = write_pool(pooled, args.candidates, sources=sources, seed=seed, depth=report.k, force=args.force)
+    path = write_pool(pooled, args.candidates, sources=sources, seed=seed, depth=report.k, force=args.force,
+                      made_by="ragmetrics shadow")
     docs = sum(len(p.candidates) for p in pooled)
     note = textless_note(pooled)
     if note:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 import re
 from typing import Any, Mapping
 
@@ -24,13 +25,25 @@ from pytest_ragmetrics.errors import RagMetricsError, brief_repr
 from pytest_ragmetrics.gate.verdict import Gate, Verdict
 from pytest_ragmetrics.golden import GoldenSet
 
-__all__ = ["parse_shard", "select_shard", "shard_of", "defer_gates", "check_shard_section", "MERGE_COMMAND"]
+__all__ = ["parse_shard", "select_shard", "shard_of", "defer_gates", "check_shard_section", "MERGE_COMMAND",
+           "CI_RUN_VARIABLES", "ci_run_id", "queries_digest"]
 
 #: How a shard's messages name the step that judges the gates.
 MERGE_COMMAND = "ragmetrics merge"
 
 #: a record's statuses, as the artifact's per_query holds them
 _STATUSES = ("scored", "unscorable", "error", "unanswerable")
+
+#: The CI variables a run's identity (``_meta.run_id``) is taken from when ``--rag-run-id`` is not
+#: given, first set wins: every job of one pipeline run shares them, the next run has others.
+#: GitHub's run attempt is left out on purpose: re-running a failed shard keeps the run id, so its
+#: artifact merges with the passing shards' of the first attempt.
+CI_RUN_VARIABLES = (("GITHUB_RUN_ID", "github"), ("CI_PIPELINE_ID", "gitlab"), ("BUILDKITE_BUILD_ID", "buildkite"),
+                    ("CIRCLE_WORKFLOW_ID", "circleci"), ("BUILD_TAG", "jenkins"))
+
+#: what a record and its per_query entry both hold, with the value an absent key stands for
+_RECORDED: tuple[tuple[str, Any], ...] = (("metrics", None), ("ranking", []), ("error", None), ("n_docs", None),
+                                          ("scores", None), ("parent_level", None), ("leaks", None))
 
 _SPEC = re.compile(r"\s*(\d+)\s*/\s*(\d+)\s*")
 
@@ -46,6 +59,21 @@ def parse_shard(text: str) -> tuple[int, int]:
         raise RagMetricsError(f"--rag-shard must be I/N, this machine's shard I of N (1 <= I <= N), got "
                               f"{brief_repr(text)}: {why}")
     return index, count
+
+
+def ci_run_id(environ: Mapping[str, str]) -> str | None:
+    """The run's identity from the CI's own variables (:data:`CI_RUN_VARIABLES`), e.g.
+    ``github:1234567``; None outside a known CI."""
+    for name, ci in CI_RUN_VARIABLES:
+        value = (environ.get(name) or "").strip()
+        if value:
+            return f"{ci}:{value}"
+    return None
+
+
+def queries_digest(qids: Any) -> str:
+    """The sha256 of a set of query ids (sorted, one per line): which queries a subset selected."""
+    return hashlib.sha256("\n".join(sorted(qids)).encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def _digest(qid: str) -> str:
@@ -79,6 +107,11 @@ def defer_gates(verdict: Verdict, index: int, count: int) -> Verdict:
     why = f"deferred to `{MERGE_COMMAND}`: shard {index}/{count} holds part of the set"
     return dataclasses.replace(verdict, gates=[Gate(g.name, True, why) for g in verdict.gates],
                                deferred=[g.name for g in verdict.gates], moved=[], moved_metrics=[])
+
+
+def _json(value: Any) -> str:
+    """A value as canonical JSON, so 1 and 1.0 or a tuple and a list compare as the file holds them."""
+    return json.dumps(value or None, sort_keys=True)
 
 
 def _fail(name: str, where: str, problem: str) -> RagMetricsError:
@@ -132,6 +165,12 @@ def check_shard_section(shard: Any, per_query: Mapping[str, Any], name: str) -> 
         entry = per_query.get(qid)
         if not isinstance(entry, dict) or entry.get("status") != record["status"]:
             raise _fail(name, where, "does not match per_query (status or presence): the file was edited")
+        # merge judges the records: each must say what its per_query entry (checked against the
+        # aggregate by the schema) says, or an edited record would be judged in its place
+        differ = [key for key, absent in _RECORDED if _json(record.get(key, absent)) != _json(entry.get(key, absent))]
+        if differ:
+            raise _fail(name, where, f"does not match per_query.{qid} ({', '.join(differ)} differ): the file was "
+                                     "edited")
     extra = [q for q in per_query if q not in records]
     if extra:
         raise _fail(name, f"per_query.{extra[0]}", "has no record in shard.records: the file was edited")

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, NamedTuple, Sequence
 from pytest_ragmetrics.errors import brief_repr, listed, shown, shown_lines
 from pytest_ragmetrics.gate.verdict import EPS, Drop, Gate, Regression, Verdict
 from pytest_ragmetrics.report.tables import counted, markdown_table, one_query_mark, p_text, sample_size_note
-from pytest_ragmetrics.scope import scope_text
+from pytest_ragmetrics.scope import scope_text, why_outside
 
 if TYPE_CHECKING:
     from pytest_ragmetrics.gate.baseline import Baseline
@@ -204,7 +204,7 @@ def leak_lines(qid: str, question: str, filters: Mapping[str, Any] | None, scope
         head = "leaked:   " if i == 0 else "          "
         chunk = f"  (returned as {shown(str(d['id']))})" if d["id"] != d["doc"] else ""
         lines.append(f"       {head}{d['rank']}. {shown(str(d['doc']))}  metadata "
-                     f"{shown(scope_text(d['metadata']))}{chunk}")
+                     f"{shown(scope_text(d['metadata']))}{chunk}: {shown(why_outside(d['metadata'], scope))}")
     return lines
 
 

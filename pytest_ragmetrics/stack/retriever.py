@@ -443,6 +443,9 @@ class Retriever:
             if not values or not all(isinstance(v, (str, int, float)) for v in values):
                 raise ValueError(f"filter {key!r}: {value!r}; the reference stack filters on a text, number or "
                                  "boolean, or a non-empty list of them (any of)")
+            if len({_kind(v) for v in values}) > 1:
+                raise ValueError(f"filter {key!r}: {value!r} mixes kinds of value; the vector index matches a list "
+                                 "of one kind only (all texts, all numbers or all booleans)")
         return dict(filters)
 
     def _mask(self, filters: Mapping[str, Any]) -> np.ndarray:
@@ -558,3 +561,8 @@ def _where(filters: Mapping[str, Any] | None) -> dict[str, Any] | None:
         return None
     parts = [{key: {"$in": value} if isinstance(value, list) else {"$eq": value}} for key, value in filters.items()]
     return parts[0] if len(parts) == 1 else {"$and": parts}
+
+
+def _kind(value: Any) -> str:
+    """A filter value's kind as chromadb matches it: text, number or boolean."""
+    return "boolean" if isinstance(value, bool) else "number" if isinstance(value, (int, float)) else "text"

@@ -34,7 +34,7 @@ from typing import Any
 
 from pytest_ragmetrics.errors import InputError, brief_repr
 from pytest_ragmetrics.files import json_lines, loads_json
-from pytest_ragmetrics.golden import check_source
+from pytest_ragmetrics.golden import check_mapping, check_source
 
 __all__ = [
     "KIND",
@@ -76,6 +76,10 @@ class CandidateQuestion:
     #: where the question came from (``source``: ``harvested`` for ``ragmetrics harvest``'s), kept into
     #: the judgments so the exported golden record says so; None when the line names none
     source: str | None = None
+    #: the record's ``filters`` and ``scope``, kept into the judgments so the exported golden record
+    #: searches and checks the question as the draft did
+    filters: dict[str, Any] | None = None
+    scope: dict[str, Any] | None = None
 
     def candidate(self, doc_id: str) -> CandidateDoc:
         for c in self.candidates:
@@ -204,7 +208,9 @@ def _question(record: dict[str, Any], name: str, where: str, seen: dict[str, int
     elif not isinstance(order, list) or sorted(map(str, order)) != sorted(ids):
         raise InputError(name, where, "order must list each candidate's doc_id exactly once")
     source = check_source(record["source"], name, where) if record.get("source") is not None else None
-    return CandidateQuestion(qid, query, tuple(tags), docs, [str(d) for d in order], source)
+    return CandidateQuestion(qid, query, tuple(tags), docs, [str(d) for d in order], source,
+                             check_mapping(record.get("filters"), name, where, "filters"),
+                             check_mapping(record.get("scope"), name, where, "scope"))
 
 
 def file_meta(path: str | Path) -> dict[str, Any] | None:

@@ -14,7 +14,7 @@ from pytest_ragmetrics.files import loads_json, read_text, split_lines
 from pytest_ragmetrics.gate.artifact import load_artifact, parse_artifact
 from pytest_ragmetrics.golden import DEFAULT_SOURCE
 
-__all__ = ["artifact_rankings", "golden_yaml", "judgments_gaps", "merge_judgments", "golden_file_text"]
+__all__ = ["artifact_rankings", "golden_yaml", "judgments_gaps", "merge_judgments", "golden_file_text", "changed_texts"]
 
 
 def artifact_rankings(path: str | Path, text: str | None = None) -> dict[str, list[str]]:
@@ -100,17 +100,31 @@ def judgments_gaps(path: str | Path) -> list[str]:
             if cand.get("rel") is not None:
                 docs.add(str(cand.get("doc_id")))
             notes += bool(str(cand.get("note") or "").strip())
-    questions = [q.qid for q in pool.questions if not judged.get(q.qid)]
+    questions = [q.qid for q in pool.questions if q.candidates and not judged.get(q.qid)]
     candidates = sum(1 for q in pool.questions for c in q.candidates if c.doc_id not in judged.get(q.qid, set()))
     out = []
+    empty = [q for q in pool.questions if not q.candidates]
+    if empty:  # nothing to grade, so the question would vanish unseen
+        shown = "; ".join(f"{q.qid} ({q.query!r})" for q in empty[:10]) + (" …" if len(empty) > 10 else "")
+        out.append(f"{p}: {len(empty)} {'question' if len(empty) == 1 else 'questions'} of {found} had no "
+                   f"candidates to judge and {'is' if len(empty) == 1 else 'are'} not exported: {shown}. If "
+                   "nothing in the corpus answers one, add it to the golden set with `answerable: false`")
     if candidates:
-        out.append(f"{p}: {len(questions)} of {len(pool.questions)} questions and {candidates} candidates of "
+        out.append(f"{p}: {len(questions)} of {len(pool.questions) - len(empty)} questions and {candidates} "
+                   "candidates of "
                    f"{found} are not judged; unjudged questions are left out and unjudged candidates count as "
                    "not relevant")
     if notes:
         out.append(f"{p}: {notes} {'note is' if notes == 1 else 'notes are'} not kept in the export "
                    "(they stay in the file)")
     return out
+
+
+def changed_texts(golden: Any, annotated: Any) -> list[tuple[str, str, str]]:
+    """(qid, the golden set's text, the judged text) of each question both hold under other texts:
+    grades made for one question are not judgments of another that took its id."""
+    return [(q.qid, q.text, annotated[q.qid].text) for q in golden
+            if q.qid in annotated and " ".join(q.text.split()) != " ".join(annotated[q.qid].text.split())]
 
 
 def merge_judgments(golden: Any, annotated: Any) -> tuple[list[Any], list[str]]:
@@ -153,12 +167,13 @@ def _filters_and_scope(query: Any, record: dict[str, Any]) -> None:
             record[key] = dict(value)
 
 
-def golden_file_text(queries: Any, path: str | Path, judgments: str = "pooled") -> str:
+def golden_file_text(queries: Any, path: str | Path, judgments: str = "pooled", as_yaml: bool | None = None) -> str:
     """A whole golden set that says how it was judged: YAML ``{judgments: ..., queries: [...]}`` for a
-    ``.yaml``/``.yml`` path, else JSONL with a ``_meta`` line (``judgments``) and one question a line."""
+    ``.yaml``/``.yml`` path (or ``as_yaml``), else JSONL with a ``_meta`` line (``judgments``) and one
+    question a line."""
     import json
 
-    if Path(path).suffix.lower() in (".yaml", ".yml"):
+    if as_yaml or (as_yaml is None and Path(path).suffix.lower() in (".yaml", ".yml")):
         import yaml
 
         entries = yaml.safe_load(golden_yaml(queries)) or []

@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 import hashlib
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -31,11 +32,16 @@ from pytest_ragmetrics.gold import GoldCheck
 from pytest_ragmetrics.golden import GoldenSet, load_golden
 from pytest_ragmetrics.measures import MeasureError, MeasurementConfig
 
-__all__ = ["Shard", "Merged", "load_shards", "check_shards", "merge_shards", "refresh_baseline", "shown_path"]
+__all__ = ["Shard", "Merged", "load_shards", "check_shards", "merge_shards", "refresh_baseline", "write_refreshed",
+           "shown_path", "check_run", "MAX_SPREAD_HOURS"]
 
 #: ``_meta`` keys a run's artifact adds to the run's fingerprint (:func:`build_artifact`); the
 #: rest is what a baseline's ``_meta`` holds too
-_ARTIFACT_KEYS = ("format", "subset", "baseline", "baseline_retriever", "judgments", "seal")
+_ARTIFACT_KEYS = ("format", "subset", "baseline", "baseline_retriever", "judgments", "seal", "run_id", "smoke")
+#: ``_meta`` keys of a run's artifact that a baseline does not take (the run's identity, its subset)
+_RUN_KEYS = ("run_id", "smoke")
+#: how far apart (hours) the shards of one run may have run when none records a run id
+MAX_SPREAD_HOURS = 6.0
 #: ``_meta`` keys that differ between shards of one run
 _PER_SHARD = ("created", "seal")
 
@@ -77,6 +83,8 @@ class Merged:
     gold_check: GoldCheck | None
     gold_unchecked: str | None
     created: str
+    #: what the baseline was measured differently in, compared anyway (--rag-accept-mismatch)
+    mismatch: list[str] = dataclasses.field(default_factory=list)
 
 
 def load_shards(paths: Sequence[str | Path]) -> list[Shard]:
@@ -113,10 +121,42 @@ def reference(shards: Sequence[Shard]) -> Shard:
     return next((s for s in shards if s.section["records"]), shards[0])
 
 
-def check_shards(shards: Sequence[Shard]) -> None:
+def check_run(shards: Sequence[Shard], max_spread: float = MAX_SPREAD_HOURS) -> None:
+    """Refuse shards of different runs: their ``_meta.run_id`` differ (a shard killed before it wrote
+    its artifact leaves an older run's file at its path); when none records one, their times lie more
+    than ``max_spread`` hours apart."""
+    ids = {s.path: s.data["_meta"].get("run_id") for s in shards}
+    if len({str(v) for v in ids.values()}) > 1:
+        shown = "; ".join(f"{path}: {brief_repr(v) if v is not None else 'none'}" for path, v in ids.items())
+        raise RagMetricsError(f"the shards come from different runs (_meta.run_id: {shown}); merge the shards of "
+                              "one run only: a shard whose job failed before writing its artifact leaves an older "
+                              "run's file behind")
+    if any(v is not None for v in ids.values()):
+        return
+    times: list[tuple[_dt.datetime, Shard]] = []
+    for shard in shards:
+        try:
+            times.append((_dt.datetime.fromisoformat(str(shard.data["_meta"].get("created"))), shard))
+        except ValueError:
+            continue
+    if len(times) < 2:
+        return
+    (early, first), (late, last) = min(times, key=lambda t: t[0]), max(times, key=lambda t: t[0])
+    hours = (late - early).total_seconds() / 3600
+    if hours > max_spread:
+        raise RagMetricsError(
+            f"the shards ran {hours:.1f} hours apart ({first.path} at {early.isoformat()}, {last.path} at "
+            f"{late.isoformat()}), more than --max-spread {max_spread:g}: they may not be one run (a shard whose job "
+            "failed before writing its artifact leaves an older run's file behind). Give the shards of one run a "
+            "run id (`pytest --rag-run-id ID`, taken from the CI's run variables when it runs in one), or pass "
+            "--max-spread HOURS when they did run that far apart")
+
+
+def check_shards(shards: Sequence[Shard], max_spread: float = MAX_SPREAD_HOURS) -> None:
     """Refuse shards that are not the N shards of one run, each once (naming the files and the field)."""
     if not shards:
         raise RagMetricsError("no shard given: pass every shard's artifact (shard*.json)")
+    check_run(shards, max_spread)
     first = reference(shards)
 
     def fingerprint(shard: Shard, described: bool) -> dict[str, Any]:
@@ -146,9 +186,9 @@ def check_shards(shards: Sequence[Shard]) -> None:
         seen[index] = shard
     missing = [i for i in range(1, count + 1) if i not in seen]
     if missing:
-        given = ", ".join(f"{s.spec} {s.path}" for s in sorted(shards, key=lambda s: s.section["index"]))
+        given = listed([f"{s.spec} {s.path}" for s in sorted(shards, key=lambda s: s.section["index"])])
         raise RagMetricsError(f"shard{'s' if len(missing) > 1 else ''} "
-                              f"{', '.join(f'{i}/{count}' for i in missing)} "
+                              f"{listed([f'{i}/{count}' for i in missing])} "
                               f"{'are' if len(missing) > 1 else 'is'} missing (given: {given}); pass every "
                               f"shard's artifact, so that the {first.section['of']} queries are judged together")
     dealt: dict[str, Shard] = {}
@@ -215,6 +255,12 @@ def _baseline(shards: Sequence[Shard], meta: dict[str, Any], baseline_path: str 
     path = _resolved(baseline_path or shards[0].section["baseline"])
     entry = meta.get("baseline")
     if not isinstance(entry, dict):  # no baseline when the shards ran: nothing was compared
+        if path.exists():
+            raise InputError(str(path), None, f"exists, but the shards ran without a baseline ({shards[0].path}: "
+                                              "_meta.baseline is null): it changed since the shards ran, so they "
+                                              "were not judged against it and a refresh would replace it unseen; "
+                                              "run the shards again, or merge in a checkout of the commit the "
+                                              "shards ran")
         return None, path
     if not path.exists():
         if updating:
@@ -270,15 +316,16 @@ def shown_path(path: Path) -> str:
 
 def merge_shards(paths: Sequence[str | Path], *, golden: str | Path | None = None,
                  baseline: str | Path | None = None, out: str | Path | None = None,
-                 updating: bool = False) -> Merged:
+                 updating: bool = False, max_spread: float = MAX_SPREAD_HOURS) -> Merged:
     """Check the shards, then judge their records as one run; the artifact is the whole run's (unsealed).
 
     ``golden``/``baseline`` override the paths the shards recorded; ``out`` is where the merged
     artifact goes (named in a pooled set's judging command); ``updating``: the merge refreshes the
-    baseline, so, as a ``--rag-update-baseline`` run, it compares with nothing.
+    baseline, so, as a ``--rag-update-baseline`` run, it compares with nothing; ``max_spread``: the
+    hours shards without a run id may lie apart (:func:`check_run`).
     """
     shards = load_shards(paths)
-    check_shards(shards)
+    check_shards(shards, max_spread)
     shards.sort(key=lambda s: s.section["index"])
     meta = dict(reference(shards).data["_meta"])
     created = min(str(s.data["_meta"].get("created") or "") for s in shards) or None
@@ -315,8 +362,10 @@ def merge_shards(paths: Sequence[str | Path], *, golden: str | Path | None = Non
     run_meta = {k: v for k, v in meta.items() if k not in _ARTIFACT_KEYS}
     if created is not None:
         run_meta["created"] = created
+    # what --rag-accept-mismatch compared despite, as each shard found it (they share the baseline)
+    mismatch = list(dict.fromkeys(str(m) for s in shards for m in s.section.get("mismatch") or []))
     merged = Merged(shards, meta, run_meta, run_golden, full, records, base, base_path, thresholds, metrics, verdict,
-                    {}, gold_check, gold_unchecked, created or "")
+                    {}, gold_check, gold_unchecked, created or "", mismatch)
     merged.artifact = artifact_of(merged, None if updating else meta.get("baseline"), updating)
     return merged
 
@@ -330,15 +379,19 @@ def artifact_of(merged: Merged, baseline_file: Any, updating: bool) -> dict[str,
     baseline_id = {new: old for old, new in find_renames(merged.full_golden, base).items()} if base else {}
     judgments: dict[str, Any] = meta["judgments"] if isinstance(meta.get("judgments"), dict) else {}
     before = meta.get("baseline_retriever")
-    return build_artifact(merged.meta, merged.verdict, merged.golden, merged.records, merged.metrics,
+    data = build_artifact(merged.meta, merged.verdict, merged.golden, merged.records, merged.metrics,
                           int(meta.get("k") or 10), str(meta.get("subset") or "full"), base, baseline_id,
                           baseline_file, before, retriever_changes(before, meta.get("retriever")),
                           judgments.get("from", "default"))
+    data["_meta"].update({key: meta[key] for key in _RUN_KEYS if key in meta})  # as the plugin adds them
+    return data
 
 
-def refresh_baseline(merged: Merged, allow_missing_gold: bool) -> str:
-    """Write the baseline from the merged records, with the plugin's refusals
-    (:class:`BaselineError`); return what changed, as text. The artifact then names the file written."""
+def refresh_baseline(merged: Merged, allow_missing_gold: bool) -> tuple[str, Baseline]:
+    """The baseline the merged records make, with the plugin's refusals (:class:`BaselineError`),
+    and what changed, as text; nothing is written. The artifact then names that baseline, so that
+    it can be written before it (:func:`write_refreshed`): a failed write leaves the old baseline."""
+    from pytest_ragmetrics.files import dumps_stable
     from pytest_ragmetrics.report.text import baseline_change_text
 
     new = baseline_from_records(merged.records, merged.full_golden, merged.metrics,
@@ -346,9 +399,15 @@ def refresh_baseline(merged: Merged, allow_missing_gold: bool) -> str:
                                 lambda: dict(merged.meta), merged.gold_check, allow_missing_gold,
                                 merged.baseline_path, allow_flag="--allow-missing-gold")
     change = baseline_change_text(merged.baseline, new, merged.metrics)
-    write_baseline(merged.baseline_path, new)
-    written = load_baseline(merged.baseline_path, sealed=False)
-    entry = {"sha256": hashlib.sha256(merged.baseline_path.read_bytes()).hexdigest(),
+    text = dumps_stable(new.to_dict())
+    data = json.loads(text)  # the file as it will be read back, for its content digest
+    written = Baseline(data["_meta"], data["aggregate"], data["per_query"], str(merged.baseline_path), [])
+    entry = {"sha256": hashlib.sha256(text.encode("utf-8")).hexdigest(),
              "content": written.content_digest(), "created": merged.created, "updated": True}
     merged.artifact = artifact_of(merged, entry, updating=True)
-    return change
+    return change, new
+
+
+def write_refreshed(merged: Merged, new: Baseline) -> None:
+    """Write the baseline :func:`refresh_baseline` made (:class:`BaselineError` when it cannot be)."""
+    write_baseline(merged.baseline_path, new)

@@ -81,6 +81,8 @@ class PoolQuery:
     source: str | None = None
     #: the record's filters: every source searches the question with them, as the gate does
     filters: Mapping[str, Any] | None = None
+    #: the record's scope, kept into the candidates file and the judgments made from it
+    scope: Mapping[str, Any] | None = None
 
 
 @dataclass
@@ -123,6 +125,8 @@ class PooledQuery:
     harvest: dict[str, Any] | None = None
     #: the record's filters, written so the candidates file replays them too
     filters: Mapping[str, Any] | None = None
+    #: the record's scope, written so the golden records exported from the judgments keep it
+    scope: Mapping[str, Any] | None = None
 
     def order(self, seed: int) -> list[str]:
         """The order annotators see the candidates in: :func:`display_order` from ``seed``."""
@@ -139,6 +143,8 @@ class PooledQuery:
             out["harvest"] = self.harvest
         if self.filters:
             out["filters"] = dict(self.filters)
+        if self.scope:
+            out["scope"] = dict(self.scope)
         if seed is not None:
             out["order"] = self.order(seed)
         out["candidates"] = [c.to_dict() for c in self.candidates]
@@ -189,7 +195,7 @@ def _has_qrels(folder: Path) -> bool:
 def _from_golden(path: Path) -> list[PoolQuery]:
     golden = load_golden(path)
     return [PoolQuery(q.qid, q.text, dict(q.judgments), {}, tuple(q.tags),
-                      None if q.source == DEFAULT_SOURCE else q.source, q.filters) for q in golden]
+                      None if q.source == DEFAULT_SOURCE else q.source, q.filters, q.scope) for q in golden]
 
 
 def _finish(path: Path, queries: list[tuple[PoolQuery, str]]) -> list[PoolQuery]:
@@ -231,7 +237,9 @@ def _read_jsonl(path: Path) -> list[PoolQuery]:
                 notes[doc] = note
         source = check_source(record["source"], name, where) if record.get("source") is not None else None
         filters = check_mapping(record.get("filters"), name, where, "filters")
-        out.append((PoolQuery(qid, text, judgments, notes, tuple(dict.fromkeys(tags)), source, filters), where))
+        scope = check_mapping(record.get("scope"), name, where, "scope")
+        out.append((PoolQuery(qid, text, judgments, notes, tuple(dict.fromkeys(tags)), source, filters, scope),
+                    where))
     return _finish(path, out)
 
 
@@ -311,7 +319,7 @@ def pool_sources(queries: Sequence[PoolQuery], ranked: Sequence[Ranked], depth: 
         for cand in pooled + missed:
             cand.rel = q.judgments.get(cand.doc_id)
             cand.note = q.notes.get(cand.doc_id, "")
-        out.append(PooledQuery(q.qid, q.text, q.tags, pooled + missed, q.source, filters=q.filters))
+        out.append(PooledQuery(q.qid, q.text, q.tags, pooled + missed, q.source, filters=q.filters, scope=q.scope))
     return out
 
 
@@ -466,11 +474,13 @@ def unjudged_pool(artifact: Mapping[str, Any], golden: Any, name: str = "run",
         query = golden[qid]
         top = entry.get("_top") if entry.get("_top") is not None else entry.get("ranking") or []
         top = top[:k] if isinstance(k, int) else top
+        # a document outside the query's scope (a leak) is known not relevant: nothing to judge
+        leaked = {d.get("doc") for d in entry.get("leaks") or [] if isinstance(d, dict)}
         candidates = [Candidate(doc, found_by=[name], ranks={name: rank})
                       for rank, doc in enumerate(top, start=1) if doc not in query.judgments
-                      and (wanted is None or (qid, doc) in wanted)]
+                      and doc not in leaked and (wanted is None or (qid, doc) in wanted)]
         if candidates:
-            out.append(PooledQuery(qid, query.text, query.tags, candidates, filters=query.filters))
+            out.append(PooledQuery(qid, query.text, query.tags, candidates, filters=query.filters, scope=query.scope))
     return out, unknown
 
 
@@ -507,6 +517,7 @@ def write_pool(
     depth: int,
     force: bool = False,
     created: str | None = None,
+    made_by: str | None = None,
 ) -> Path:
     """Write the pool as a candidates file (UTF-8 JSONL: ``_meta``, then one question a line), atomically.
 
@@ -521,6 +532,8 @@ def write_pool(
     if path.is_dir():
         raise RagMetricsError(f"{path} is a directory; give a file name such as candidates.jsonl")
     meta = candidates_meta(pooled, sources, seed, depth, created)
+    if made_by:  # the command that wrote the file, for what annotate says about it (default: pool)
+        meta["made_by"] = made_by
     lines = [{"_meta": meta}, *(p.to_dict(seed) for p in pooled)]
     text = "".join(dumps_line(line) + "\n" for line in lines)
     try:

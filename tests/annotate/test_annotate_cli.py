@@ -12,7 +12,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
-from annotate_helpers import QUESTIONS, Cli, write_pool
+from annotate_helpers import META, QUESTIONS, Cli, write_pool
 
 from pytest_ragmetrics.annotate.judgments import KIND, read_judgments
 from pytest_ragmetrics.cli import main
@@ -176,3 +176,89 @@ def test_sigkill_loses_at_most_the_judgment_being_made(pool_path: Path) -> None:
     got = {pair: (j.rel, j.note) for pair, j in saved.pairs().items()}
     done = len(acknowledged)
     assert got in (state_after(done), state_after(done + 1))  # every answered judgment, plus the one in flight
+
+
+def _post(url: str, token: str, body: dict) -> int:
+    conn = http.client.HTTPConnection(urlsplit(url).hostname, urlsplit(url).port, timeout=10)
+    conn.request("POST", "/api/judge", json.dumps(body),
+                 {"Content-Type": "application/json", "X-Ragmetrics-Token": token})
+    status = conn.getresponse().status
+    conn.close()
+    return status
+
+
+def test_filters_scope_and_source_go_from_candidates_through_the_judgments_into_every_exported_golden_set(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import yaml
+
+    from pytest_ragmetrics.golden import load_golden
+
+    questions = [
+        {"qid": "log-1", "query": "refund at acme", "source": "log", "filters": {"tenant": "acme"},
+         "scope": {"tenant": "acme"}, "candidates": [{"doc_id": "acme-refund", "text": "refunds take 5 days"}]},
+        {"qid": "log-2", "query": "shipping at globex", "source": "log", "filters": {"tenant": "globex"},
+         "candidates": [{"doc_id": "globex-shipping", "text": "we ship worldwide"}]}]
+    pool = write_pool(tmp_path / "candidates.jsonl", questions, meta=None)
+    cli = Cli(str(pool), "--annotator", "alice")
+    try:
+        token = token_of(cli.url)
+        assert _post(cli.url, token, {"qid": "log-1", "doc_id": "acme-refund", "rel": 2}) == 200
+        assert _post(cli.url, token, {"qid": "log-2", "doc_id": "globex-shipping", "rel": 1}) == 200
+    finally:
+        cli.stop()
+        cli.kill()
+    judged = tmp_path / "candidates.alice.jsonl"
+    golden = load_golden(judged)
+    assert golden["log-1"].filters == {"tenant": "acme"} and golden["log-1"].scope == {"tenant": "acme"}
+    assert golden["log-1"].source == "log" and golden["log-2"].filters == {"tenant": "globex"}
+    capsys.readouterr()
+    for out in ("new.yaml", "new.jsonl"):
+        assert main(["export", "--golden", str(judged), "--golden-out", str(tmp_path / out)]) == 0
+    assert main(["export", "--golden", str(judged), "--yaml-out", str(tmp_path / "entries.yaml")]) == 0
+    for out in ("new.yaml", "new.jsonl", "entries.yaml"):
+        back = load_golden(tmp_path / out)
+        assert back["log-1"].filters == {"tenant": "acme"} and back["log-1"].scope == {"tenant": "acme"}, out
+        assert back["log-1"].source == "log" and back["log-2"].scope is None, out
+    # a sampled question's filters become its scope when asked
+    assert main(["export", "--golden", str(judged), "--scope-from-filters",
+                 "--yaml-out", str(tmp_path / "scoped.yaml")]) == 0
+    scoped = yaml.safe_load((tmp_path / "scoped.yaml").read_text(encoding="utf-8"))["queries"]
+    assert [q["scope"] for q in scoped] == [{"tenant": "acme"}, {"tenant": "globex"}]
+
+
+def test_a_question_without_candidates_is_named_by_annotate_and_export(tmp_path: Path,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    questions = [*QUESTIONS[:1], {"qid": "log-empty", "query": "Do you sell gift cards?", "candidates": []}]
+    pool = write_pool(tmp_path / "pool.jsonl", questions)
+    cli = Cli(str(pool), "--annotator", "alice")
+    try:
+        started = "".join(cli.lines)
+        token = token_of(cli.url)
+        for doc in ("a", "b", "c"):
+            assert _post(cli.url, token, {"qid": "q1", "doc_id": doc, "rel": 1}) == 200
+    finally:
+        cli.stop()
+        cli.kill()
+    assert "1 question has no candidates" in started and "log-empty ('Do you sell gift cards?')" in started
+    assert "answerable: false" in started
+    capsys.readouterr()
+    assert main(["export", "--golden", str(tmp_path / "pool.alice.jsonl"), "--yaml-out",
+                 str(tmp_path / "new.yaml")]) == 0
+    err = capsys.readouterr().err
+    assert "1 question of" in err and "had no candidates to judge and is not exported: log-empty" in err
+    assert "`answerable: false`" in err
+
+
+def test_annotate_names_the_tool_that_wrote_the_candidates(tmp_path: Path) -> None:
+    harvested = [dict(QUESTIONS[0], source="harvested",
+                      candidates=[dict(QUESTIONS[0]["candidates"][0], rel=2), *QUESTIONS[0]["candidates"][1:]])]
+    pool = write_pool(tmp_path / "harvested.jsonl", harvested,
+                      meta={"_meta": {**META["_meta"], "made_by": "ragmetrics harvest"}})
+    cli = Cli(str(pool), "--annotator", "alice")
+    try:
+        started = "".join(cli.lines)
+    finally:
+        cli.stop()
+        cli.kill()
+    assert "1 of these candidates carries a grade from the golden set, which `ragmetrics harvest` counted" in started
+    assert "ragmetrics pool" not in started

@@ -250,6 +250,6 @@ def test_every_grade_is_dated_and_export_keeps_the_dates(server: Any, tmp_path: 
     assert golden["q1"].judgment_dates() == {"a": today, "b": today}
     out = tmp_path / "exported.yaml"
     assert main(["export", "--golden", str(path), "--yaml-out", str(out)]) == 0
-    exported = yaml.safe_load(out.read_text(encoding="utf-8"))
+    exported = yaml.safe_load(out.read_text(encoding="utf-8"))["queries"]  # judgments are pooled
     assert exported[0]["judged_at"] == today  # one date for the whole record: kept on the record
     assert load_golden(out)["q1"].judgment_dates() == {"a": today, "b": today}

@@ -249,7 +249,40 @@ def test_merge_refuses_a_whole_run_or_an_edited_shard(baselined: RagProject, cap
     data["shard"]["records"][qid]["metrics"]["recall@10"] = 0.0
     (baselined.path / "shard1.json").write_text(json.dumps(data), encoding="utf-8")
     code, _, err = _merge(baselined, capsys, monkeypatch, "shard1.json", "shard2.json")
-    assert code == 2 and "shard1.json: _meta.seal does not match the file: shard changed after the run" in err
+    assert code == 2 and f"shard1.json: shard.records.{qid} does not match per_query.{qid} (metrics differ): the " \
+        "file was edited" in err
+    # the shard section alone changed: the seal says so
+    data = _read(baselined, "shard2.json")
+    data["shard"]["gold"] = {"from_retriever": "edited"}
+    (baselined.path / "shard2.json").write_text(json.dumps(data), encoding="utf-8")
+    code, _, err = _merge(baselined, capsys, monkeypatch, "shard2.json", "shard1.json")
+    assert code == 2 and "shard2.json: _meta.seal does not match the file: shard changed after the run" in err
+
+
+@pytest.mark.parametrize("forged", ["metrics", "ranking"])
+def test_merge_refuses_a_resealed_record_that_its_per_query_entry_contradicts(
+        baselined: RagProject, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+        forged: str) -> None:
+    """A failing query's record rewritten to pass and the file resealed: merge judges the records,
+    so each must say what its per_query entry (held to the aggregate) says."""
+    from pytest_ragmetrics.gate.artifact import seal_artifact
+
+    baselined.answer(q_001=["noise-doc"], q_002=["noise-doc"], q_003=["noise-doc"], q_004=["noise-doc"],
+                     q_005=["noise-doc"], q_006=["noise-doc"])
+    _shards(baselined, 2)
+    data = _read(baselined, "shard1.json")
+    qid = next(iter(data["shard"]["records"]))
+    record = data["shard"]["records"][qid]
+    if forged == "metrics":
+        record["metrics"] = {m: 1.0 for m in record["metrics"]}
+    else:
+        record["ranking"] = ["forged-doc"]
+    data["_meta"].pop("seal")
+    (baselined.path / "shard1.json").write_text(json.dumps(seal_artifact(data)), encoding="utf-8")
+    code, out, err = _merge(baselined, capsys, monkeypatch, "shard1.json", "shard2.json", "--out", "run.json")
+    assert (code, out) == (2, ""), err
+    assert f"shard1.json: shard.records.{qid}" in err
+    assert not (baselined.path / "run.json").exists()
 
 
 def test_merge_refreshes_the_baseline_like_a_whole_run(project: RagProject, capsys: pytest.CaptureFixture[str],
@@ -376,3 +409,202 @@ def test_compare_and_history_refuse_a_shard_as_a_whole_run(baselined: RagProject
         assert code == 2, argv
         assert "shard1.json: is shard 1/3 of a sharded run, holding only that shard's queries; merge " \
                "the shards first: `ragmetrics merge SHARD.json... --out run.json`" in err, argv
+
+
+# ------------------------------------------------------------------- one run only
+
+#: the CI variables a run id is taken from: cleared, so that a test sets the one it means
+_CI_VARIABLES = ("GITHUB_RUN_ID", "GITHUB_RUN_ATTEMPT", "CI_PIPELINE_ID", "BUILDKITE_BUILD_ID", "CIRCLE_WORKFLOW_ID",
+                 "BUILD_TAG")
+
+#: appended to the project's conftest: the retriever's process dies at q-004 when asked to
+_DIES = r'''
+_answer_first = _answer
+
+
+def _answer(query):
+    if os.environ.get("RAG_TEST_DIE") and "derailleur" in query:
+        os._exit(9)  # the job killed mid-run: no report is written
+    return _answer_first(query)
+'''
+
+
+@pytest.fixture
+def no_ci(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in _CI_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+
+
+def test_a_shard_killed_mid_run_leaves_no_older_artifact_to_merge(baselined: RagProject, no_ci: None,
+                                                                  capsys: pytest.CaptureFixture[str],
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Yesterday's shard artifact at the path of a shard killed today must not merge as today's."""
+    _shards(baselined, 2)  # yesterday: both pass
+    yesterday = _read(baselined, "shard1.json")
+    which = 1 if "q-004" in yesterday["shard"]["queries"] else 2
+    baselined.answer(q_002=["noise-doc"], q_003=["noise-doc"], q_005=["noise-doc"], q_006=["noise-doc"])
+    baselined.conftest_text += _DIES
+    (baselined.path / "conftest.py").write_text(baselined.conftest_text, encoding="utf-8")
+    monkeypatch.setenv("RAG_TEST_DIE", "1")
+    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).resolve().parents[2]))  # this checkout's plugin
+    killed = baselined.run_subprocess(f"--rag-shard={which}/2", f"--rag-report=shard{which}.json")
+    assert killed.ret == 9
+    monkeypatch.delenv("RAG_TEST_DIE")
+    other = 3 - which
+    baselined.run(f"--rag-shard={other}/2", f"--rag-report=shard{other}.json")
+    assert not (baselined.path / f"shard{which}.json").exists()
+    assert _read(baselined, f"shard{which}.json.stale")["shard"]["index"] == which  # kept, under another name
+    code, out, err = _merge(baselined, capsys, monkeypatch, "shard1.json", "shard2.json", "--out", "run.json")
+    assert (code, out) == (2, "")
+    assert f"shard{which}.json" in err
+    assert not (baselined.path / "run.json").exists()
+    # the note says where the older file went
+    result = baselined.run(f"--rag-shard={other}/2", f"--rag-report=shard{other}.json")
+    assert f"moved the previous artifact {baselined.path / f'shard{other}.json'} to shard{other}.json.stale" in \
+        result.stdout.str()
+
+
+def test_merge_refuses_shards_of_different_run_ids(baselined: RagProject, no_ci: None,
+                                                  capsys: pytest.CaptureFixture[str],
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    baselined.run("--rag-shard=1/2", "--rag-report=shard1.json", "--rag-run-id=nightly-41")
+    baselined.run("--rag-shard=2/2", "--rag-report=shard2.json", "--rag-run-id=nightly-42")
+    assert _read(baselined, "shard1.json")["_meta"]["run_id"] == "nightly-41"
+    code, out, err = _merge(baselined, capsys, monkeypatch, "shard1.json", "shard2.json", "--out", "run.json")
+    assert (code, out) == (2, "")
+    assert "the shards come from different runs (_meta.run_id: shard1.json: 'nightly-41'; shard2.json: " \
+           "'nightly-42')" in err
+    assert not (baselined.path / "run.json").exists()
+    # the CI's own run variables when no id is given: GitHub's run id, whatever its attempt
+    monkeypatch.setenv("GITHUB_RUN_ID", "7001")
+    monkeypatch.setenv("GITHUB_RUN_ATTEMPT", "1")
+    baselined.run("--rag-shard=1/2", "--rag-report=shard1.json")
+    monkeypatch.setenv("GITHUB_RUN_ATTEMPT", "2")  # shard 2 re-run: the same run
+    baselined.run("--rag-shard=2/2", "--rag-report=shard2.json")
+    assert _read(baselined, "shard2.json")["_meta"]["run_id"] == "github:7001"
+    code, out, err = _merge(baselined, capsys, monkeypatch, "shard1.json", "shard2.json", "--out", "run.json")
+    assert (code, err) == (0, "")
+    assert _read(baselined, "run.json")["_meta"]["run_id"] == "github:7001"
+    monkeypatch.setenv("GITHUB_RUN_ID", "7002")  # tomorrow's shard 2 beside today's shard 1
+    baselined.run("--rag-shard=2/2", "--rag-report=shard2.json")
+    code, _, err = _merge(baselined, capsys, monkeypatch, "shard1.json", "shard2.json")
+    assert code == 2 and "shard1.json: 'github:7001'; shard2.json: 'github:7002'" in err
+    # a shard without an id beside one with an id is not of the same run either
+    monkeypatch.delenv("GITHUB_RUN_ID")
+    baselined.run("--rag-shard=2/2", "--rag-report=shard2.json")
+    code, _, err = _merge(baselined, capsys, monkeypatch, "shard1.json", "shard2.json")
+    assert code == 2 and "shard2.json: none" in err
+    result = baselined.run("--rag-shard=2/2", "--rag-run-id= ")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "--rag-run-id was given an empty id" in result.stderr.str()
+
+
+def test_merge_refuses_shards_without_run_id_that_ran_hours_apart(baselined: RagProject, no_ci: None,
+                                                                  capsys: pytest.CaptureFixture[str],
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_ragmetrics.gate.artifact import seal_artifact
+
+    _shards(baselined, 2)
+    data = _read(baselined, "shard1.json")
+    assert "run_id" not in data["_meta"]
+    data["_meta"]["created"] = "2026-11-30T02:00:00+00:00"  # yesterday's, left at the path of a killed job
+    data["_meta"].pop("seal")
+    (baselined.path / "shard1.json").write_text(json.dumps(seal_artifact(data)), encoding="utf-8")
+    code, out, err = _merge(baselined, capsys, monkeypatch, "shard1.json", "shard2.json", "--out", "run.json")
+    assert (code, out) == (2, "")
+    assert "hours apart (shard1.json at 2026-11-30T02:00:00+00:00, shard2.json at " in err
+    assert "more than --max-spread 6" in err and "--rag-run-id ID" in err
+    code, _, err = _merge(baselined, capsys, monkeypatch, "shard1.json", "shard2.json", "--max-spread", "100000")
+    assert (code, err) == (0, "")
+
+
+def test_merge_refuses_shards_of_different_smoke_rules(baselined: RagProject, no_ci: None,
+                                                      capsys: pytest.CaptureFixture[str],
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    baselined.run("--rag-shard=1/2", "--rag-report=shard1.json", "--rag-subset=smoke")
+    baselined.ini(rag_smoke="sample:4:7")
+    baselined.run("--rag-shard=2/2", "--rag-report=shard2.json", "--rag-subset=smoke")
+    assert _read(baselined, "shard1.json")["_meta"]["smoke"]["rule"] == "tag:smoke"
+    code, out, err = _merge(baselined, capsys, monkeypatch, "shard1.json", "shard2.json")
+    assert (code, out) == (2, "")
+    assert "shard2.json: is not a shard of the same run as shard1.json: _meta.smoke.queries: " in err
+    assert "_meta.smoke.rule: 'tag:smoke' in shard1.json, 'sample:4:7' in shard2.json" in err
+
+
+@pytest.mark.parametrize("flag", ["--out", "--markdown", "--html"])
+def test_merge_refuses_to_write_over_a_shard(baselined: RagProject, no_ci: None, capsys: pytest.CaptureFixture[str],
+                                             monkeypatch: pytest.MonkeyPatch, flag: str) -> None:
+    _shards(baselined, 2)
+    before = (baselined.path / "shard2.json").read_bytes()
+    code, out, err = _merge(baselined, capsys, monkeypatch, "shard1.json", "shard2.json", flag, "./shard2.json")
+    assert (code, out) == (2, "")
+    assert "shard2.json is the input shard2.json: writing it would replace what is read from it" in err
+    assert (baselined.path / "shard2.json").read_bytes() == before
+    code, _, err = _merge(baselined, capsys, monkeypatch, "shard1.json", "shard2.json", flag, "golden.yaml")
+    assert code == 2 and "is the input" in err
+
+
+def test_merge_refresh_writes_the_baseline_last(baselined: RagProject, no_ci: None,
+                                                capsys: pytest.CaptureFixture[str],
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """--out cannot be written: nothing is, the baseline least of all."""
+    before = baselined.baseline_path.read_bytes()
+    baselined.answer(q_002=["chain-lube#1-2", "chain-clean"])
+    _shards(baselined, 2)
+    (baselined.path / "out").mkdir()
+    code, out, err = _merge(baselined, capsys, monkeypatch, "shard1.json", "shard2.json", "--update-baseline",
+                            "--out", "out")
+    assert (code, out) == (2, "")
+    assert "out is a directory" in err
+    assert baselined.baseline_path.read_bytes() == before
+    code, out, err = _merge(baselined, capsys, monkeypatch, "shard1.json", "shard2.json", "--update-baseline",
+                            "--out", "baselines/baseline.json")
+    assert code == 2 and "is the input" in err
+    assert baselined.baseline_path.read_bytes() == before
+    code, out, err = _merge(baselined, capsys, monkeypatch, "shard1.json", "shard2.json", "--update-baseline",
+                            "--out", "run.json")
+    assert (code, err) == (0, "")
+    import hashlib
+    assert _read(baselined, "run.json")["_meta"]["baseline"]["sha256"] == \
+        hashlib.sha256(baselined.baseline_path.read_bytes()).hexdigest()
+
+
+def test_merge_refuses_a_baseline_made_after_shards_that_ran_without_one(project: RagProject, no_ci: None,
+                                                                         capsys: pytest.CaptureFixture[str],
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    _shards(project, 2)  # no baseline yet
+    project.make_baseline()  # then one is committed before the merge
+    before = project.baseline_path.read_bytes()
+    for args in ((), ("--update-baseline",)):
+        code, out, err = _merge(project, capsys, monkeypatch, "shard1.json", "shard2.json", *args)
+        assert (code, out) == (2, ""), args
+        assert f"{project.baseline_path}: exists, but the shards ran without a baseline (shard1.json: " \
+               "_meta.baseline is null): it changed since the shards ran" in err
+        assert project.baseline_path.read_bytes() == before
+
+
+def test_merge_says_the_shards_compared_despite_a_mismatch(baselined: RagProject, no_ci: None,
+                                                          capsys: pytest.CaptureFixture[str],
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    baselined.edit_query("q-006", question="cleaning a very dirty cassette")
+    baselined.answer(q_006=["cassette", "chain-clean", "degreaser#1-4"])
+    whole = baselined.run("--rag-accept-mismatch")
+    assert "Compared despite a different measurement (--rag-accept-mismatch):" in whole.stdout.str()
+    _shards(baselined, 2, "--rag-accept-mismatch")
+    code, out, err = _merge(baselined, capsys, monkeypatch, "shard1.json", "shard2.json")
+    assert err == ""
+    assert "Compared despite a different measurement (--rag-accept-mismatch):\n  - judgments or text changed " \
+           "for 1 query since the baseline: q-006" in out
+    assert out.startswith("Merged 2 shards of 6 queries")
+
+
+def test_merge_lists_missing_shards_briefly(baselined: RagProject, no_ci: None, capsys: pytest.CaptureFixture[str],
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    baselined.run("--rag-shard=1/500", "--rag-report=shard1.json")
+    code, _, err = _merge(baselined, capsys, monkeypatch, "shard1.json")
+    assert code == 2
+    assert "shards 2/500, 3/500, " in err and "… and 489 more are missing" in err
+    assert len(err) < 600
+    baselined.run("--rag-shard=1/1", "--rag-report=one.json")
+    code, out, err = _merge(baselined, capsys, monkeypatch, "one.json")
+    assert (code, err) == (0, "") and out.startswith("Merged 1 shard of 6 queries")

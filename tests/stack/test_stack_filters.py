@@ -61,6 +61,14 @@ def test_a_filter_key_no_document_carries_is_refused(tmp_path: Path, embedder: E
         r.search("refund", 3, filters={"tenat": "acme"})
 
 
+def test_a_filter_list_of_mixed_kinds_is_refused_on_every_route(tmp_path: Path, embedder: Embedder) -> None:
+    """chromadb's ``$in`` takes one kind of value: BM25 took ``[1, "1"]`` and the vector route raised
+    chromadb's own error, so the same filter must be refused before either route runs."""
+    r = Retriever(_documents(), mode="bm25", data_dir=tmp_path, embedder=embedder)
+    with pytest.raises(ValueError, match=r"filter 'tenant': \[1, '1'\] mixes kinds of value"):
+        r.search("refund", 3, filters={"tenant": [1, "1"]})
+
+
 @pytest.mark.slow
 def test_the_vector_route_filters_with_chromadb_where(tmp_path: Path, embedder: Embedder) -> None:
     r = Retriever(_documents(), mode="vector", data_dir=tmp_path, embedder=embedder, top_k=3, unique_docs=True)
@@ -144,3 +152,16 @@ def test_a_filter_bug_in_a_real_stack_build_is_caught_as_a_leak(pytester: pytest
     leaks = json.loads((pytester.path / "run.json").read_text(encoding="utf-8"))["per_query"]["acme-refund"]["leaks"]
     assert leaks and all(leak["metadata"]["tenant"] != "acme" for leak in leaks)
     assert leaks[0]["doc"].startswith("globex-refund")  # the stack's hits carry their documents' metadata
+
+
+@pytest.mark.parametrize("key", ["$or", ""])
+def test_a_corpus_field_a_filter_language_would_misread_is_named_with_its_line(tmp_path: Path, key: str) -> None:
+    """chromadb refused such a field deep in the build with no line; the loader names it."""
+    from pytest_ragmetrics.corpus import CorpusError, load_corpus
+
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text(json.dumps({"doc_id": "a", "text": "x", "tenant": "acme"}) + "\n"
+                      + json.dumps({"doc_id": "b", "text": "y", key: "acme"}) + "\n", encoding="utf-8")
+    with pytest.raises(CorpusError, match=rf"corpus.jsonl, line 2.*metadata key '\{key}': a key must be non-empty"
+                                          if key else r"corpus.jsonl, line 2.*metadata key '': a key must be"):
+        load_corpus(corpus)

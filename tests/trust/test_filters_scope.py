@@ -53,10 +53,14 @@ def _rank(query, filters):
     ids = sorted(TENANTS, key=lambda d: (topic not in d, d))
     if filters and not s.get("drop_filters"):
         ids = [d for d in ids if TENANTS[d] == filters["tenant"]]
+    ids = [d for d in ids if d not in s.get("lose", [])]  # a recall drop
     shape = s.get("shape", "ids")
     if shape == "chunks":
         return [f"{d}#0-1" for d in ids]
     if shape == "meta":
+        if s.get("zone"):  # a second field, first in the result's own order; some documents lack the tenant
+            return [{"id": d, "metadata": {"zone": "eu", **({} if d in s.get("untagged", []) else
+                                                             {"tenant": TENANTS[d]})}} for d in ids]
         return [{"id": d, "metadata": {"tenant": TENANTS[d]}} for d in ids]
     return ids
 
@@ -236,7 +240,9 @@ def test_jsonl_golden_sets_carry_filters_and_refuse_bad_ones(tmp_path: Path,
     out = tmp_path / "golden.yaml"
     assert main(["export", "--golden", str(good), "--yaml-out", str(out)]) == 0
     written = yaml.safe_load(out.read_text(encoding="utf-8"))
-    assert written[0]["filters"] == {"tenant": "acme"} and written[0]["scope"] == {"tenant": "acme"}
+    assert written["judgments"] == "pooled"  # a JSONL set is pooled: the YAML says so
+    first = written["queries"][0]
+    assert first["filters"] == {"tenant": "acme"} and first["scope"] == {"tenant": "acme"}
     back = tmp_path / "again.jsonl"
     assert main(["export", "--golden", str(out), "--golden-out", str(back)]) == 0
     line = json.loads(back.read_text(encoding="utf-8").splitlines()[1])
@@ -484,3 +490,196 @@ def test_pool_replays_each_records_filters_and_writes_them(project: Project,
     finally:
         sys.path.remove(str(root))
         sys.modules.pop("tenant_search", None)
+
+
+# ------------------------------------------------------------------ scope through the labelling path
+
+
+def test_a_relevant_gold_document_outside_its_records_scope_stops_the_run_and_export(
+        project: Project, capsys: pytest.CaptureFixture[str]) -> None:
+    project.corpus(TENANTS)
+    wrong = [dict(GOLDEN[0], gold_chunks={"acme-refund": 2, "globex-refund": 2, "globex-shipping": 0}), *GOLDEN[1:]]
+    project.golden(wrong)
+    result = project.run("--rag-corpus", "corpus.jsonl", "--rag-update-baseline")
+    out = result.stdout.str() + result.stderr.str()
+    no_traceback(out)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, out[-3000:]
+    message = next(line for line in out.splitlines() if "ragmetrics: golden.yaml" in line)
+    for needle in ("record 'acme-refund'", "gold document 'globex-refund' (grade 2)",
+                   "metadata {tenant: globex} in corpus.jsonl (tenant is globex)",
+                   "outside the record's scope {tenant: acme}"):
+        assert needle in message, message
+    assert "globex-shipping" not in message  # graded 0: a leak is known not relevant, so that label is right
+    assert not (project.path / "baseline.json").exists()
+    capsys.readouterr()
+    out = project.path / "out.yaml"
+    code = main(["export", "--golden", str(project.path / "golden.yaml"), "--corpus",
+                 str(project.path / "corpus.jsonl"), "--yaml-out", str(out)])
+    err = capsys.readouterr().err
+    assert code == 2 and "record 'acme-refund': gold document 'globex-refund'" in err and not out.exists()
+    no_traceback(err)
+
+
+def _pooled(project: Project, records: list[dict[str, Any]]) -> None:
+    (project.path / "golden.yaml").write_text(yaml.safe_dump({"judgments": "pooled", "queries": records},
+                                                             sort_keys=False), encoding="utf-8")
+
+
+def test_a_leaked_document_is_judged_not_relevant_in_a_pooled_set_never_unjudged(
+        project: Project, capsys: pytest.CaptureFixture[str]) -> None:
+    _pooled(project, [GOLDEN[0]])
+    _make_baseline(project)  # acme-refund, acme-shipping
+    project.settings(kind="filtering", shape="meta", drop_filters=True, lose=["acme-refund"])  # leak + recall drop
+    result = project.run("--rag-report", "run.json")
+    out = result.stdout.str()
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, out[-3000:]
+    comparison = json.loads((project.path / "run.json").read_text(encoding="utf-8"))["comparison"]
+    assert [r["qid"] for r in comparison["regressed"]] == ["acme-refund"]  # not inconclusive: the drop is real
+    assert not comparison.get("inconclusive")
+    assert not any("globex" in doc for _, doc in comparison.get("to_judge") or [])
+    entry = json.loads((project.path / "run.json").read_text(encoding="utf-8"))["per_query"]["acme-refund"]
+    # globex-refund and globex-shipping count judged (0); acme-shipping is unjudged
+    assert entry["unjudged"]["judged@10"] == pytest.approx(2 / 3)
+    capsys.readouterr()
+    code = main(["pool", "--run", str(project.path / "run.json"), "--unjudged-only", "--all",
+                 "--golden", str(project.path / "golden.yaml"), "-o", str(project.path / "unjudged.jsonl")])
+    assert code == 0, capsys.readouterr().err
+    lines = [json.loads(line) for line in (project.path / "unjudged.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert [c["doc_id"] for line in lines if "qid" in line for c in line["candidates"]] == ["acme-shipping"]
+    assert lines[1]["scope"] == {"tenant": "acme"}
+
+
+def test_harvest_takes_leaking_questions_keeps_their_scope_and_leaves_leaked_documents_out(
+        project: Project, capsys: pytest.CaptureFixture[str]) -> None:
+    _make_baseline(project)
+    project.settings(kind="filtering", shape="meta", drop_filters=True)  # recall unchanged: only leaks
+    assert project.run("--rag-report", "night.json").ret == pytest.ExitCode.TESTS_FAILED
+    capsys.readouterr()
+    out = project.path / "harvested.jsonl"
+    code = main(["harvest", str(project.path / "night.json"), "-o", str(out), "--seed", "1"])
+    printed = capsys.readouterr().out
+    assert code == 0, printed
+    lines = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    harvested = {line["qid"]: line for line in lines if "qid" in line}
+    assert sorted(harvested) == ["acme-refund", "acme-shipping", "globex-refund"]
+    acme = harvested["acme-refund"]
+    assert acme["harvest"]["verdicts"] == ["leak"]
+    assert acme["scope"] == {"tenant": "acme"} and acme["filters"] == {"tenant": "acme"}
+    assert sorted(c["doc_id"] for c in acme["candidates"]) == ["acme-refund", "acme-shipping"]
+    assert "3 leak" in printed
+    assert "6 returned documents outside their question's scope left out of the candidates" in printed
+
+
+def test_a_leak_prints_metadata_keys_sorted(project: Project) -> None:
+    project.settings(kind="filtering", shape="meta", zone=True)
+    _make_baseline(project)
+    project.settings(kind="filtering", shape="meta", zone=True, drop_filters=True, untagged=["globex-shipping"])
+    result = project.run()
+    out = result.stdout.str()
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, out[-3000:]
+    failure = out.split("rag query acme-refund", 1)[1].split("\n_", 1)[0]
+    assert "leaked:   2. globex-refund  metadata {tenant: globex, zone: eu}: tenant is globex\n" in failure
+    assert "globex-shipping  metadata {zone: eu}: no 'tenant' in its metadata" in failure
+
+
+# ------------------------------------------------------------------ edges an attacker tried
+
+SCRIPTED = r'''
+import json
+import pathlib
+
+import pytest
+
+HERE = pathlib.Path(__file__).parent
+
+
+class Scripted:
+    """Returns settings.json's "ret" list whatever the query; "mutate" appends to filters[key]."""
+
+    def search(self, query, k, filters=None):
+        s = json.loads((HERE / "settings.json").read_text(encoding="utf-8"))
+        if filters and s.get("mutate"):
+            filters[s["mutate"]].append("globex")
+        return s["ret"][:k]
+
+
+@pytest.fixture(scope="session")
+def rag_retriever():
+    return Scripted()
+'''
+
+
+def _scripted(project: Project, golden_yaml: str, corpus: list[dict[str, Any]], **settings: Any) -> None:
+    (project.path / "conftest.py").write_text(SCRIPTED, encoding="utf-8")
+    (project.path / "golden.yaml").write_text(golden_yaml, encoding="utf-8")
+    (project.path / "corpus.jsonl").write_text("".join(json.dumps(c) + "\n" for c in corpus), encoding="utf-8")
+    project.settings(**settings)
+
+
+def test_a_corpus_id_that_holds_the_separator_is_checked_as_itself(project: Project) -> None:
+    """With ``--rag-id-separator _`` both ``faq_globex`` and ``faq_acme`` map to the document ``faq``:
+    looked up by that, the last line (acme) vouched for the globex document and its leak passed."""
+    _scripted(project, "- {id: q1, question: refund, gold_chunks: [acmerefund], scope: {tenant: acme}}\n",
+              [{"doc_id": "faq_globex", "text": "x", "tenant": "globex"},
+               {"doc_id": "faq_acme", "text": "x", "tenant": "acme"},
+               {"doc_id": "acmerefund", "text": "x", "tenant": "acme"}],
+              ret=["acmerefund", "faq_globex"])
+    result = project.run("--rag-corpus", "corpus.jsonl", "--rag-id-separator", "_")
+    out = result.stdout.str()
+    assert result.ret == 1, out[-3000:]
+    assert _outcomes(result).get("golden.yaml::gate::leak") == "failed", out[-3000:]
+    assert "2. faq_globex  metadata {tenant: globex}: tenant is globex" in out
+
+
+def test_a_retriever_that_edits_its_filters_cannot_widen_the_scope(project: Project) -> None:
+    """A YAML anchor makes filters and scope one list; a retriever appending to its filters widened
+    the scope to let its own leak through."""
+    _scripted(project, "- {id: q1, question: refund, gold_chunks: [acme-refund],\n"
+                       "   filters: {tenant: &t [acme]}, scope: {tenant: *t}}\n",
+              [{"doc_id": "acme-refund", "text": "x", "tenant": "acme"},
+               {"doc_id": "globex-refund", "text": "x", "tenant": "globex"}],
+              ret=["acme-refund", "globex-refund"], mutate="tenant")
+    result = project.run("--rag-corpus", "corpus.jsonl", "--rag-report", "run.json")
+    out = result.stdout.str()
+    assert result.ret == 1, out[-3000:]
+    assert _outcomes(result).get("golden.yaml::gate::leak") == "failed", out[-3000:]
+    entry = json.loads((project.path / "run.json").read_text(encoding="utf-8"))["per_query"]["q1"]
+    assert entry["scope"] == {"tenant": ["acme"]} and entry["filters"] == {"tenant": ["acme"]}
+
+
+def test_leaks_found_beside_an_unchecked_document_still_fail_the_leak_gate(project: Project) -> None:
+    _scripted(project, "- {id: q1, question: refund, gold_chunks: [acme-refund], scope: {tenant: acme}}\n",
+              [{"doc_id": "acme-refund", "text": "x", "tenant": "acme"},
+               {"doc_id": "globex-secret", "text": "x", "tenant": "globex"}],
+              ret=["acme-refund", "globex-secret", "mystery"])
+    result = project.run("--rag-corpus", "corpus.jsonl")
+    out = result.stdout.str()
+    outcomes = _outcomes(result)
+    assert outcomes.get("golden.yaml::gate::leak") == "failed", out[-3000:]
+    assert outcomes.get("golden.yaml::q1") in ("failed", "error"), out[-3000:]
+    assert "cannot be checked" in out and "1 other returned document is outside it: globex-secret" in out
+
+
+def test_a_value_that_reads_like_the_scope_says_how_it_differs(project: Project) -> None:
+    _scripted(project, "- {id: q1, question: refund, gold_chunks: [a], scope: {tier: 1}}\n",
+              [{"doc_id": "a", "text": "x", "tier": 1}, {"doc_id": "b", "text": "x", "tier": "1"},
+               {"doc_id": "c", "text": "x"}],
+              ret=["a", "b", "c"])
+    out = project.run("--rag-corpus", "corpus.jsonl").stdout.str()
+    assert "2. b  metadata {tier: 1}: tier is '1' (str), the scope wants 1 (int)" in out, out[-3000:]
+    assert "3. c  metadata {}: no 'tier' in its metadata" in out
+
+
+def test_an_empty_scope_is_refused_since_it_checks_nothing(project: Project) -> None:
+    project.golden([GOLDEN[3], {**GOLDEN[0], "scope": {}}])
+    assert_usage_error(project.run(), "golden.yaml", "record 2", "scope is empty, so it would check nothing")
+
+
+def test_a_corpus_that_cannot_be_read_is_named_with_its_error_under_a_scope(project: Project) -> None:
+    _scripted(project, "- {id: q1, question: refund, gold_chunks: [a], scope: {tenant: acme}}\n",
+              [{"doc_id": "a", "text": "x", "tenant": "acme"}, {"doc_id": "a", "text": "y", "tenant": "acme"}],
+              ret=["a"])
+    result = project.run("--rag-corpus", "corpus.jsonl")
+    out = result.stdout.str() + result.stderr.str()
+    assert "which could not be read" in out and "duplicate" in out.lower(), out[-3000:]
+    assert "gives its documents no metadata" not in out

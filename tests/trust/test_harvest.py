@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 import yaml
 from ragproject import GOLDEN, rag_summary
+from ragproject import GOOD as GOLDEN_ANSWERS
 from trust_helpers import TrustProject, no_traceback
 
 from pytest_ragmetrics.cli import main
@@ -25,6 +26,7 @@ OVERFIT = "over-fits them"
 
 
 def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    capsys.readouterr()  # what an in-process pytest run printed before
     code = main(list(args))
     out, err = capsys.readouterr()
     no_traceback(out + err)
@@ -326,3 +328,101 @@ def test_harvest_without_the_golden_set_takes_texts_and_gold_from_the_artifacts(
                                                                              "chain-clean": 1}
     assert {c["doc_id"] for c in lines["q-004"]["candidates"]} == {"derailleur", "shifter-cable"}
     assert "5 candidates have no text; pass --corpus to annotate them." in out
+
+
+# ------------------------------------------------------------------ harvest's inputs, trusted less
+
+
+def test_harvest_never_writes_over_an_input(baselined: TrustProject, capsys: pytest.CaptureFixture[str],
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(baselined.path)
+    baselined.answer(q_002=["noise-doc"])
+    assert baselined.run("--rag-report=night.json").ret == 1
+    before = Path("night.json").read_bytes()
+    for target in ("night.json", "./night.json", "golden.yaml"):
+        code, out, err = cli(capsys, "harvest", "night.json", "-o", target, "--force", "--golden", "golden.yaml")
+        assert (code, out) == (2, ""), target
+        assert "writing it would replace what is read from it (--force does not allow that)" in err
+    assert Path("night.json").read_bytes() == before
+
+
+def test_harvest_refuses_two_versions_of_a_question_at_one_path(
+        baselined: TrustProject, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Same golden path, other sha256: a question id may name another question; its failures are not one."""
+    monkeypatch.chdir(baselined.path)
+    baselined.answer(q_002=["noise-doc"])
+    assert baselined.run("--rag-report=a.json").ret == 1
+    old_text = Path("golden.yaml").read_text(encoding="utf-8")
+    baselined.edit_query("q-002", question="how do I replace a worn chain")
+    baselined.answer(q_002=["noise-doc"])
+    assert baselined.run("--rag-report=b.json", "--rag-accept-mismatch").ret == 1
+    code, out, err = cli(capsys, "harvest", "a.json", "b.json", "-o", "h.jsonl")
+    assert (code, out) == (2, "")
+    assert "a.json and b.json ran different versions of 'golden.yaml' (sha256 " in err
+    assert "this question was measured with another text or other judgments: q-002" in err
+    assert not Path("h.jsonl").exists()
+    # --golden must be the set the artifacts ran: its texts and judgments are taken for theirs
+    Path("old.yaml").write_text(old_text, encoding="utf-8")
+    code, out, err = cli(capsys, "harvest", "b.json", "-o", "h.jsonl", "--golden", "old.yaml")
+    assert (code, out) == (2, "")
+    assert "old.yaml is not the golden set the artifacts ran: its sha256 is " in err and "b.json: " in err
+    code, out, _ = cli(capsys, "harvest", "b.json", "-o", "h.jsonl", "--golden", "golden.yaml")
+    assert code == 0, out
+    # versions that agree on every question both ran are one set: a question added is no conflict
+    baselined.add_query({"id": "q-007", "question": "is a tubeless tire better", "gold_chunks": ["tubeless"],
+                         "tags": ["standard"]}, ["tubeless"])
+    assert baselined.run("--rag-report=c.json", "--rag-accept-mismatch").ret == 1
+    code, out, _ = cli(capsys, "harvest", "b.json", "c.json", "-o", "h2.jsonl")
+    assert code == 0, out
+    assert "q-002: failed on 2 of 2 runs" in out
+
+
+def test_harvest_counts_a_sharded_night_once(baselined: TrustProject, capsys: pytest.CaptureFixture[str],
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(baselined.path)
+    for name in ("GITHUB_RUN_ID", "CI_PIPELINE_ID", "BUILDKITE_BUILD_ID", "CIRCLE_WORKFLOW_ID", "BUILD_TAG"):
+        monkeypatch.delenv(name, raising=False)
+    baselined.answer(q_002=["noise-doc"], q_005=["noise-doc"])
+    for i in (1, 2):
+        baselined.run(f"--rag-shard={i}/2", f"--rag-report=s{i}.json")
+    assert cli(capsys, "merge", "s1.json", "s2.json", "--out", "run.json")[0] == 1
+    code, out, _ = cli(capsys, "harvest", "s1.json", "s2.json", "run.json", "-o", "h.jsonl")
+    assert code == 0, out
+    assert "s1.json, s2.json are shards of the run merged in run.json: counted once, as that run" in out
+    assert "Harvested 2 questions from 3 run artifacts (1 run) (2 regressed" in out
+    assert "q-002: failed on 1 of 1 runs" in out and "q-005: failed on 1 of 1 runs" in out
+    # the shards alone are one run too; another night's whole run is a second
+    baselined.answer(q_002=["noise-doc", "chain-wax"])
+    assert baselined.run("--rag-report=night2.json").ret == 1
+    code, out, _ = cli(capsys, "harvest", "s1.json", "s2.json", "night2.json", "-o", "h2.jsonl")
+    assert code == 0, out
+    assert "q-002: failed on 2 of 2 runs" in out
+    # with run ids: the same
+    for i in (1, 2):
+        baselined.run(f"--rag-shard={i}/2", f"--rag-report=r{i}.json", "--rag-run-id=n7")
+    assert cli(capsys, "merge", "r1.json", "r2.json", "--out", "rrun.json")[0] == 1
+    code, out, _ = cli(capsys, "harvest", "r1.json", "rrun.json", "r2.json", "-o", "h3.jsonl")
+    assert code == 0 and "q-005: failed on 1 of 1 runs" in out
+
+
+def test_harvest_summary_counts_questions_and_escapes_their_ids(
+        baselined: TrustProject, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(baselined.path)
+    baselined.answer(q_002=["noise-doc"])
+    assert baselined.run("--rag-report=n1.json").ret == 1
+    baselined.answer(q_002={"raise": "index offline"})
+    assert baselined.run("--rag-report=n2.json").ret == 1
+    code, out, _ = cli(capsys, "harvest", "n1.json", "n2.json", "-o", "h.jsonl")
+    assert code == 0, out
+    assert "Harvested 1 question from 2 run artifacts (failed as: 1 regressed, 1 errored; a question that " \
+           "failed more than one way counts under each;" in out
+    # an id that reorders the terminal's text is shown escaped
+    odd = "q-\u202e200"
+    baselined.answer(**{odd: GOLDEN_ANSWERS["q-002"]})
+    baselined.golden([{**r, "id": odd} if r["id"] == "q-002" else r for r in GOLDEN])
+    baselined.make_baseline()
+    baselined.answer(**{odd: ["noise-doc"]})
+    assert baselined.run("--rag-report=n3.json").ret == 1
+    code, out, _ = cli(capsys, "harvest", "n3.json", "-o", "h3.jsonl")
+    assert code == 0, out
+    assert "\u202e" not in out and "q-\\u202e200: failed on 1 of 1 runs" in out
