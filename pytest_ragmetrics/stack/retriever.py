@@ -22,8 +22,6 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from pytest_ragmetrics import progress as _progress
 from pytest_ragmetrics.chunking import Chunk, chunk_documents
 from pytest_ragmetrics.corpus import Document, load_corpus
@@ -31,6 +29,7 @@ from pytest_ragmetrics.corpus import Document, load_corpus
 from .bm25 import BM25Index, make_tokenizer, stored_bm25
 from .build_progress import VectorBuildProgress
 from .choice import EncoderChoice, choose_encoder, coverage_warning
+from .filters import checked_filters, chroma_where, chunk_mask, stored_metadata
 from .index import VectorIndex
 from .languages import coverage, dominant_script
 from .paths import bm25_dir, cache_path, index_dir, settings_key
@@ -250,7 +249,7 @@ class Retriever:
                 self.corpus_sha,
                 lambda texts: self.embedder.embed(texts, progress=build.encoder),
                 progress=build,
-                metadatas=[_stored(self.metadata.get(d)) for d in self._doc_of] if self.metadata else None,
+                metadatas=[stored_metadata(self.metadata.get(d)) for d in self._doc_of] if self.metadata else None,
             )
             self.repaired.extend(index.repaired)
             self._vectors = index
@@ -368,8 +367,8 @@ class Retriever:
             return []
         if filters is not None and len(filters) != len(queries):
             raise ValueError(f"filters: {len(filters)} given for {len(queries)} queries; give one (or None) per query")
-        wanted = [self._checked_filters(f) for f in (filters or [None] * len(queries))]
-        masks = [None if f is None else self._mask(f) for f in wanted]
+        wanted = [checked_filters(f, self.metadata, self.corpus_source) for f in (filters or [None] * len(queries))]
+        masks = [None if f is None else chunk_mask(f, self.metadata, self._doc_of) for f in wanted]
 
         def route_fetch(
             fetch: Callable[[list[int], int], list[Candidates]], n_queries: int
@@ -396,7 +395,7 @@ class Retriever:
                     for i in idx:
                         groups.setdefault(json.dumps(wanted[vector_for[i]], sort_keys=True), []).append(i)
                     for group in groups.values():
-                        where = _where(wanted[vector_for[group[0]]])
+                        where = chroma_where(wanted[vector_for[group[0]]])
                         for i, hits in zip(group, vectors.query(qvecs[group], n, where)):
                             out[i] = [(self._position[cid], score) for cid, score in hits]
                     return [out[i] for i in idx]
@@ -421,39 +420,6 @@ class Retriever:
                 for hit in hits:
                     hit.metadata = self.metadata.get(hit.doc_id, {})
         return [hits[:top_k] for hits in ranked]
-
-    def _checked_filters(self, filters: Mapping[str, Any] | None) -> dict[str, Any] | None:
-        """One query's filters, checked: a mapping of metadata keys the corpus has to a text, number or
-        boolean (or a list of them). A key no document carries is a typo, not an empty answer."""
-        if not filters:
-            return None
-        if not isinstance(filters, Mapping):
-            raise ValueError(f"filters must be a mapping such as {{'tenant': 'acme'}}, got {type(filters).__name__}")
-        known = {k for fields in self.metadata.values() for k in fields}
-        for key, value in filters.items():
-            if key not in known:
-                where = (f"its documents carry {', '.join(sorted(known))}" if known else
-                         "it has no metadata (give a corpus.jsonl whose lines carry the fields to filter on)")
-                raise ValueError(f"filter key {key!r} is in no document's metadata of the corpus "
-                                 f"{self.corpus_source}: {where}")
-            if any(isinstance(fields.get(key), (list, dict)) for fields in self.metadata.values()):
-                raise ValueError(f"filter key {key!r}: some documents hold a list or an object under it; the "
-                                 "reference stack filters on text, number and boolean metadata")
-            values = value if isinstance(value, list) else [value]
-            if not values or not all(isinstance(v, (str, int, float)) for v in values):
-                raise ValueError(f"filter {key!r}: {value!r}; the reference stack filters on a text, number or "
-                                 "boolean, or a non-empty list of them (any of)")
-            if len({_kind(v) for v in values}) > 1:
-                raise ValueError(f"filter {key!r}: {value!r} mixes kinds of value; the vector index matches a list "
-                                 "of one kind only (all texts, all numbers or all booleans)")
-        return dict(filters)
-
-    def _mask(self, filters: Mapping[str, Any]) -> np.ndarray:
-        """Which chunks a query's filters keep: those of the documents whose metadata match."""
-        from pytest_ragmetrics.scope import in_scope
-
-        keep = {d for d, fields in self.metadata.items() if in_scope(fields, filters)}
-        return np.fromiter((d in keep for d in self._doc_of), dtype=bool, count=len(self._doc_of))
 
     def _vector_serves(self, query: str) -> bool:
         """Whether hybrid search gives ``query`` to the vector route.
@@ -544,25 +510,3 @@ class Retriever:
             f"Retriever(mode={self.mode!r}, chunks={len(self.chunks)}, "
             f"chunk_size={self.chunk_size}, model={self.embedder.name!r})"
         )
-
-
-def _stored(fields: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    """What chromadb stores of a document's metadata with each of its chunks: the text, number and boolean
-    values, the only values a filter compares."""
-    if not fields:
-        return None
-    kept = {k: v for k, v in fields.items() if isinstance(v, (str, int, float))}
-    return kept or None
-
-
-def _where(filters: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    """A query's filters as a chromadb ``where``: ``{key: value}``, ``$in`` for a list, ``$and`` for several."""
-    if not filters:
-        return None
-    parts = [{key: {"$in": value} if isinstance(value, list) else {"$eq": value}} for key, value in filters.items()]
-    return parts[0] if len(parts) == 1 else {"$and": parts}
-
-
-def _kind(value: Any) -> str:
-    """A filter value's kind as chromadb matches it: text, number or boolean."""
-    return "boolean" if isinstance(value, bool) else "number" if isinstance(value, (int, float)) else "text"
