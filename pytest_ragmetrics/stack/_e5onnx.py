@@ -52,7 +52,7 @@ from typing import Any
 
 import numpy as np
 
-from ._onnx import _atomic_target, _import_onnxruntime, _quantize_int8, require_onnxruntime, usable_cores
+from ._onnx import _atomic_target, _import_onnxruntime, cached_graph, usable_cores
 
 __all__ = ["E5_ONNX_BACKENDS", "E5OnnxEncoder", "E5Tokenizer", "Q4Model", "available", "exported_e5", "load_encoder"]
 
@@ -258,19 +258,9 @@ def exported_e5(model_file: str | Path, fingerprint: str, backend: str, folder: 
     global export_count
     if backend not in E5_ONNX_BACKENDS:
         raise ValueError(f"unknown backend {backend!r}: expected one of {E5_ONNX_BACKENDS}")
-    require_onnxruntime()
-    home = folder / fingerprint[:16]
-    dest = home / _FILES[backend]
-    if dest.is_file():
-        return dest
-    home.mkdir(parents=True, exist_ok=True)
-    fp32 = home / _FILES["e5-onnx"]
-    if not fp32.is_file():
-        _export_fp32(_q4(str(model_file)), fp32)
-        export_count += 1
-    if backend == "e5-onnx-int8":
-        _quantize_int8(fp32, dest)
-        export_count += 1
+    dest, written = cached_graph(folder / fingerprint[:16], _FILES[backend], _FILES["e5-onnx"],
+                                 lambda fp32: _export_fp32(_q4(str(model_file)), fp32))
+    export_count += written
     return dest
 
 

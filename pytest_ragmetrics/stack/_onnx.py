@@ -33,7 +33,7 @@ import logging
 import os
 import tempfile
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -235,20 +235,29 @@ def exported_model(model_path: str | Path, fingerprint: str, backend: str, folde
     global export_count
     if backend not in ONNX_BACKENDS:
         raise ValueError(f"unknown ONNX backend {backend!r}: expected one of {ONNX_BACKENDS}")
-    require_onnxruntime()
-    home = folder / fingerprint[:16]
-    dest = home / _FILES[backend]
-    if dest.is_file():
-        return dest
-    home.mkdir(parents=True, exist_ok=True)
-    fp32 = home / _FILES["onnx"]
-    if not fp32.is_file():
-        _export_fp32(str(model_path), fp32)
-        export_count += 1
-    if backend == "onnx-int8":
-        _quantize_int8(fp32, dest)
-        export_count += 1
+    dest, written = cached_graph(folder / fingerprint[:16], _FILES[backend], _FILES["onnx"],
+                                 lambda fp32: _export_fp32(str(model_path), fp32))
+    export_count += written
     return dest
+
+
+def cached_graph(home: Path, name: str, fp32_name: str, export_fp32: Callable[[Path], None]) -> tuple[Path, int]:
+    """The graph ``home/name``, made if absent: the float32 graph ``fp32_name`` exported by
+    ``export_fp32``, then (when ``name`` is another file) quantised to int8 from it. Returns the
+    path and how many files were written, so a test can tell an export from a cache hit."""
+    require_onnxruntime()
+    dest = home / name
+    if dest.is_file():
+        return dest, 0
+    home.mkdir(parents=True, exist_ok=True)
+    fp32, written = home / fp32_name, 0
+    if not fp32.is_file():
+        export_fp32(fp32)
+        written += 1
+    if dest != fp32:
+        _quantize_int8(fp32, dest)
+        written += 1
+    return dest, written
 
 
 class OnnxEncoder:
