@@ -9,13 +9,14 @@ both say the same thing about the same mistake.
 
 from __future__ import annotations
 
+import copy
 import inspect
 from typing import Any, Iterable, Mapping, Protocol, Sequence, SupportsFloat, TypeAlias, runtime_checkable
 
 from pytest_ragmetrics.errors import brief_repr, listed
 
 __all__ = ["BatchRetriever", "CorpusRetriever", "DescribedRetriever", "FilteredRetriever", "Result", "ResultWithId",
-           "Retriever", "accepts_filters", "search_problem"]
+           "Retriever", "accepts_filters", "search_problem", "search_with_filters"]
 
 
 @runtime_checkable
@@ -133,3 +134,12 @@ def search_problem(retriever: Any, what: str, filtered: Sequence[str] = ()) -> s
                 "they would be dropped and the results judged as if filtered. Give search a "
                 "filters=None keyword and apply it (see pytest_ragmetrics.FilteredRetriever)")
     return None
+
+
+def search_with_filters(retriever: Any, query: str, k: int, filters: Mapping[str, Any] | None = None) -> Any:
+    """One search, replaying the question's filters: ``search(query, k, filters=...)`` (a deep copy
+    each time) when it has some, else ``search(query, k)`` as the plugin calls it (a retriever
+    without filters still works)."""
+    if filters:  # a copy of its own for every call: a retriever that edits it changes nothing for the next
+        return retriever.search(query, k, filters=copy.deepcopy(dict(filters)))
+    return retriever.search(query, k)

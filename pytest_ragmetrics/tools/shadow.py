@@ -31,7 +31,6 @@ filters works on questions that have none.
 
 from __future__ import annotations
 
-import copy
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -42,7 +41,7 @@ from pytest_ragmetrics.errors import InputError, RagMetricsError, listed
 from pytest_ragmetrics.files import json_lines, read_text
 from pytest_ragmetrics.metrics import document_of
 from pytest_ragmetrics.progress import resolve as resolve_progress
-from pytest_ragmetrics.protocol import accepts_filters
+from pytest_ragmetrics.protocol import accepts_filters, search_with_filters
 from pytest_ragmetrics.report.tables import counted, fmt, markdown_table
 from pytest_ragmetrics.tools.pool import PooledQuery, PoolQuery, pool_sources
 from pytest_ragmetrics.tools.sources import Entry, Ranked, Source, best_per_document, ranked_entries
@@ -125,15 +124,6 @@ def _read_jsonl(path: Path) -> list[ShadowQuery]:
 
 
 # ------------------------------------------------------------------------------- sides
-
-
-def search_with_filters(retriever: Any, query: str, k: int, filters: Mapping[str, Any] | None = None) -> Any:
-    """One search, replaying the question's filters: ``search(query, k, filters=...)`` (a deep copy
-    each time) when it has some, else ``search(query, k)`` as the plugin calls it (a retriever
-    without filters still works)."""
-    if filters:  # a copy of its own for every call: a retriever that edits it changes nothing for the next
-        return retriever.search(query, k, filters=copy.deepcopy(dict(filters)))
-    return retriever.search(query, k)
 
 
 @dataclass

@@ -20,6 +20,7 @@ the reference stack: retriever and run sources work with the core install alone.
 from __future__ import annotations
 
 import contextlib
+import copy
 import importlib
 import inspect
 import os
@@ -34,7 +35,7 @@ from pytest_ragmetrics.errors import InputError, RagMetricsError, RetrieverError
 from pytest_ragmetrics.files import read_text
 from pytest_ragmetrics.metrics import document_of
 from pytest_ragmetrics.progress import resolve as resolve_progress
-from pytest_ragmetrics.protocol import accepts_filters, search_problem
+from pytest_ragmetrics.protocol import accepts_filters, search_problem, search_with_filters
 from pytest_ragmetrics.results import normalize_results
 from pytest_ragmetrics.tools.export import artifact_rankings
 from pytest_ragmetrics.trec import read_run
@@ -375,7 +376,7 @@ def retriever_rankings(
     results: list[Any]
     if callable(batch) and (not any(wanted) or accepts_filters(batch)):
         results = search_in_slices(
-            lambda part: batch([t for t, _ in part], depth, **({"filters": [f for _, f in part]}
+            lambda part: batch([t for t, _ in part], depth, **({"filters": [copy.deepcopy(f) for _, f in part]}
                                                               if any(f for _, f in part) else {})),
             asked, progress, task, label, wrap_errors=True)
     else:
@@ -384,8 +385,7 @@ def retriever_rankings(
         try:
             for (qid, text), only in zip(questions, wanted):
                 try:
-                    results.append(retriever.search(text, depth, filters=only) if only else
-                                   retriever.search(text, depth))
+                    results.append(search_with_filters(retriever, text, depth, only))
                 except KeyboardInterrupt:
                     raise
                 except Exception as exc:
@@ -449,7 +449,7 @@ def stack_rankings(
         results = search_in_slices(
             lambda part, mode=mode: retriever.search_batch(
                 [t for t, _ in part], top_k=depth, mode=mode, threshold=None, unique_docs=True,
-                **({"filters": [f for _, f in part]} if any(f for _, f in part) else {})),
+                **({"filters": [copy.deepcopy(f) for _, f in part]} if any(f for _, f in part) else {})),
             asked, progress, f"searching mode {mode}", f"mode {mode}", wrap_errors=False)
         rankings: dict[str, list[Entry]] = {}
         for (qid, _), items in zip(questions, results):

