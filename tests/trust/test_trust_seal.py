@@ -134,14 +134,17 @@ def test_a_removed_entry_breaks_the_seal(baselined: TrustProject) -> None:
     assert_usage_error(baselined.run(), "per_query entries added or removed (6 sealed, 5 now)")
 
 
+def _unseal(d: dict[str, Any]) -> None:
+    """The baseline as an older version wrote it: no format, no seals."""
+    d["_meta"].pop("format")
+    d["_meta"].pop("seal")
+    for entry in d["per_query"].values():
+        entry.pop("_seal")
+
+
 def test_a_baseline_without_a_seal_is_refused_and_can_be_sealed(baselined: TrustProject) -> None:
     """Removing the seal is an edit too; an older file is sealed once, on purpose."""
-    def unseal(d: dict[str, Any]) -> None:
-        d["_meta"].pop("format")
-        d["_meta"].pop("seal")
-        for entry in d["per_query"].values():
-            entry.pop("_seal")
-    _edit_baseline(baselined, unseal)
+    _edit_baseline(baselined, _unseal)
     assert_usage_error(baselined.run(), "this baseline has no seal", "ragmetrics baseline --reseal")
     done = _ragmetrics("baseline", "--reseal", "baselines/baseline.json", cwd=baselined.path)
     assert done.returncode == 0, done.stderr
@@ -153,12 +156,7 @@ def test_a_baseline_without_a_seal_is_refused_and_can_be_sealed(baselined: Trust
 def test_a_refresh_upgrades_an_older_baseline_and_says_so_once(baselined: TrustProject) -> None:
     """An older version's baseline (no format, no seal) is read to show the diff, written in the
     current format, and the summary says so once."""
-    def unseal(d: dict[str, Any]) -> None:
-        d["_meta"].pop("format")
-        d["_meta"].pop("seal")
-        for entry in d["per_query"].values():
-            entry.pop("_seal")
-    _edit_baseline(baselined, unseal)
+    _edit_baseline(baselined, _unseal)
     result = baselined.run("--rag-update-baseline")
     assert result.ret == pytest.ExitCode.OK
     summary = rag_summary(result)
