@@ -6,6 +6,7 @@ import importlib
 import os
 import pkgutil
 import signal
+import sys
 from pathlib import Path
 
 # One compute thread per process (OpenMP: torch, MKL, OpenBLAS), read when those libraries load,
@@ -14,6 +15,14 @@ from pathlib import Path
 # only waits for a core, and its OpenMP spin-wait still counts as CPU time (a cold demo build:
 # 25 s of CPU with two threads, 17 s with one, and no slower).
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+# Rewritten test modules are cached as bytecode in __pycache__ (ignored by git), as pytest does by
+# default. Some container images set PYTHONDONTWRITEBYTECODE, which turns that cache off: each
+# pytest process (every xdist worker, every pytest a test starts) then parses and rewrites the
+# suite's ~100 test modules again, about 5 s of CPU apiece. Test processes only: the package's
+# own behaviour is the same either way.
+sys.dont_write_bytecode = False
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
 import numpy  # noqa: F401,E402  - see below
 import pytest
