@@ -30,6 +30,7 @@ import pytest
 import pytest_ragmetrics
 
 from demo_run import DemoRun, cold_demo_run, copy_home  # tests/demo_run.py
+from onnx_export import OnnxExport, minilm_onnx  # tests/onnx_export.py
 from plugins_off import PLUGINS_OFF  # tests/plugins_off.py (tests/ is on sys.path)
 
 # pytester's in-process runs restore sys.modules afterwards; numpy's C core cannot be
@@ -88,6 +89,12 @@ def collections_dir() -> Path:
 def demo_cold(tmp_path_factory: pytest.TempPathFactory) -> DemoRun:
     """The demo gate run cold once per test run, xdist workers included (``tests/demo_run.py``)."""
     return cold_demo_run(tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
+def minilm_onnx_export(tmp_path_factory: pytest.TempPathFactory) -> OnnxExport:
+    """MiniLM exported to ONNX (float32 and int8) once per test run, xdist workers included (``tests/onnx_export.py``)."""
+    return minilm_onnx(tmp_path_factory)
 
 
 @pytest.fixture

@@ -39,6 +39,8 @@ from pytest_ragmetrics.tools.encoders import (
     sample_chunks,
 )
 
+from onnx_export import OnnxExport, seed_home  # tests/onnx_export.py
+
 REPO = Path(__file__).resolve().parents[1]
 CAR_CORPUS = REPO / "tests" / "stack" / "data" / "car_corpus.jsonl"
 DEMO_CORPUS, DEMO_GOLDEN = REPO / "eval" / "corpus", REPO / "eval" / "golden.yaml"
@@ -63,6 +65,14 @@ def _home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPa
     for var in [v for v in os.environ if v.startswith("RAGMETRICS_") and v != "RAGMETRICS_HOME"]:
         monkeypatch.delenv(var)
     return home
+
+
+@pytest.fixture
+def onnx_exported(_home: Path, minilm_onnx_export: OnnxExport) -> None:
+    """The home holds the test run's ONNX export of MiniLM (tests/onnx_export.py), as a user's does after
+    a first int8 run: what these tests check is the measurement, not the export, which
+    tests/stack/test_stack_backends.py checks (exporting again here cost ~7 s of CPU per worker)."""
+    seed_home(minilm_onnx_export, _home)
 
 
 def result(backend: str, rate: float | None, cosine: float | None = None, change: float | None = None,
@@ -430,7 +440,8 @@ def table_rows(text: str) -> dict[str, list[str]]:
             if len(cells) == len(header)}
 
 
-@pytest.mark.slow  # loads all-MiniLM-L6-v2 on torch and exports it to ONNX
+@pytest.mark.slow  # loads all-MiniLM-L6-v2 on torch and onnxruntime
+@pytest.mark.usefixtures("onnx_exported")
 def test_car_corpus_torch_and_int8(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run_cli(capsys, "encoders", "--corpus", str(CAR_CORPUS), "--sample", "20",
                              "--backends", "torch,onnx-int8")
@@ -461,6 +472,7 @@ def test_car_corpus_torch_and_int8(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 @pytest.mark.slow  # loads all-MiniLM-L6-v2 on torch and onnxruntime, builds two small indexes
+@pytest.mark.usefixtures("onnx_exported")
 def test_demo_golden_set_on_the_sampled_documents(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run_cli(capsys, "encoders", "--corpus", str(DEMO_CORPUS), "--golden", str(DEMO_GOLDEN),
                              "--sample", "20", "--backends", "torch,onnx-int8", "--format", "json")

@@ -16,6 +16,8 @@ from pytest_ragmetrics.stack import _onnx, models
 from pytest_ragmetrics.stack.embed import DEFAULT_BATCH_SIZE, DEFAULT_MODEL_NAME, default_model_path
 from pytest_ragmetrics.stack.models import BF16_PAD_MULTIPLE
 
+from onnx_export import OnnxExport  # tests/onnx_export.py
+
 N_TEXTS = 50
 
 
@@ -43,9 +45,12 @@ def scifact_texts(scifact_docs: list[Document]) -> list[str]:
 
 
 @pytest.fixture(scope="session")
-def onnx_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One export folder for the session (exporting costs seconds)."""
-    return tmp_path_factory.mktemp("onnx-export")
+def onnx_dir(minilm_onnx_export: OnnxExport) -> Path:
+    """The test run's one export (tests/onnx_export.py): exporting costs seconds, and every test here
+    reads the same two files. The export's own process is checked by
+    test_int8_quantisation_leaves_the_root_logger_alone."""
+    assert minilm_onnx_export.returncode == 0, minilm_onnx_export.stderr[-3000:]
+    return minilm_onnx_export.onnx_dir
 
 
 @pytest.fixture(scope="session")
@@ -172,7 +177,7 @@ def test_cli_offers_every_backend() -> None:
 def test_export_is_cached_and_written_whole(
     scifact_texts: list[str], onnx_vectors: np.ndarray, onnx_dir: Path
 ) -> None:
-    # onnx_vectors exported the fp32 model into onnx_dir; a new Embedder (a new process, say) reuses it
+    # the test run's export filled onnx_dir; a new Embedder (a new process, say) reuses it
     files = sorted(onnx_dir.rglob("*.onnx"))
     assert files, "the session's export left no .onnx file"
     before = {f: f.stat().st_mtime_ns for f in files}
@@ -298,25 +303,14 @@ def test_ablate_takes_the_backend() -> None:
 
 
 @pytest.mark.slow
-def test_int8_quantisation_leaves_the_root_logger_alone(tmp_path: Path) -> None:
+def test_int8_quantisation_leaves_the_root_logger_alone(minilm_onnx_export: OnnxExport) -> None:
     # onnxruntime's quantize_dynamic warns through logging.warning(), which installs a stderr
     # handler on a bare root logger; bm25s logs at DEBUG, so every later build printed
-    # "DEBUG:bm25s:..." lines. A fresh interpreter, as a user's first int8 build is.
-    script = (
-        "import logging, sys\n"
-        "from pathlib import Path\n"
-        "from pytest_ragmetrics.stack import _onnx\n"
-        "from pytest_ragmetrics.stack.bm25 import BM25Index\n"
-        "from pytest_ragmetrics.stack.embed import Embedder\n"
-        "e = Embedder(cache_path=None, backend='onnx-int8')\n"
-        f"_onnx.exported_model(e.model_path, e.fingerprint, 'onnx-int8', Path({str(tmp_path)!r}))\n"
-        "assert _onnx.export_count == 2, _onnx.export_count\n"  # export, then quantise
-        "print('handlers', logging.getLogger().handlers)\n"
-        "BM25Index(['a first text', 'a second text'], backend='bm25s')\n"
-    )
-    import subprocess
-
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600)
+    # "DEBUG:bm25s:..." lines. A fresh interpreter, as a user's first int8 build is: the test
+    # run's shared export is that process (its script, onnx_export.EXPORT_SCRIPT, exports and
+    # quantises, asserts it did both, prints the root logger's handlers, then builds with bm25s),
+    # so the export every other ONNX test reads is the one checked here.
+    done = minilm_onnx_export
     assert done.returncode == 0, done.stderr
     assert "handlers []" in done.stdout
     assert "DEBUG:" not in done.stderr, done.stderr
