@@ -11,7 +11,8 @@ Loading torch and MiniLM is most of such a run, so the cases of one kind of file
 (the vector route's: its index and the embedding cache; the BM25 store's) share one process: it
 builds and searches once per request, each in its own ``RAGMETRICS_HOME``, with
 chromadb's in-process clients dropped before each, and sends back what that
-request printed as a warning. A process that dies is reported and replaced.
+request printed as a warning. A process that dies is reported and replaced. The
+fresh build whose rankings every case must match is one such request, too.
 """
 
 from __future__ import annotations
@@ -178,21 +179,9 @@ def test_a_bm25_store_that_cannot_be_replaced_serves_from_memory_and_says_so(
 QUERIES = ["my car battery dies on cold mornings", "squealing noise when braking",
            "how often to change the engine oil", "engine temperature gauge in the red"]
 
-STACK_SCRIPT = r'''
-import json, sys
-from pytest_ragmetrics.stack import Retriever
-
-corpus, chunk_size, overlap, queries = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), json.loads(sys.argv[4])
-r = Retriever(corpus, chunk_size=chunk_size, overlap=overlap, mode="hybrid", top_k=5, fetch_k=10)
-stats = r.build()
-ranked = {mode: [[(h.id, round(h.score, 6)) for h in hits] for hits in r.search_batch(queries, mode=mode)]
-          for mode in ("hybrid", "bm25", "vector")}
-print(json.dumps({"stats": stats, "encoded": r.embedder.encoded, "ranked": ranked}))
-'''
-
-
-#: The same build and searches, once per request line (``{"home": ...}``) on stdin; one JSON line back per
-#: request with what it printed to stderr (its warnings, shown as ``PYTHONWARNINGS=default`` shows them).
+#: The stack's build and searches (hybrid, BM25, vector) on the car corpus, once per request line
+#: (``{"home": ...}``) on stdin; one JSON line back per request with what it printed to stderr (its
+#: warnings, shown as ``PYTHONWARNINGS=default`` shows them).
 STACK_SERVER = r'''
 import contextlib, io, json, os, sys, traceback, warnings
 from pytest_ragmetrics.stack import Retriever
@@ -204,7 +193,7 @@ for line in sys.stdin:
     os.environ["RAGMETRICS_HOME"] = json.loads(line)["home"]
     from chromadb.api.shared_system_client import SharedSystemClient
     SharedSystemClient.clear_system_cache()  # each request opens its folders as a new process would
-    err = io.StringIO()
+    err, r = io.StringIO(), None
     try:
         with contextlib.redirect_stderr(err), warnings.catch_warnings():
             warnings.simplefilter("default")
@@ -216,6 +205,8 @@ for line in sys.stdin:
     except BaseException:
         out = {"code": 1, "out": None}
         err.write(traceback.format_exc())
+    if r is not None:  # ends as a process does: the embedding cache's WAL is folded into its file
+        r.embedder.close()
     reply.write(json.dumps({**out, "stderr": err.getvalue()}) + "\n")
     reply.flush()
 '''
@@ -227,15 +218,6 @@ def _stack_env(home: Path | None = None) -> dict[str, str]:
     if home is not None:
         env["RAGMETRICS_HOME"] = str(home)
     return env
-
-
-def _run_stack(home: Path, script: Path) -> tuple[int, dict[str, Any] | None, str]:
-    proc = subprocess.run(
-        [sys.executable, str(script), str(CAR_CORPUS), str(CAR_CHUNK_SIZE), str(CAR_OVERLAP), json.dumps(QUERIES)],
-        capture_output=True, text=True, timeout=600, env=_stack_env(home),
-    )
-    out = json.loads(proc.stdout) if proc.returncode == 0 else None
-    return proc.returncode, out, proc.stderr
 
 
 class StackServer:
@@ -285,8 +267,10 @@ class StackServer:
 
 
 @pytest.fixture(scope="module")
-def fresh(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """A fresh build in its own home, by the script every damaged run uses: the reference rankings.
+def fresh(tmp_path_factory: pytest.TempPathFactory, servers: dict[str, StackServer]) -> dict[str, Any]:
+    """A fresh build in its own home, by the server every damaged run of the vector route uses: the reference
+    rankings. A request opens its folders as a new process would (chromadb's clients dropped, an empty home),
+    so the build needs no process of its own: loading torch and MiniLM for it was most of its cost.
 
     Built once per run: xdist workers share it, under a lock, beside their own temporary folders
     (the tests copy the home, never change it).
@@ -295,17 +279,17 @@ def fresh(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     base = tmp_path_factory.getbasetemp()
     folder = base.parent / f"manifest-fresh-{run}" if run else base / "manifest-fresh"
     folder.mkdir(exist_ok=True)
-    script, home, built = folder / "stack_script.py", folder / "home", folder / "fresh.json"
+    home, built = folder / "home", folder / "fresh.json"
     with open(folder / "lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not built.exists():
-            script.write_text(STACK_SCRIPT, encoding="utf-8")
-            code, out, err = _run_stack(home, script)
+            assert not home.exists(), f"{home} is left from an interrupted run: not a fresh build"
+            code, out, err = servers["vector"].run(home)
             assert code == 0 and out is not None, err[-3000:]
             built.write_text(json.dumps(out), encoding="utf-8")
     out = json.loads(built.read_text(encoding="utf-8"))
     assert out["stats"]["vector_index_rebuilt"] and out["stats"]["repaired"] == []
-    return {"home": home, "script": script, "ranked": out["ranked"]}
+    return {"home": home, "ranked": out["ranked"]}
 
 
 @pytest.fixture(scope="module")
