@@ -107,7 +107,8 @@ def cold_xdist_run(tmp_path_factory: pytest.TempPathFactory) -> ColdXdistRun:
             env = {k: v for k, v in os.environ.items()
                    if not k.startswith("RAGMETRICS_") and k not in ("PYTEST_ADDOPTS", "GITHUB_STEP_SUMMARY")}
             env.update(ENV, **PROGRESS, RAGMETRICS_HOME=str(home), COLD_XDIST_RUN="cold",
-                       PYTEST_ADDOPTS=" ".join(PLUGINS_OFF))
+                       PYTEST_ADDOPTS=" ".join(PLUGINS_OFF),
+                       HOME=str(project), USERPROFILE=str(project), PY_COLORS="0")  # as pytester's runs have
             proc = subprocess.run([sys.executable, "-m", "pytest", "--rag-eval", "-n", "2", "--rag-update-baseline",
                                    "-p", "no:cacheprovider"], cwd=project, env=env, capture_output=True, text=True,
                                   timeout=600)
