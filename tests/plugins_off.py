@@ -9,13 +9,16 @@ points costs more at each of the suite's ~2,000 inner sessions: every ``pytester
 ``python -m pytest`` itself passes it.
 
 pytest 8.4 and later turn autoload off (``--disable-plugin-autoload``) and load the two by
-entry-point name. Older pytest cannot load a plugin by that name without autoload, so there
-the idle plugins are turned off one by one instead.
+module. A ``-p`` still scans every distribution's entry points unless the plugin is already
+registered under that name, so in-process runs hand pytest the two modules themselves
+(:data:`IN_PROCESS`, registered under their module names) and the ``-p`` finds them there.
+Older pytest has no such flag, so there the idle plugins are turned off one by one instead.
 """
 
 from __future__ import annotations
 
 import importlib.util
+from types import ModuleType
 
 import pytest
 
@@ -24,7 +27,20 @@ _XDIST = importlib.util.find_spec("xdist") is not None
 
 #: Arguments for every pytest session a test starts.
 PLUGINS_OFF: tuple[str, ...]
+#: Autoload left on, the idle plugins off one by one: for a session that must find the plugin
+#: through its entry point, as a user's does.
+IDLE_OFF = ("-p", "no:langsmith_plugin", "-p", "no:hypothesispytest", "-p", "no:anyio", "-p", "no:randomly")
+#: Plugin modules for pytester's in-process runs, registered before the arguments are read.
+IN_PROCESS: tuple[ModuleType, ...] = ()
 if _VERSION >= (8, 4):
-    PLUGINS_OFF = ("--disable-plugin-autoload", "-p", "ragmetrics", *(("-p", "xdist") if _XDIST else ()))
+    import pytest_ragmetrics.plugin
+
+    PLUGINS_OFF = ("--disable-plugin-autoload", "-p", "pytest_ragmetrics.plugin",
+                   *(("-p", "xdist.plugin") if _XDIST else ()))
+    IN_PROCESS = (pytest_ragmetrics.plugin,)
+    if _XDIST:
+        import xdist.plugin
+
+        IN_PROCESS += (xdist.plugin,)
 else:
-    PLUGINS_OFF = ("-p", "no:langsmith_plugin", "-p", "no:hypothesispytest", "-p", "no:anyio", "-p", "no:randomly")
+    PLUGINS_OFF = IDLE_OFF
