@@ -7,6 +7,7 @@ import os
 import pkgutil
 import signal
 import sys
+from typing import Any
 from pathlib import Path
 
 # One compute thread per process (OpenMP: torch, MKL, OpenBLAS), read when those libraries load,
@@ -31,7 +32,7 @@ import pytest_ragmetrics
 
 from demo_run import DemoRun, cold_demo_run, copy_home  # tests/demo_run.py
 from onnx_export import OnnxExport, minilm_onnx  # tests/onnx_export.py
-from plugins_off import PLUGINS_OFF  # tests/plugins_off.py (tests/ is on sys.path)
+from plugins_off import IN_PROCESS, PLUGINS_OFF  # tests/plugins_off.py (tests/ is on sys.path)
 
 # pytester's in-process runs restore sys.modules afterwards; numpy's C core cannot be
 # imported twice in one process, so it must be loaded before the first run (the gate
@@ -107,9 +108,17 @@ def warm_demo_home(demo_cold: DemoRun, tmp_path: Path) -> Path:
 def pytester(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
     """pytester whose sessions (in-process, in a subprocess, and their xdist workers) skip idle plugins.
 
-    pytester clears ``PYTEST_ADDOPTS`` when it starts; it is set again here, after that.
+    pytester clears ``PYTEST_ADDOPTS`` when it starts; it is set again here, after that. In-process
+    runs get the plugin modules themselves (``IN_PROCESS``), so no run scans the installed
+    distributions for them.
     """
     monkeypatch.setenv("PYTEST_ADDOPTS", " ".join(PLUGINS_OFF))
+    inline_run = pytester.inline_run
+
+    def inline_run_with_plugins(*args: Any, plugins: Any = (), **kwargs: Any) -> Any:
+        return inline_run(*args, plugins=[*plugins, *IN_PROCESS], **kwargs)
+
+    monkeypatch.setattr(pytester, "inline_run", inline_run_with_plugins)
     return pytester
 
 

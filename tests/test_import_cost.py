@@ -14,7 +14,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from plugins_off import PLUGINS_OFF  # tests/plugins_off.py
+from plugins_off import IDLE_OFF  # tests/plugins_off.py
 
 HEAVY = (
     "torch",
@@ -75,7 +75,7 @@ def test_a_pytest_session_without_rag_eval_stays_light(tmp_path: Path) -> None:
     )
     (tmp_path / "test_x.py").write_text("def test_x():\n    assert True\n", encoding="utf-8")
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *PLUGINS_OFF, str(tmp_path)],
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *IDLE_OFF, str(tmp_path)],
         capture_output=True, text=True, timeout=120, cwd=tmp_path,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -138,7 +138,8 @@ class Controller:
                 aggregate=rag.judge.verdict().aggregate if written else (),
                 thresholds_name=rag.thresholds.path or "thresholds",
                 retriever_before=before, retriever_now=rag.retriever_description, problems=problems,
-                notes=rag.baseline.notes if rag.baseline is not None else ())
+                notes=rag.baseline.notes if rag.baseline is not None else (),
+                leakage=outputs.leakage_warning(rag))
             return
         if rag.options.shard is not None and not len(rag.golden) \
                 and session.exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED:

@@ -77,13 +77,14 @@ def session_summary(verdict: Verdict, worst_n: int, *, lost: Collection[str] = (
 def refresh_summary(change: str, *, written: bool, gold_warning: str | None = None,
                     aggregate: Sequence[AggregateRow] = (), thresholds_name: str = "thresholds",
                     retriever_before: Any = None, retriever_now: Any = None, problems: Sequence[str] = (),
-                    notes: Sequence[str] = ()) -> str:
+                    notes: Sequence[str] = (), leakage: str | None = None) -> str:
     """The summary of a ``--rag-update-baseline`` run: what changed in the baseline (``written``) or
     why it was not written, then the retriever and the reports that could not be written.
 
     A baseline under a floor makes every later run fail that gate, so a written one says so now
     (``aggregate``: this run's rows; ``thresholds_name``: where the floors come from). ``notes``: what
-    reading the old baseline noted (an older format, upgraded by this write), said once.
+    reading the old baseline noted (an older format, upgraded by this write), said once. ``leakage``:
+    golden questions found in the corpus, said here too, since the baseline now holds their scores.
     """
     summary = change
     if written:
@@ -99,6 +100,8 @@ def refresh_summary(change: str, *, written: bool, gold_warning: str | None = No
     retriever = retriever_text(retriever_before, retriever_now, refreshing=True)
     if retriever:
         summary += "\n\n" + retriever
+    if leakage:
+        summary += "\n\n" + leakage
     if problems:
         summary = "\n\n".join([summary or "", *problems]).strip()
     return summary

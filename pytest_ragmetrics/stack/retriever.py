@@ -481,6 +481,8 @@ class Retriever:
             "model": self.embedder.name,
             "model_sha": self.embedder.fingerprint[:12],
             "embed_backend": self.embedder.backend,
+            # the onnxruntime backends' recipe: vectors of another recipe are a settings change
+            **({"embed_recipe": self.embedder.recipe} if self.embedder.recipe else {}),
             "chunk_size": self.chunk_size,
             "overlap": self.overlap if self.chunk_size else 0,
             "title_prefix": self.title_prefix,

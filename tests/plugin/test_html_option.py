@@ -66,6 +66,13 @@ def test_gate_summary_warns_about_questions_found_in_the_corpus(baselined: RagPr
     assert "WARNING: 1 of 6 golden questions appear verbatim or nearly so" in summary
     assert "q-001 (tire-repair, verbatim 1.00)" in summary
 
+    # a refresh says it too: the baseline it writes now holds the copied question's score
+    refreshed = baselined.run(f"--rag-corpus={corpus}", "--rag-update-baseline")
+    assert refreshed.ret == pytest.ExitCode.OK, refreshed.stdout.str()
+    summary = rag_summary(refreshed)
+    assert summary.count("WARNING: 1 of 6 golden questions appear verbatim or nearly so") == 1
+    assert "q-001 (tire-repair, verbatim 1.00)" in summary
+
 
 def test_no_leakage_warning_without_a_match_or_a_corpus(baselined: RagProject) -> None:
     corpus = baselined.pytester.path / "corpus"

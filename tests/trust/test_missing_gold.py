@@ -132,7 +132,7 @@ def test_doc_ids_reach_the_controller_under_xdist(typo: TrustProject) -> None:
     typo.conftest_text += DOC_IDS_CONFTEST
     (typo.path / "conftest.py").write_text(typo.conftest_text, encoding="utf-8")
     (typo.path / "doc_ids.json").write_text(json.dumps(DOCS), encoding="utf-8")
-    result = typo.run_subprocess("-n", "2", "-p", "xdist", "--rag-update-baseline")
+    result = typo.run_subprocess("-n", "2", "--rag-update-baseline")
     assert result.ret == 1, result.stdout.str()
     assert "did you mean 'queen-marking'?" in rag_summary(result)
     assert not typo.baseline_path.exists()
@@ -161,7 +161,7 @@ def test_a_doc_ids_check_made_at_the_first_query_is_reported_at_the_end(project:
     (project.path / "conftest.py").write_text(project.conftest_text, encoding="utf-8")
     (project.path / "doc_ids.json").write_text(json.dumps(DOCS), encoding="utf-8")
     project.make_baseline()
-    result = project.run_subprocess("-n", "2", "-p", "xdist") if xdist else project.run()
+    result = project.run_subprocess("-n", "2") if xdist else project.run()
     assert result.ret == 0, result.stdout.str()
     result.stdout.fnmatch_lines(["ragmetrics: gold ids: none checked yet*"])
     assert "ragmetrics: gold ids: 11 checked against the retriever's doc_ids() (14 documents), 0 missing" \
@@ -175,7 +175,7 @@ def test_a_doc_ids_that_raises_is_said_not_skipped(project: TrustProject, xdist:
     project.conftest_text += RAISING_DOC_IDS_CONFTEST
     (project.path / "conftest.py").write_text(project.conftest_text, encoding="utf-8")
     project.make_baseline()
-    result = project.run_subprocess("-n", "2", "-p", "xdist") if xdist else project.run()
+    result = project.run_subprocess("-n", "2") if xdist else project.run()
     assert result.ret == 0, result.stdout.str()  # the check is optional: no query fails on it
     summary = rag_summary(result)
     assert summary.count("WARNING: gold ids not checked: the retriever's doc_ids() raised RuntimeError: "

@@ -478,7 +478,7 @@ def test_a_pooled_run_under_xdist_gives_the_serial_verdict_judged_and_unjudged_c
     project = pooled_baseline
     found_unjudged(project)
     serial = project.run("--rag-report=serial.json")
-    pooled_run = project.run_subprocess("-n", "2", "-p", "xdist", "--rag-report=xdist.json")
+    pooled_run = project.run_subprocess("-n", "2", "--rag-report=xdist.json")
     assert serial.ret == pooled_run.ret == 1
     assert outcomes(pooled_run)[GATE] == outcomes(serial)[GATE] == "failed"
     assert outcomes(pooled_run)["golden.yaml::q-004"] == outcomes(serial)["golden.yaml::q-004"] == "failed"
