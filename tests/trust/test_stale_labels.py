@@ -14,11 +14,16 @@ import pytest
 from ragproject import GATES_DEFAULT, ids_with, no_traceback, outcomes, rag_summary
 from trust_helpers import TrustProject
 
-TODAY = dt.datetime.now(dt.timezone.utc).date()
+def today() -> dt.date:
+    """Read at each use, not once at import: a suite that runs past midnight UTC must not age its labels."""
+    return dt.datetime.now(dt.timezone.utc).date()
+
+
+TODAY = today()  # parameters only: a day later they still lie where they are meant to
 
 
 def days_ago(n: int) -> dt.date:
-    return TODAY - dt.timedelta(days=n)
+    return today() - dt.timedelta(days=n)
 
 
 def date_all(project: TrustProject, when: dt.date) -> None:
@@ -41,7 +46,7 @@ def test_record_and_judgment_dates_in_yaml_age_by_the_oldest_label(baselined: Tr
     assert result.ret == 0, result.stdout.str()
     header = [line for line in result.outlines if line.startswith("ragmetrics: labels:")]
     assert header == [f"ragmetrics: labels: 1 of 6 records stale, 0 undated (max_label_age_days 365; today "
-                      f"{TODAY.isoformat()} UTC)"]
+                      f"{today().isoformat()} UTC)"]
     summary = rag_summary(result)
     assert "All gates passed" in summary
     assert "WARNING: stale labels: 1 of 6 records has labels older than their limit (q-003); see 'Label ages'" \
@@ -118,7 +123,7 @@ def test_bad_judged_at_on_a_judgment_and_in_jsonl(project: TrustProject) -> None
     result = project.run()
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "id 'q-003'): judged_at of 'brake-pads' 'soon' is not a date" in result.stdout.str() + result.stderr.str()
-    future = (TODAY + dt.timedelta(days=3)).isoformat()
+    future = (today() + dt.timedelta(days=3)).isoformat()
     (project.path / "golden.jsonl").write_text(json.dumps(
         {"qid": "n1", "query": "q", "candidates": [{"doc_id": "d", "rel": 1, "judged_at": future}]}) + "\n",
         encoding="utf-8")
@@ -140,7 +145,7 @@ def test_per_tag_limit_is_the_strictest_and_undated_records_are_listed(baselined
     result = baselined.run()
     assert result.ret == 0, result.stdout.str()
     assert any(line == "ragmetrics: labels: 2 of 6 records stale, 1 undated (max_label_age_days 365, "
-               f"tag:paraphrase/max_label_age_days 14; today {TODAY.isoformat()} UTC)" for line in result.outlines)
+               f"tag:paraphrase/max_label_age_days 14; today {today().isoformat()} UTC)" for line in result.outlines)
     summary = rag_summary(result)
     for qid in ("q-003", "q-006"):
         assert f"  stale    {qid} (oldest label {days_ago(20).isoformat()}, 20 days old; limit 14 days, " \
