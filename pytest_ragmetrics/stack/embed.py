@@ -310,6 +310,22 @@ class Embedder:
             vecs /= np.clip(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12, None)
         return vecs
 
+    def _check_finite(self, vecs: np.ndarray, texts: list[str]) -> None:
+        """Refuse vectors with NaN or infinite values before they are cached or indexed.
+
+        A damaged model file can make them (a garbled scale in an exported graph); cached, they
+        would outlive the repair of the file and fail, or silently weaken, every later run.
+        """
+        bad = np.flatnonzero(~np.isfinite(vecs).all(axis=1)) if vecs.size else np.zeros(0, dtype=int)
+        if not len(bad):
+            return
+        graph = getattr(self._model, "graph", None)
+        where = (f"its exported graph {graph} is likely damaged: delete it and the next run exports it again"
+                 if graph is not None else f"check the model files in {self.model_path}")
+        raise ValueError(f"{self.name} on the {self.backend} backend returned vectors with NaN or infinite values "
+                         f"for {len(bad)} of {len(texts)} texts (the first: {texts[bad[0]][:60]!r}); nothing was "
+                         f"cached; {where}")
+
     def embed(self, texts: Sequence[str], progress: Any = None) -> np.ndarray:
         """Unit-length float32 vectors of passages (documents, chunks), one row per text, cached.
 
@@ -338,6 +354,7 @@ class Embedder:
         for start in range(0, len(todo), step):
             part = todo[start : start + step]
             vecs = self._encode([t for _, t in part], is_query, progress)
+            self._check_finite(vecs, [t for _, t in part])
             self._store([(k, v) for (k, _), v in zip(part, vecs)])
             found.update({k: v for (k, _), v in zip(part, vecs)})
         if self._damaged_rows:

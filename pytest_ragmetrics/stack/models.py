@@ -182,5 +182,5 @@ def load_model(backend: str, model_path: str, fingerprint: str, device: str, onn
         home = ragmetrics_home()
         _ensure_home(home)  # its .gitignore keeps the 90 MB export out of commits
         folder = home / "onnx"
-    onnx_file = _onnx.exported_model(model_path, fingerprint, backend, folder)
-    return _onnx.OnnxEncoder(model_path, onnx_file)
+    return _onnx.open_graph(lambda: _onnx.exported_model(model_path, fingerprint, backend, folder),
+                            lambda path: _onnx.OnnxEncoder(model_path, path))

@@ -382,3 +382,82 @@ def test_a_baseline_of_another_onnx_recipe_reports_a_settings_change(
     assert result.ret == 0, out[-3000:]  # the same BM25 ranking: the scores pass, the change is named
     assert "Retriever settings differ from the baseline's" in out, out[-3000:]
     assert f"  - embed_recipe: 'v0' -> {module.RECIPE[backend]!r}" in out
+
+
+def _graph_copy(onnx_dir: Path, tmp_path: Path) -> Path:
+    """This test's own copy of the run's exported graphs (the shared folder is never damaged)."""
+    import shutil
+
+    copy = tmp_path / "onnx"
+    shutil.copytree(onnx_dir, copy)
+    return copy
+
+
+@pytest.mark.parametrize("damage", ["truncated", "emptied"])
+def test_a_graph_onnxruntime_cannot_load_is_exported_again_with_one_warning(
+    scifact_texts: list[str], onnx_dir: Path, tmp_path: Path, damage: str
+) -> None:
+    """A half-restored cache or a full disk leaves a graph file onnxruntime cannot parse: the next run
+    exports it again, says so once, and encodes as an intact graph does, instead of failing each run."""
+    good = Embedder(cache_path=None, backend="onnx-int8", onnx_dir=onnx_dir).embed(scifact_texts[:5])
+    folder = _graph_copy(onnx_dir, tmp_path)
+    (graph,) = folder.rglob("model-int8-*.onnx")
+    data = graph.read_bytes()
+    graph.write_bytes(data[: len(data) // 3] if damage == "truncated" else b"")
+    with pytest.warns(Warning) as caught:
+        again = Embedder(cache_path=None, backend="onnx-int8", onnx_dir=folder).embed(scifact_texts[:5])
+    notes = [str(w.message) for w in caught if "could not be read" in str(w.message)]
+    assert len(notes) == 1 and str(graph) in notes[0] and "it was exported again" in notes[0], notes
+    assert graph.stat().st_size == len(data)  # quantised again from the float32 graph beside it
+    assert np.allclose(again, good, atol=1e-6)
+
+
+def test_a_damaged_float32_graph_is_exported_again_before_int8_is_made_from_it(
+    scifact_texts: list[str], onnx_dir: Path, tmp_path: Path
+) -> None:
+    folder = _graph_copy(onnx_dir, tmp_path)
+    (int8,) = folder.rglob("model-int8-*.onnx")
+    (fp32,) = folder.rglob("model-fp32-*.onnx")
+    int8.unlink()
+    fp32.write_bytes(fp32.read_bytes()[:1_000_000])
+    with pytest.warns(Warning) as caught:
+        vecs = Embedder(cache_path=None, backend="onnx-int8", onnx_dir=folder).embed(scifact_texts[:3])
+    notes = [str(w.message) for w in caught if "could not be read" in str(w.message)]
+    assert len(notes) == 1 and str(fp32) in notes[0], notes
+    assert np.isfinite(vecs).all() and np.allclose(np.linalg.norm(vecs, axis=1), 1, atol=1e-5)
+
+
+def test_vectors_with_nan_are_refused_and_never_cached(
+    scifact_texts: list[str], onnx_dir: Path, tmp_path: Path
+) -> None:
+    """A garbled scale in the int8 graph (NaN, as a bad copy can leave it) makes NaN vectors: the run
+    stops naming the graph and nothing is cached, so restoring the file is enough to recover."""
+    import shutil
+
+    import onnx
+    from onnx import numpy_helper
+
+    folder = _graph_copy(onnx_dir, tmp_path)
+    (graph,) = folder.rglob("model-int8-*.onnx")
+    intact = tmp_path / "intact.onnx"
+    shutil.copy(graph, intact)
+    model = onnx.load(str(graph))
+    scales = [t for t in model.graph.initializer if t.name.endswith("_scale") and t.data_type == onnx.TensorProto.FLOAT]
+    assert scales, "no weight scale found in the int8 graph"
+    for tensor in scales[:3]:
+        tensor.CopyFrom(numpy_helper.from_array(np.full(numpy_helper.to_array(tensor).shape, np.nan, np.float32),
+                                                tensor.name))
+    onnx.save(model, str(graph))
+    cache = tmp_path / "cache.sqlite3"
+    emb = Embedder(cache_path=cache, backend="onnx-int8", onnx_dir=folder)
+    with pytest.raises(ValueError) as raised:
+        emb.embed(scifact_texts[:4])
+    message = str(raised.value)
+    assert "returned vectors with NaN or infinite values for 4 of 4 texts" in message
+    assert f"its exported graph {graph} is likely damaged: delete it" in message and "nothing was cached" in message
+    emb.close()
+    shutil.copy(intact, graph)  # the file restored: the same texts are encoded anew, not served as NaN
+    restored = Embedder(cache_path=cache, backend="onnx-int8", onnx_dir=folder)
+    vecs = restored.embed(scifact_texts[:4])
+    assert restored.encoded == 4 and np.isfinite(vecs).all()
+    restored.close()
