@@ -256,8 +256,11 @@ class Retriever:
         return self._vectors
 
     def build(self, progress: Any = None) -> dict[str, Any]:
-        """Build (or reuse) both indexes now; returns timings and how much was encoded.
+        """Build (or reuse) the indexes the retriever's mode searches now; returns timings and how
+        much was encoded.
 
+        A ``bm25`` retriever builds no vector index: encoding a corpus nobody searches by vector
+        took minutes on a large one. A search that asks for another ``mode`` builds it then.
         ``progress`` overrides the retriever's own for this build (see the class).
         """
         encoded_before = self.embedder.encoded
@@ -265,8 +268,8 @@ class Retriever:
         self._ensure_bm25(progress)
         t1 = time.perf_counter()
         base, _ = parse_mode(self.mode, None)
-        if base == "hybrid" and self.skip_uncovered and not self._corpus_covered:
-            # no query would reach the vector route: do not embed a corpus the encoder cannot read
+        if base == "bm25" or (base == "hybrid" and self.skip_uncovered and not self._corpus_covered):
+            # no query would reach the vector route: do not embed a corpus nobody searches by vector
             return self._record_build(t1 - t0)
         vectors = self._ensure_vectors(progress)
         return self._record_build(t1 - t0, vectors, time.perf_counter() - t1, self.embedder.encoded - encoded_before)

