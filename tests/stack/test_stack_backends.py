@@ -393,6 +393,7 @@ def _graph_copy(onnx_dir: Path, tmp_path: Path) -> Path:
     return copy
 
 
+@pytest.mark.slow  # the run's shared MiniLM export (a process of its own) and a re-export
 @pytest.mark.parametrize("damage", ["truncated", "emptied"])
 def test_a_graph_onnxruntime_cannot_load_is_exported_again_with_one_warning(
     scifact_texts: list[str], onnx_dir: Path, tmp_path: Path, damage: str
@@ -412,6 +413,7 @@ def test_a_graph_onnxruntime_cannot_load_is_exported_again_with_one_warning(
     assert np.allclose(again, good, atol=1e-6)
 
 
+@pytest.mark.slow  # the run's shared MiniLM export (a process of its own) and a re-export
 def test_a_damaged_float32_graph_is_exported_again_before_int8_is_made_from_it(
     scifact_texts: list[str], onnx_dir: Path, tmp_path: Path
 ) -> None:
@@ -427,6 +429,7 @@ def test_a_damaged_float32_graph_is_exported_again_before_int8_is_made_from_it(
     assert np.isfinite(vecs).all() and np.allclose(np.linalg.norm(vecs, axis=1), 1, atol=1e-5)
 
 
+@pytest.mark.slow  # the run's shared MiniLM export (a process of its own) and a re-export
 def test_vectors_with_nan_are_refused_and_never_cached(
     scifact_texts: list[str], onnx_dir: Path, tmp_path: Path
 ) -> None:
