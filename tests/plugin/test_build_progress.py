@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 import pytest
-from cold_xdist import cold_xdist_run  # tests/plugin/cold_xdist.py
+from cold_xdist import GOLDEN as CAR_GOLDEN, cold_xdist_run  # tests/plugin/cold_xdist.py
 
 CORPUS = Path(__file__).resolve().parents[1] / "stack" / "data" / "car_corpus.jsonl"
 
@@ -47,12 +47,7 @@ def rag_retriever():
     return retriever
 '''
 
-GOLDEN = [
-    ("q1", "my car battery dies on cold mornings", ["battery-cold"]),
-    ("q2", "squealing noise when braking", ["brake-pads"]),
-    ("q3", "how often to change the engine oil", ["oil-change", "oil-level"]),
-    ("q4", "correct tyre pressure", ["tyre-pressure"]),
-]
+GOLDEN = CAR_GOLDEN[:4]  # the shared cold session's questions: the same project shape
 
 
 def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, conftest: str) -> None:
