@@ -36,6 +36,10 @@ _REPR.maxlist = _REPR.maxtuple = _REPR.maxdict = _REPR.maxset = 4
 def brief_repr(value: Any, limit: int = 80) -> str:
     """A bounded repr for error messages: a hostile value (a YAML alias bomb, a
     10 MB line, a 5,000-digit integer) must not make the message itself huge or slow."""
+    if type(value) is str and len(value) <= _REPR.maxstring:  # the common case, as reprlib would give it
+        text = repr(value)
+        if len(text) <= _REPR.maxstring:
+            return text if len(text) <= limit else text[: limit - 3] + "..."
     try:
         text = _REPR.repr(value)
     except Exception:  # e.g. int too large to convert to str

@@ -86,6 +86,10 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return obj
 
 
+#: One decoder for every call without options (``json.loads`` with a hook makes a new one per call).
+_DECODER = json.JSONDecoder(object_pairs_hook=_no_duplicates)
+
+
 def loads_json(text: str, **kwargs: Any) -> Any:
     """``json.loads`` that refuses an object holding the same key twice.
 
@@ -96,7 +100,7 @@ def loads_json(text: str, **kwargs: Any) -> Any:
     existing "line N: not valid JSON" message applies. ``kwargs`` go to ``json.loads``.
     """
     try:
-        value = json.loads(text, object_pairs_hook=_no_duplicates, **kwargs)
+        value = _DECODER.decode(text) if not kwargs else json.loads(text, object_pairs_hook=_no_duplicates, **kwargs)
     except _DuplicateKey as exc:
         offset = _duplicate_offset(text, kwargs)
         raise json.JSONDecodeError(f"duplicate key {brief_repr(exc.key)} (a later value would silently "
