@@ -5,18 +5,26 @@ from __future__ import annotations
 import math
 import random
 from statistics import NormalDist
+from typing import Any
 
 import numpy as np
 import pytest
-import scipy.stats
 
 from pytest_ragmetrics.evaluation import below_one_query, drop_beyond_one_query
 from pytest_ragmetrics.stats import bootstrap_ci, delta_stats, detectable_change, permutation_pvalue
 
 
+def scipy_stats() -> Any:
+    """scipy's statistics, imported by the tests that compare with them (a second of CPU at every
+    worker's collection otherwise)."""
+    import scipy.stats
+
+    return scipy.stats
+
+
 def scipy_sign_flip_p(deltas: list[float], resamples: float = np.inf) -> float:
     nonzero = np.array([d for d in deltas if d != 0.0])
-    result = scipy.stats.permutation_test(
+    result = scipy_stats().permutation_test(
         (nonzero,), np.sum, permutation_type="samples", n_resamples=resamples, alternative="two-sided",
         random_state=1,
     )
@@ -52,7 +60,7 @@ def test_bootstrap_ci_close_to_scipy_percentile_and_seeded() -> None:
     deltas = rng.normal(-0.05, 0.3, size=300)
     low, high = bootstrap_ci(deltas, resamples=20_000, seed=11)
     assert (low, high) == bootstrap_ci(deltas, resamples=20_000, seed=11)
-    ref = scipy.stats.bootstrap((deltas,), np.mean, method="percentile", n_resamples=20_000,
+    ref = scipy_stats().bootstrap((deltas,), np.mean, method="percentile", n_resamples=20_000,
                                 confidence_level=0.95, random_state=2).confidence_interval
     assert low == pytest.approx(ref.low, abs=0.005)
     assert high == pytest.approx(ref.high, abs=0.005)

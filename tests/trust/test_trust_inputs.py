@@ -240,11 +240,13 @@ JSONL_CASES: dict[str, tuple[str | bytes, list[str]]] = {
     "5000-digit-integer": (GOOD_LINE + '{"qid": "q2", "query": "w", "candidates": [{"doc_id": "d", "rel": '
                            + "9" * 5000 + "}]}\n", ["line 2", "invalid JSON", "4300 digits"]),
     "deep-nesting": (GOOD_LINE + "[" * 100_000 + "]" * 100_000 + "\n", ["line 2", "invalid JSON: nested too deeply"]),
-    "huge-file-bad-last-line": ("".join(_line(qid=f"q{i}", query=f"question {i}",
-                                              candidates=[{"doc_id": f"d{i}", "rel": 1}]) for i in range(100_000))
+    # the large ones are made when their test runs, not when every worker collects the module
+    "huge-file-bad-last-line": (lambda: "".join(_line(qid=f"q{i}", query=f"question {i}",
+                                                      candidates=[{"doc_id": f"d{i}", "rel": 1}])
+                                                for i in range(100_000))
                                 + _line(qid="last", query="what", candidates=[]),
                                 ["line 100001 (qid 'last')", "candidates must be a non-empty list"]),
-    "huge-single-line": (GOOD_LINE + '{"qid": "q2", "query": "' + "x" * (5 << 20) + "\n",
+    "huge-single-line": (lambda: GOOD_LINE + '{"qid": "q2", "query": "' + "x" * (5 << 20) + "\n",
                          ["line 2", "invalid JSON"]),
     "latin-1-encoding": ((GOOD_LINE + _line(qid="q2", query="caf\u00e9", candidates=[{"doc_id": "d", "rel": 1}])
                           .replace("\\u00e9", "\u00e9")).encode("latin-1"), ["line 2", "not valid UTF-8"]),
@@ -255,8 +257,11 @@ JSONL_CASES: dict[str, tuple[str | bytes, list[str]]] = {
 
 
 @pytest.mark.parametrize("content, needles", JSONL_CASES.values(), ids=JSONL_CASES.keys())
-def test_malformed_jsonl_golden_set(project: RagProject, content: str | bytes, needles: list[str]) -> None:
+def test_malformed_jsonl_golden_set(project: RagProject, content: str | bytes | Callable[[], str],
+                                   needles: list[str]) -> None:
     path = project.path / "golden.jsonl"
+    if callable(content):
+        content = content()
     path.write_bytes(content if isinstance(content, bytes) else content.encode("utf-8"))
     project.ini(rag_golden="golden.jsonl")
     before = snapshot(project.path)
