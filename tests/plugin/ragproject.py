@@ -21,12 +21,15 @@ import json
 import math
 import os
 import re
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 from plugins_off import PLUGINS_OFF  # tests/plugins_off.py
+from pytest_ragmetrics.files import dumps_stable
+from pytest_ragmetrics.gate.artifact import seal_artifact
 
 # --------------------------------------------------------------------------- data
 
@@ -356,3 +359,21 @@ def no_traceback(result: pytest.RunResult) -> None:
     text = result.stdout.str() + result.stderr.str()
     assert "Traceback" not in text
     assert "INTERNALERROR" not in text
+
+
+# ---------------------------------------------------------------------- artifacts of other nights
+
+def set_created(path: Path, created: str, commit: str | None = None) -> None:
+    """Rewrite an artifact's ``_meta.created`` (and ``git_commit`` if given) in the plugin's own format."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    data["_meta"]["created"] = created
+    if commit is not None:
+        data["_meta"]["git_commit"] = commit
+    path.write_text(dumps_stable(seal_artifact(data)), encoding="utf-8")  # as if the run had been on that day
+
+
+def a_night_earlier(path: Path) -> None:
+    """Date an artifact one day before it was made: the run of the night before, without waiting
+    for the clock to give the next run another ``created`` time."""
+    created = json.loads(path.read_text(encoding="utf-8"))["_meta"]["created"]
+    set_created(path, (datetime.fromisoformat(created) - timedelta(days=1)).isoformat())

@@ -39,10 +39,9 @@ import pytest
 from browser import browse, console_errors, dump_dom
 from pytest_ragmetrics.cli import main
 from pytest_ragmetrics.files import dumps_stable
-from pytest_ragmetrics.gate.artifact import seal_artifact
 from pytest_ragmetrics.report.trend_html import render_trend_html
 from pytest_ragmetrics.tools.history import build_history, load_artifacts
-from ragproject import GOOD, RagProject
+from ragproject import GOOD, RagProject, set_created
 
 REPO = Path(__file__).resolve().parents[2]
 HOSTILE_TAG = '<script>alert("tag")</script>'
@@ -52,15 +51,6 @@ METRICS = ["recall@10", "hit_rate@10", "mrr@10", "ndcg@10"]
 
 def day(n: int) -> str:
     return f"2026-03-{n:02d}T03:00:00+00:00"
-
-
-def set_created(path: Path, created: str, commit: str | None = None) -> None:
-    """Rewrite an artifact's ``_meta.created`` (and ``git_commit`` if given) in the plugin's own format."""
-    data = json.loads(path.read_text(encoding="utf-8"))
-    data["_meta"]["created"] = created
-    if commit is not None:
-        data["_meta"]["git_commit"] = commit
-    path.write_text(dumps_stable(seal_artifact(data)), encoding="utf-8")  # as if the run had been on that day
 
 
 def rank_2(qid: str) -> list[str]:

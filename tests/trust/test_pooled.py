@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from ragproject import GOLDEN, outcomes, rag_summary
+from ragproject import GOLDEN, a_night_earlier, outcomes, rag_summary
 from trust_helpers import TrustProject
 
 GATE = "golden.yaml::gate::unjudged"
@@ -440,13 +440,11 @@ def test_compare_shows_both_runs_pooled_counts_and_keeps_an_inconclusive_query_o
 
 def test_history_shows_judged_and_the_inconclusive_count_per_night(
         pooled_baseline: TrustProject, capsys: pytest.CaptureFixture[str]) -> None:
-    import time
-
     from pytest_ragmetrics.cli import main
 
     project = pooled_baseline
     assert project.run("--rag-report=night1.json").ret == 0
-    time.sleep(1.1)  # another night: another created time
+    a_night_earlier(project.path / "night1.json")  # another night: another created time
     found_unjudged(project)
     assert project.run("--rag-report=night2.json").ret == 1
     nights = [str(project.path / "night1.json"), str(project.path / "night2.json")]

@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from ragproject import GATES_DEFAULT, ids_with, no_traceback, outcomes, rag_summary
+from ragproject import GATES_DEFAULT, a_night_earlier, ids_with, no_traceback, outcomes, rag_summary
 from trust_helpers import TrustProject
 
 def today() -> dt.date:
@@ -222,7 +222,6 @@ def test_bad_label_age_thresholds_are_clear_errors(project: TrustProject, data: 
 
 def test_stale_counts_reach_artifact_junit_markdown_html_history_and_compare(
         baselined: TrustProject, capsys: pytest.CaptureFixture[str]) -> None:
-    import time
     import xml.etree.ElementTree as ET
 
     from pytest_ragmetrics.cli import main
@@ -232,7 +231,7 @@ def test_stale_counts_reach_artifact_junit_markdown_html_history_and_compare(
     baselined.thresholds({"max_label_age_days": 30})
     first = baselined.run("--rag-report=night1.json")
     assert first.ret == 0, first.stdout.str()
-    time.sleep(1.1)  # another night: another created time
+    a_night_earlier(baselined.path / "night1.json")  # another night: another created time
     baselined.edit_query("q-002", judged_at=days_ago(45))
     del baselined.records[5]["judged_at"]  # q-006: undated
     baselined.golden(baselined.records)
