@@ -7,12 +7,12 @@ stores is damaged in turn, by 50 random 64-byte writes at random offsets (a fixe
 seed) and by truncation to half its size; the run must succeed, name the file in
 its one-line note, rank exactly as a fresh build does, and encode nothing.
 
-Loading torch and MiniLM is most of such a run, so the cases of one kind of file
-(the vector route's: its index and the embedding cache; the BM25 store's) share one process: it
-builds and searches once per request, each in its own ``RAGMETRICS_HOME``, with
-chromadb's in-process clients dropped before each, and sends back what that
-request printed as a warning. A process that dies is reported and replaced. The
-fresh build whose rankings every case must match is one such request, too.
+Loading torch and MiniLM is most of such a run, so every case (the vector index, the
+embedding cache, the BM25 store) shares one process: it builds and searches once per
+request, each in its own ``RAGMETRICS_HOME``, with chromadb's in-process clients dropped
+before each, and sends back what that request printed as a warning. A process that dies
+is reported and replaced. The fresh build whose rankings every case must match is one
+such request, too. The cases load a model, so they are all marked slow.
 """
 
 from __future__ import annotations
@@ -267,9 +267,8 @@ class StackServer:
 
 
 @pytest.fixture(scope="module")
-def fresh(tmp_path_factory: pytest.TempPathFactory, servers: dict[str, StackServer]) -> dict[str, Any]:
-    """A fresh build in its own home, by the server every damaged run of the vector route uses: the reference
-    rankings. A request opens its folders as a new process would (chromadb's clients dropped, an empty home),
+def fresh(tmp_path_factory: pytest.TempPathFactory, server: StackServer) -> dict[str, Any]:
+    """A fresh build in its own home, by the server every damaged run uses: the reference rankings. A request opens its folders as a new process would (chromadb's clients dropped, an empty home),
     so the build needs no process of its own: loading torch and MiniLM for it was most of its cost.
 
     Built once per run: xdist workers share it, under a lock, beside their own temporary folders
@@ -284,7 +283,7 @@ def fresh(tmp_path_factory: pytest.TempPathFactory, servers: dict[str, StackServ
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not built.exists():
             assert not home.exists(), f"{home} is left from an interrupted run: not a fresh build"
-            code, out, err = servers["vector"].run(home)
+            code, out, err = server.run(home)
             assert code == 0 and out is not None, err[-3000:]
             built.write_text(json.dumps(out), encoding="utf-8")
     out = json.loads(built.read_text(encoding="utf-8"))
@@ -293,21 +292,13 @@ def fresh(tmp_path_factory: pytest.TempPathFactory, servers: dict[str, StackServ
 
 
 @pytest.fixture(scope="module")
-def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, StackServer]]:
-    """One shared stack process per kind of damaged file: ``vector`` (the index and the embedding cache), ``bm25``."""
-    folder = tmp_path_factory.mktemp("manifest-servers")
-    made: dict[str, StackServer] = {}
-
-    class Servers(dict):  # type: ignore[type-arg]
-        def __missing__(self, kind: str) -> StackServer:
-            script = folder / f"stack_server_{kind}.py"
-            script.write_text(STACK_SERVER, encoding="utf-8")
-            made[kind] = self[kind] = StackServer(script)
-            return made[kind]
-
-    yield Servers()
-    for server in made.values():
-        server.stop()
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StackServer]:
+    """The stack process every damaged run of this worker shares (started at the first request)."""
+    script = tmp_path_factory.mktemp("manifest-server") / "stack_server.py"
+    script.write_text(STACK_SERVER, encoding="utf-8")
+    shared = StackServer(script)
+    yield shared
+    shared.stop()
 
 
 def _damage(path: Path, how: str, seed: int = 0) -> None:
@@ -328,8 +319,6 @@ VECTOR_FILES = ["chroma.sqlite3", "data_level0.bin", "header.bin", "length.bin",
                 "index_metadata.pickle", "manifest.json"]
 BM25_FILES = ["data.csc.index.npy", "indices.csc.index.npy", "indptr.csc.index.npy", "params.index.json",
               "vocab.index.json", "meta.json"]
-#: The quick suite damages these; the rest are marked slow.
-QUICK = {("data_level0.bin", "writes"), ("chroma.sqlite3", "truncate"), ("data.csc.index.npy", "writes")}
 
 
 def _where(home: Path, name: str) -> Path:
@@ -342,23 +331,16 @@ def _where(home: Path, name: str) -> Path:
     return path
 
 
-def _cases() -> list[Any]:
-    return [
-        pytest.param(name, how, id=f"{name}-{how}",
-                     marks=() if (name, how) in QUICK else pytest.mark.slow)
-        for name in [*VECTOR_FILES, *BM25_FILES] for how in ("writes", "truncate")
-    ]
-
-
-@pytest.mark.parametrize("name, how", _cases())
+@pytest.mark.slow  # the shared process loads torch and MiniLM
+@pytest.mark.parametrize("name, how", [pytest.param(name, how, id=f"{name}-{how}")
+                                       for name in [*VECTOR_FILES, *BM25_FILES] for how in ("writes", "truncate")])
 def test_a_damaged_file_is_named_and_rebuilt_without_encoding(
-    fresh: dict[str, Any], servers: dict[str, StackServer], tmp_path: Path, name: str, how: str
+    fresh: dict[str, Any], server: StackServer, tmp_path: Path, name: str, how: str
 ) -> None:
     home = tmp_path / "home"
     shutil.copytree(fresh["home"], home)  # as a CI cache restores it: new mtimes, same bytes
     target = _where(home, name)
     _damage(target, how)
-    server = servers["vector" if name in VECTOR_FILES else "bm25"]
     code, out, err = server.run(home)
     assert code == 0, f"exit {code}\n{err[-3000:]}"  # a crash in chromadb would be -11 here
     assert out is not None
@@ -393,6 +375,7 @@ CAR_GOLDEN = [
 ]
 
 
+@pytest.mark.slow  # a process loading torch and MiniLM, beside the shared one
 def test_ragmetrics_ablate_prints_the_repair_once(fresh: dict[str, Any], tmp_path: Path) -> None:
     """The CLI shows the note as one ``warning:`` line, runs on, and ranks as before."""
     home = tmp_path / "home"
@@ -416,10 +399,11 @@ def test_ragmetrics_ablate_prints_the_repair_once(fresh: dict[str, Any], tmp_pat
     assert "0 embedded (rest from cache)" in proc.stderr
 
 
+@pytest.mark.slow  # the shared process loads torch and MiniLM
 @pytest.mark.parametrize("how, why", [("writes", "unsupported file format"),
                                       ("truncate", "database disk image is malformed")])
 def test_a_damaged_embedding_cache_is_set_aside_with_one_warning(fresh: dict[str, Any],
-                                                                 servers: dict[str, StackServer], tmp_path: Path,
+                                                                 server: StackServer, tmp_path: Path,
                                                                  how: str, why: str) -> None:
     """The cache has no manifest (it is keyed by content): a damaged one is named once, with the fix, and the
     process encodes without it, so the rankings are a fresh build's and the file is left as it was."""
@@ -428,7 +412,7 @@ def test_a_damaged_embedding_cache_is_set_aside_with_one_warning(fresh: dict[str
     cache = home / "cache" / "embeddings.sqlite3"
     _damage(cache, how)
     damaged = cache.read_bytes()
-    code, out, err = servers["vector"].run(home)
+    code, out, err = server.run(home)
     assert code == 0 and out is not None, err[-3000:]
     assert out["ranked"] == fresh["ranked"]
     notes = [line for line in err.splitlines() if "is damaged" in line]
