@@ -129,6 +129,7 @@ def test_bf16_stays_within_float32_rounding(scifact_texts: list[str], torch_vect
     assert lengths and all(n % BF16_PAD_MULTIPLE == 0 for n in lengths)
 
 
+@pytest.mark.slow  # loads MiniLM on torch twice
 def test_bf16_warns_where_the_cpu_emulates_it(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(models, "cpu_has_native_bf16", lambda: False)
     with pytest.warns(RuntimeWarning, match="no native bfloat16.*onnx-int8"):

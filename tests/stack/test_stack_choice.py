@@ -99,6 +99,7 @@ def test_without_the_extra_a_chinese_corpus_is_searched_by_bm25_alone(without_ex
     assert described["bm25_alone_for"] == ["han"] and described["warnings"] == [warning]
 
 
+@pytest.mark.slow  # loads torch (a model)
 def test_a_mixed_corpus_without_the_extra_routes_each_query_by_its_script(without_extra: None,
                                                                           tmp_path: Path) -> None:
     r = Retriever(ZH + EN, data_dir=tmp_path, top_k=6)
@@ -117,6 +118,7 @@ def test_an_explicit_model_is_kept_and_warned_about(tmp_path: Path) -> None:
     assert Retriever(ZH, data_dir=tmp_path, model=default_model_path(), mode="bm25").warnings == []
 
 
+@pytest.mark.slow  # loads torch (a model)
 def test_skip_uncovered_off_fuses_every_query(without_extra: None, tmp_path: Path) -> None:
     r = Retriever(ZH, data_dir=tmp_path, top_k=3, skip_uncovered=False)
     assert "their vectors are close to random" in r.warnings[0]
@@ -174,6 +176,7 @@ def test_without_the_extra_naming_the_multilingual_encoder_says_how_to_install(w
         Embedder(MULTILINGUAL_MODEL_NAME)
 
 
+@pytest.mark.slow  # loads torch (a model)
 def test_prefixes_come_from_the_model_folder_and_enter_the_cache_key(tmp_path: Path) -> None:
     folder = tmp_path / "model"
     shutil.copytree(default_model_path(), folder)

@@ -42,6 +42,7 @@ def _rankings(retriever: Retriever) -> list[list[tuple[str, float]]]:
     return [[(h.id, h.score) for h in retriever.search(q, 5)] for q in QUERIES]
 
 
+@pytest.mark.slow  # loads torch (a model)
 def test_restored_cache_gives_a_warm_build_with_the_same_rankings(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -14,6 +14,7 @@ from pytest_ragmetrics.errors import RagMetricsWarning
 from pytest_ragmetrics.stack import DEFAULT_MODEL_NAME, Embedder, model_fingerprint
 
 
+@pytest.mark.slow  # loads torch (a model)
 def test_fingerprint_follows_content_not_location(tiny_cross_encoder: Path, tmp_path: Path) -> None:
     copy = tmp_path / "copy"
     shutil.copytree(tiny_cross_encoder, copy)
@@ -79,6 +80,7 @@ def test_without_cache_nothing_is_stored() -> None:
 
 @pytest.mark.parametrize("damage, why", [("header", "file is not a database"),
                                          ("truncate", "database disk image is malformed")])
+@pytest.mark.slow  # loads torch (a model)
 def test_a_damaged_cache_names_the_file_and_the_fix(tmp_path: Path, damage: str, why: str) -> None:
     path = tmp_path / "cache.sqlite3"
     emb = Embedder(cache_path=path)
@@ -128,6 +130,7 @@ def test_a_cache_that_cannot_be_written_is_still_an_error(tmp_path: Path) -> Non
         locker.close()
 
 
+@pytest.mark.slow  # loads torch (a model)
 def test_a_damaged_vector_is_encoded_again_and_replaced(tmp_path: Path) -> None:
     """sqlite checks its pages, not the bytes of a value: bytes overwritten inside a stored
     vector leave a readable file, and before the checksum the wrong vector was scored."""

@@ -7,6 +7,7 @@ import pytest
 from pytest_ragmetrics.stack import Embedder
 
 
+@pytest.mark.slow  # loads torch (a model)
 @pytest.mark.parametrize("enabled", [True, False])
 def test_loading_the_encoder_draws_no_bar(capfd: pytest.CaptureFixture[str], enabled: bool) -> None:
     from transformers.utils import logging as hf_logging

@@ -424,6 +424,7 @@ def test_a_bm25_retriever_builds_no_vector_index_until_a_search_asks_for_one(
     assert emb.encoded == len(r.chunks) + 1  # the corpus, then the question
 
 
+@pytest.mark.slow  # loads torch (a model)
 def test_rebuild_encodes_only_what_changed(car_docs: list[Document], tmp_path: Path) -> None:
     emb = Embedder(cache_path=tmp_path / "cache.sqlite3")
     first = Retriever(car_docs, data_dir=tmp_path / "idx", embedder=emb)
@@ -582,6 +583,7 @@ def test_unique_docs_fuses_document_ranks(car_retriever: Retriever) -> None:
     assert [h.score for h in got] == sorted((h.score for h in got), reverse=True)
 
 
+@pytest.mark.slow  # loads torch (a model)
 def test_a_route_weighted_zero_is_not_searched(car_retriever: Retriever) -> None:
     """Hybrid with the vector route weighted 0 is BM25 alone: the route adds no candidate, even
     where BM25 found fewer than top_k, and the encoder never runs for the queries."""
