@@ -15,16 +15,16 @@ any attempt to reach another machine (``tests/trust/test_trust_safety.py`` check
 
 from __future__ import annotations
 
-import fcntl
-import json
 import os
 import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
+from once import once_per_run, shared_folder  # noqa: F401  - tests/once.py; shared_folder also importable from here
 
 REPO = Path(__file__).resolve().parents[1]
 BASELINE = REPO / "baselines" / "baseline.json"
@@ -124,34 +124,26 @@ class DemoRun:
     baseline_before: bytes
 
 
-def shared_folder(tmp_path_factory: pytest.TempPathFactory, name: str) -> Path:
-    """A folder of this test run that every xdist worker sees (beside their own temporary folders)."""
-    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
-    base = tmp_path_factory.getbasetemp()
-    folder = base.parent / f"{name}-{run}" if run else base / name
-    folder.mkdir(exist_ok=True)
-    return folder
-
-
 def cold_demo_run(tmp_path_factory: pytest.TempPathFactory) -> DemoRun:
     """Run the demo gate cold, once per test run (the first worker to ask runs it, the other reads it)."""
-    folder = shared_folder(tmp_path_factory, "demo-cold")
-    home, report, log, done = folder / "home", folder / "run.json", folder / "network.log", folder / "done.json"
-    with open(folder / "lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not done.exists():
-            assert not home.exists(), f"{home} is left from an interrupted run: not a cold start"
-            prefix = isolation()
-            before = BASELINE.read_bytes()
-            proc = subprocess.run([*prefix, sys.executable, "-m", "pytest", "--rag-eval", "-p", "no:cacheprovider",
-                                   f"--rag-report={report}"], cwd=REPO, env=guarded_env(folder, home, log),
-                                  capture_output=True, text=True, timeout=900)
-            (folder / "baseline_before.json").write_bytes(before)
-            done.write_text(json.dumps({"returncode": proc.returncode, "stdout": proc.stdout, "stderr": proc.stderr,
-                                        "isolation": prefix}), encoding="utf-8")
-    record = json.loads(done.read_text(encoding="utf-8"))
-    return DemoRun(returncode=record["returncode"], stdout=record["stdout"], stderr=record["stderr"], report=report,
-                   home=home, network_log=log.read_text(encoding="utf-8") if log.exists() else "",
+
+    def run(folder: Path) -> dict[str, Any]:
+        home = folder / "home"
+        assert not home.exists(), f"{home} is left from an interrupted run: not a cold start"
+        prefix = isolation()
+        before = BASELINE.read_bytes()
+        proc = subprocess.run([*prefix, sys.executable, "-m", "pytest", "--rag-eval", "-p", "no:cacheprovider",
+                               f"--rag-report={folder / 'run.json'}"], cwd=REPO,
+                              env=guarded_env(folder, home, folder / "network.log"),
+                              capture_output=True, text=True, timeout=900)
+        (folder / "baseline_before.json").write_bytes(before)
+        return {"returncode": proc.returncode, "stdout": proc.stdout, "stderr": proc.stderr, "isolation": prefix}
+
+    folder, record = once_per_run(tmp_path_factory, "demo-cold", run)
+    log = folder / "network.log"
+    return DemoRun(returncode=record["returncode"], stdout=record["stdout"], stderr=record["stderr"],
+                   report=folder / "run.json", home=folder / "home",
+                   network_log=log.read_text(encoding="utf-8") if log.exists() else "",
                    isolation=record["isolation"], baseline_before=(folder / "baseline_before.json").read_bytes())
 
 

@@ -14,17 +14,16 @@ it exported and quantised itself (``export_count == 2``, so never from a folder 
 
 from __future__ import annotations
 
-import fcntl
-import json
 import os
 import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
-from demo_run import shared_folder  # tests/demo_run.py
+from once import once_per_run  # tests/once.py
 
 #: Export and quantise into the folder ``argv[1]``, then print the root logger's handlers and build
 #: a BM25 index (bm25s logs at DEBUG: a handler left on the root logger would print its lines).
@@ -55,20 +54,18 @@ class OnnxExport:
 
 def minilm_onnx(tmp_path_factory: pytest.TempPathFactory) -> OnnxExport:
     """Export MiniLM once per test run (the first worker to ask exports, the other waits and reads)."""
-    folder = shared_folder(tmp_path_factory, "minilm-onnx")
-    onnx_dir, done = folder / "onnx", folder / "done.json"
-    with open(folder / "lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not done.exists():
-            assert not onnx_dir.exists(), f"{onnx_dir} is left from an interrupted run: not a fresh export"
-            env = {k: v for k, v in os.environ.items() if not k.startswith("RAGMETRICS_")}
-            env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", RAGMETRICS_HOME=str(folder / "home"))
-            proc = subprocess.run([sys.executable, "-c", EXPORT_SCRIPT, str(onnx_dir)], capture_output=True,
-                                  text=True, timeout=600, env=env)
-            done.write_text(json.dumps({"returncode": proc.returncode, "stdout": proc.stdout,
-                                        "stderr": proc.stderr}), encoding="utf-8")
-    record = json.loads(done.read_text(encoding="utf-8"))
-    return OnnxExport(onnx_dir, record["returncode"], record["stdout"], record["stderr"])
+
+    def export(folder: Path) -> dict[str, Any]:
+        onnx_dir = folder / "onnx"
+        assert not onnx_dir.exists(), f"{onnx_dir} is left from an interrupted run: not a fresh export"
+        env = {k: v for k, v in os.environ.items() if not k.startswith("RAGMETRICS_")}
+        env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", RAGMETRICS_HOME=str(folder / "home"))
+        proc = subprocess.run([sys.executable, "-c", EXPORT_SCRIPT, str(onnx_dir)], capture_output=True,
+                              text=True, timeout=600, env=env)
+        return {"returncode": proc.returncode, "stdout": proc.stdout, "stderr": proc.stderr}
+
+    folder, record = once_per_run(tmp_path_factory, "minilm-onnx", export)
+    return OnnxExport(folder / "onnx", record["returncode"], record["stdout"], record["stderr"])
 
 
 def seed_home(export: OnnxExport, home: Path) -> None:

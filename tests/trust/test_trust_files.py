@@ -5,7 +5,6 @@ and rebuilt, and xdist workers never write.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import random
@@ -22,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from demo_run import shared_folder  # tests/demo_run.py
+from once import once_per_run  # tests/once.py
 from ragproject import GOLDEN, rag_summary
 from trust_helpers import FAST, TrustProject, assert_usage_error, clean_env, no_traceback, snapshot
 
@@ -498,15 +497,16 @@ def _result(tmp_path: Path, name: str) -> dict[str, Any]:
 @pytest.fixture(scope="session")
 def whole_index(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[list[str]]]:
     """The index built whole by :data:`INDEX_SCRIPT`, and its rankings: the reference the damage tests
-    compare with. Built once per test run (xdist workers share it, under a lock): each test that damages
+    compare with. Built once per test run and shared by the xdist workers: each test that damages
     an index copies the folder, never changes it, so every one starts from the same bytes a build of
     its own would have written (a process of ~1.5 s of CPU fewer per test)."""
-    folder = shared_folder(tmp_path_factory, "trust-whole-index")
-    with open(folder / "lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not (folder / "whole.json").exists():
-            _finish(_index_run(folder, folder / "index", "whole.json"))
-    return folder / "index", _result(folder, "whole.json")["found"]
+
+    def build(folder: Path) -> list[list[str]]:
+        _finish(_index_run(folder, folder / "index", "whole.json"))
+        return _result(folder, "whole.json")["found"]
+
+    folder, found = once_per_run(tmp_path_factory, "trust-whole-index", build)
+    return folder / "index", found
 
 
 def _copy_index(whole: tuple[Path, list[list[str]]], data_dir: Path) -> list[list[str]]:
