@@ -98,6 +98,15 @@ def test_bm25_scifact_run_cli_equals_pytrec_eval(collections_dir: Path, tmp_path
     # rank-bm25 comes with the stack extra, which CI installs: no importorskip, a missing one must show.
     builder = _run_builder()
     scifact = collections_dir / "scifact"
+    # the run's scores are rank_bm25's BM25Okapi scores, computed over postings: the same bits
+    from rank_bm25 import BM25Okapi
+
+    bm25 = BM25Okapi([builder.tokenize(f"{d.get('title', '')} {d['text']}")
+                      for d in builder._jsonl(scifact / "corpus.jsonl")], k1=0.9, b=0.4)
+    scores_of = builder.okapi_scorer(bm25)
+    for query in [q["query"] for q in builder._jsonl(scifact / "queries.jsonl")][:12] + ["cells cells zzzunseen", ""]:
+        tokens = builder.tokenize(query)
+        assert scores_of(tokens).tobytes() == bm25.get_scores(tokens).tobytes(), query
     run_path = tmp_path / "scifact.run"
     builder.write_trec_run(builder.bm25_run(scifact, depth=100), run_path)
 
