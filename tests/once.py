@@ -37,5 +37,7 @@ def once_per_run(tmp_path_factory: pytest.TempPathFactory, name: str, make: Call
     with open(folder / "lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not done.exists():
-            done.write_text(json.dumps(make(folder)), encoding="utf-8")
+            record = folder / "done.json.tmp"  # whole or absent: a worker killed while writing leaves no record
+            record.write_text(json.dumps(make(folder)), encoding="utf-8")
+            os.replace(record, done)
     return folder, json.loads(done.read_text(encoding="utf-8"))
