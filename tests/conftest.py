@@ -7,6 +7,7 @@ import os
 import pkgutil
 import signal
 import sys
+from collections.abc import Iterator
 from typing import Any
 from pathlib import Path
 
@@ -70,17 +71,21 @@ CORE_FILES = frozenset({
 })
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark the inner loop's tests ``core``, and run the modules holding ``slow`` tests first.
+@pytest.hookimpl(hookwrapper=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> Iterator[None]:
+    """Mark the inner loop's tests ``core`` before ``-m`` selects; then run the selected modules that
+    hold ``slow`` tests first.
 
     Longest first: under ``-n 2`` the last tests handed out are then short ones, so neither worker
     sits idle while the other finishes a long test (the workers' busy time differed by ~30 s of a
-    5-minute run). Each module's tests stay together and in order, so module fixtures start once.
+    5-minute run). Each module's tests stay together and in order, so module fixtures start once;
+    a selection without slow tests keeps its order.
     """
     here = Path(__file__).parent
     for item in items:
         if item.path.parent == here and item.path.name in CORE_FILES:
             item.add_marker(pytest.mark.core)
+    yield  # -m and -k deselect here
     slow_modules = {item.path for item in items if item.get_closest_marker("slow")}
     items.sort(key=lambda item: item.path not in slow_modules)  # stable: modules keep their order
 
