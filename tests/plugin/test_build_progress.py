@@ -153,7 +153,7 @@ def test_a_cold_build_of_the_stack_shows_each_step_once(pytester: pytest.Pyteste
 def test_under_xdist_the_building_worker_says_so_live_on_stderr(pytester: pytest.Pytester,
                                                                  monkeypatch: pytest.MonkeyPatch,
                                                                  tmp_path_factory: pytest.TempPathFactory) -> None:
-    pytest.importorskip("xdist")
+    pytest.importorskip("xdist", reason="pytest-xdist is in the dev extra, which CI installs")
     project(pytester, monkeypatch, STACK_CONFTEST)
     # the quiet run first: meanwhile another worker may already run the shared loud session
     cold(pytester, monkeypatch, "xdist-quiet")

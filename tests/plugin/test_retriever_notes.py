@@ -33,7 +33,7 @@ def test_retriever_warnings_print_once_and_reach_the_artifact(project: RagProjec
 
 
 def test_retriever_warnings_print_once_under_xdist(project: RagProject) -> None:
-    pytest.importorskip("xdist")
+    pytest.importorskip("xdist", reason="pytest-xdist is in the dev extra, which CI installs")
     project.retriever(describe={"model": "all-MiniLM-L6-v2", "warnings": [WARNING]})
     project.make_baseline()
     result = project.run_subprocess("-n", "2")

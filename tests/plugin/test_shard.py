@@ -341,7 +341,7 @@ def test_merge_refuses_a_baseline_changed_since_the_shards(baselined: RagProject
 
 @pytest.mark.slow
 def test_a_shard_under_xdist_writes_the_serial_shards_artifact(baselined: RagProject) -> None:
-    pytest.importorskip("xdist")
+    pytest.importorskip("xdist", reason="pytest-xdist is in the dev extra, which CI installs")
     baselined.answer(**DEGRADED)
     serial = baselined.run("--rag-shard=2/3", "--rag-report=serial.json")
     parallel = baselined.run_subprocess("-n", "2", "--rag-shard=2/3", "--rag-report=parallel.json")

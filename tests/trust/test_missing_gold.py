@@ -128,7 +128,7 @@ def test_a_retriever_with_doc_ids_is_checked_without_a_corpus(typo: TrustProject
 
 
 def test_doc_ids_reach_the_controller_under_xdist(typo: TrustProject) -> None:
-    pytest.importorskip("xdist")
+    pytest.importorskip("xdist", reason="pytest-xdist is in the dev extra, which CI installs")
     typo.conftest_text += DOC_IDS_CONFTEST
     (typo.path / "conftest.py").write_text(typo.conftest_text, encoding="utf-8")
     (typo.path / "doc_ids.json").write_text(json.dumps(DOCS), encoding="utf-8")
@@ -156,7 +156,7 @@ def rag_retriever():
 def test_a_doc_ids_check_made_at_the_first_query_is_reported_at_the_end(project: TrustProject, xdist: bool) -> None:
     """The header is printed before the first query, so it says "none checked yet"; the end says what was."""
     if xdist:
-        pytest.importorskip("xdist")
+        pytest.importorskip("xdist", reason="pytest-xdist is in the dev extra, which CI installs")
     project.conftest_text += DOC_IDS_CONFTEST
     (project.path / "conftest.py").write_text(project.conftest_text, encoding="utf-8")
     (project.path / "doc_ids.json").write_text(json.dumps(DOCS), encoding="utf-8")
@@ -171,7 +171,7 @@ def test_a_doc_ids_check_made_at_the_first_query_is_reported_at_the_end(project:
 @pytest.mark.parametrize("xdist", [False, True], ids=["serial", "xdist"])
 def test_a_doc_ids_that_raises_is_said_not_skipped(project: TrustProject, xdist: bool) -> None:
     if xdist:
-        pytest.importorskip("xdist")
+        pytest.importorskip("xdist", reason="pytest-xdist is in the dev extra, which CI installs")
     project.conftest_text += RAISING_DOC_IDS_CONFTEST
     (project.path / "conftest.py").write_text(project.conftest_text, encoding="utf-8")
     project.make_baseline()

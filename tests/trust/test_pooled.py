@@ -472,7 +472,7 @@ def test_history_shows_judged_and_the_inconclusive_count_per_night(
 
 def test_a_pooled_run_under_xdist_gives_the_serial_verdict_judged_and_unjudged_counts(
         pooled_baseline: TrustProject) -> None:
-    pytest.importorskip("xdist")
+    pytest.importorskip("xdist", reason="pytest-xdist is in the dev extra, which CI installs")
     project = pooled_baseline
     found_unjudged(project)
     serial = project.run("--rag-report=serial.json")

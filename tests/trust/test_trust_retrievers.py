@@ -748,7 +748,7 @@ def test_a_fixture_that_never_releases_the_interpreter_is_ended_by_faulthandler(
 @pytest.mark.slow  # two xdist runs that each wait out a faulthandler limit
 @pytest.mark.skipif(not hasattr(signal, "setitimer"), reason="SIGALRM is POSIX-only")
 def test_under_xdist_a_worker_ended_at_setup_is_not_replaced(baselined: TrustProject) -> None:
-    pytest.importorskip("xdist")
+    pytest.importorskip("xdist", reason="pytest-xdist is in the dev extra, which CI installs")
     (baselined.path / "conftest.py").write_text(baselined.conftest_text + GIL_HOLDING_FIXTURE, encoding="utf-8")
     result = baselined.run_subprocess("-n", "2", "--rag-setup-timeout", "0.25")
     out = result.stdout.str()
