@@ -42,6 +42,7 @@ from pytest_ragmetrics.report.ablation import (
     render_markdown,
 )
 from tiny_models import build_tiny_cross_encoder
+from warm_cache import built_again, home_with_cache_of  # tests/warm_cache.py
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -554,7 +555,7 @@ def test_cli_ablate_shows_progress_lines_on_a_log_and_quiet_hides_them(
     assert code == 2 and "RAGMETRICS_PROGRESS='sometimes': expected bar, lines, off or auto" in err
 
 
-@pytest.mark.slow  # loads MiniLM in a fresh process, twice
+@pytest.mark.slow  # loads MiniLM in a fresh process
 def test_cli_ablate_in_a_process_whose_stderr_is_a_log(car_golden: Path, tmp_path: Path) -> None:
     """What a CI log of a cold build shows: the build's steps and each row's search, as plain lines."""
     argv = [sys.executable, "-m", "pytest_ragmetrics", "ablate", "--corpus", str(CAR_CORPUS), "--golden",
@@ -573,9 +574,12 @@ def test_cli_ablate_in_a_process_whose_stderr_is_a_log(car_golden: Path, tmp_pat
     assert "searching mode hybrid: 5 questions in " in loud.stderr
     assert "\r" not in loud.stderr.split("Loading weights")[0]  # no bar: stderr is no terminal
 
-    quiet = subprocess.run([*argv, "-q"], env={**env, "RAGMETRICS_HOME": str(tmp_path / "quiet")},
+    # -q: the same builds from the embedding cache alone (every index made again, no model loaded)
+    quiet_home = home_with_cache_of(tmp_path / "loud", tmp_path / "quiet")
+    quiet = subprocess.run([*argv, "-q"], env={**env, "RAGMETRICS_HOME": str(quiet_home)},
                            capture_output=True, text=True, timeout=600)
     assert quiet.returncode == 0, quiet.stderr[-3000:]
+    assert built_again(quiet_home)
     assert not [line for line in quiet.stderr.splitlines() if line.startswith(TASKS) or line.startswith("index ")]
     assert quiet.stdout == loud.stdout
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from cold_xdist import GOLDEN as CAR_GOLDEN, cold_xdist_run  # tests/plugin/cold_xdist.py
+from warm_cache import built_again, home_with_cache_of  # tests/warm_cache.py
 
 CORPUS = Path(__file__).resolve().parents[1] / "stack" / "data" / "car_corpus.jsonl"
 
@@ -144,8 +145,17 @@ def test_a_cold_build_of_the_stack_shows_each_step_once(pytester: pytest.Pyteste
     assert out.index("ragmetrics: building the vector index: ") < out.index("golden.jsonl::q1 PASSED")
     assert "building the vector index" not in result.stderr.str()  # not in captured output either
 
-    cold(pytester, monkeypatch, "quiet")
+    # the same build again from the embedding cache alone (no model loaded): shown step by step too,
+    # and hidden by -q
+    monkeypatch.setenv("RAGMETRICS_HOME", str(home_with_cache_of(pytester.path / "serial", pytester.path / "again")))
+    again = run(pytester, "-v")
+    assert built_again(pytester.path / "again")
+    assert [line.split(":")[1].strip() for line in again.stdout.lines
+            if line.startswith("ragmetrics: ") and " chunks in " in line] == ["tokenising for BM25",
+                                                                             "building the vector index"]
+    monkeypatch.setenv("RAGMETRICS_HOME", str(home_with_cache_of(pytester.path / "serial", pytester.path / "quiet")))
     quiet = run(pytester, "-q")
+    assert built_again(pytester.path / "quiet")
     assert "building the vector index" not in quiet.stdout.str() + quiet.stderr.str()
 
 
@@ -155,11 +165,6 @@ def test_under_xdist_the_building_worker_says_so_live_on_stderr(pytester: pytest
                                                                  tmp_path_factory: pytest.TempPathFactory) -> None:
     pytest.importorskip("xdist", reason="pytest-xdist is in the dev extra, which CI installs")
     project(pytester, monkeypatch, STACK_CONFTEST)
-    # the quiet run first: meanwhile another worker may already run the shared loud session
-    cold(pytester, monkeypatch, "xdist-quiet")
-    quiet = run(pytester, "-n", "2", "-q")
-    assert "ragmetrics: building" not in quiet.stdout.str() + quiet.stderr.str()
-
     # the loud cold session (the documented fixture, every step shown) is shared with
     # test_xdist_index_once.py, which checks the build records its workers left
     result = cold_xdist_run(tmp_path_factory)
@@ -173,3 +178,11 @@ def test_under_xdist_the_building_worker_says_so_live_on_stderr(pytester: pytest
     assert all(" ragmetrics: waiting for another process to finish building this index: " in line
                or " ragmetrics: tokenising for BM25: " in line for line in others), others
     assert "building the vector index" not in result.stdout
+
+    # -q hides it: the same build from the session's embedding cache alone (every index made again,
+    # no model loaded)
+    monkeypatch.setenv("RAGMETRICS_HOME", str(home_with_cache_of(result.home, pytester.path / "xdist-quiet")))
+    quiet = run(pytester, "-n", "2", "-q")
+    assert quiet.ret == pytest.ExitCode.TESTS_FAILED, quiet.stdout.str()  # no baseline: its gate fails
+    assert built_again(pytester.path / "xdist-quiet")
+    assert "ragmetrics: building" not in quiet.stdout.str() + quiet.stderr.str()
