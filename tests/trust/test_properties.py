@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import asdict, fields
 import random
 import tempfile
 from pathlib import Path
@@ -35,7 +36,7 @@ from pytest_ragmetrics.gate.baseline import Baseline, load_baseline
 from pytest_ragmetrics.gate.thresholds import Thresholds, load_thresholds
 from pytest_ragmetrics.errors import BaselineError, InputError, ThresholdsError
 from pytest_ragmetrics.evaluation import evaluate, score_query
-from pytest_ragmetrics.gate.verdict import QueryRecord, build_verdict
+from pytest_ragmetrics.gate.verdict import Drop, QueryRecord, build_verdict
 from pytest_ragmetrics.golden import GoldenSet, Query, load_golden, load_qrels
 from pytest_ragmetrics.measures import _NEEDS_CUTOFF, MEASURE_NAMES, MeasurementConfig
 from pytest_ragmetrics.metrics import document_ranking
@@ -327,6 +328,56 @@ def verdict_inputs(draw: st.DrawFn) -> tuple:  # type: ignore[type-arg]
                             max_regressed_queries=draw(st.none() | st.integers(0, 3)),
                             worst_n=draw(st.integers(0, 5)), fail_on_regression=draw(st.booleans()))
     return golden, records, baseline, thresholds
+
+
+SCORES = st.none() | st.floats(allow_nan=False)
+LEAF = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=5)
+#: metadata as a retriever may return it: nested lists and mappings
+METADATA = st.recursive(LEAF, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner,
+                                                                                       max_size=3), max_leaves=8)
+
+
+@st.composite
+def full_records(draw: st.DrawFn) -> QueryRecord:
+    """A query record with every field drawn, drops and leaks included."""
+    metric_map = st.dictionaries(st.sampled_from(METRICS), UNIT, max_size=4)
+    optional_map = st.none() | metric_map
+    drops = st.lists(st.builds(Drop, st.sampled_from(METRICS), UNIT, UNIT, st.none() | UNIT, st.booleans()),
+                     max_size=3)
+    leak = st.fixed_dictionaries({"rank": st.integers(1, 10), "id": st.text(max_size=4), "doc": st.text(max_size=4),
+                                  "metadata": st.dictionaries(st.text(max_size=3), METADATA, max_size=3)})
+    ranking = draw(st.lists(RANKED_IDS, max_size=6))
+    return QueryRecord(
+        draw(st.text(max_size=5)), draw(st.sampled_from(["scored", "unscorable", "error", "unanswerable"])),
+        draw(optional_map), ranking, draw(st.lists(st.none() | st.text(max_size=5), max_size=6)), len(ranking),
+        draw(st.none() | st.text(max_size=5)), draw(st.none() | st.integers(0, 100)),
+        draw(st.none() | st.dictionaries(st.sampled_from(METRICS), metric_map, max_size=2)),
+        draw(st.none() | UNIT), draw(st.lists(st.sampled_from(DOCS), max_size=3)),
+        draw(st.none() | st.lists(st.sampled_from(DOCS), max_size=3)), draw(optional_map), draw(optional_map),
+        draw(optional_map), draw(optional_map), draw(st.lists(SCORES, max_size=6)), draw(st.none() | st.integers(0, 1)),
+        draw(st.none() | drops), draw(st.booleans()), draw(st.lists(leak, max_size=2)))
+
+
+@PROPERTY
+@given(record=full_records())
+def test_a_record_as_plain_data_is_what_asdict_gives_and_shares_no_container(record: QueryRecord) -> None:
+    """What a worker sends for each query: equal to ``dataclasses.asdict``, and nothing in it can
+    change when the record does (or the other way round); it reads back as the same record."""
+    plain = record.to_dict()
+    assert plain == asdict(record)
+    assert list(plain) == [f.name for f in fields(QueryRecord)]
+
+    def containers(value: object) -> list[int]:
+        if isinstance(value, dict):
+            return [id(value), *(i for v in value.values() for i in containers(v))]
+        if isinstance(value, list):
+            return [id(value), *(i for v in value for i in containers(v))]
+        return []
+
+    mine = {i for f in fields(QueryRecord) for i in containers(getattr(record, f.name))}
+    assert mine.isdisjoint(containers(plain))
+    assert all(type(d) is dict for d in plain["drops"] or ())
+    assert QueryRecord.from_dict(json.loads(json.dumps(plain))) == record
 
 
 @PROPERTY
