@@ -1,5 +1,6 @@
 """The suite's own tools: work shared once per run (tests/once.py), the torch blocker for the fast
-selection (tests/no_torch.py) and the order the long modules run in (tests/order.py)."""
+selection (tests/no_torch.py), the order the long modules run in (tests/order.py) and the stack home
+that builds again from a cache alone (tests/warm_cache.py)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import pytest
 
 from once import once_per_run  # tests/once.py (tests/ is on sys.path)
 from order import long_modules_first  # tests/order.py
+from warm_cache import built_again, home_with_cache_of  # tests/warm_cache.py
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -95,3 +97,26 @@ def test_the_modules_holding_slow_tests_run_first_each_whole_and_in_order() -> N
     fast = [_item("a.py"), _item("c.py"), _item("b.py")]
     long_modules_first(fast)
     assert [i.path.name for i in fast] == ["a.py", "c.py", "b.py"]  # no slow test: the order is kept
+
+
+def test_a_home_with_the_cache_of_another_holds_only_its_cache(tmp_path: Path) -> None:
+    source = tmp_path / "cold"
+    for name, text in {"cache/embeddings.sqlite3": "db", "cache/embeddings.sqlite3-wal": "wal",
+                       "index/0123/settings.json": "{}", "index/0123/manifest.json": "{}", "bm25/chunks.json": "[]",
+                       "onnx/model.onnx": "graph"}.items():
+        (source / name).parent.mkdir(parents=True, exist_ok=True)
+        (source / name).write_text(text, encoding="utf-8")
+    assert built_again(source)
+    home = home_with_cache_of(source, tmp_path / "warm")
+    assert sorted(str(p.relative_to(home)) for p in home.rglob("*")) == [
+        "cache", "cache/embeddings.sqlite3", "cache/embeddings.sqlite3-wal"]  # no index, BM25 or graph
+    assert (home / "cache" / "embeddings.sqlite3-wal").read_text(encoding="utf-8") == "wal"
+    assert not built_again(home)
+    (home / "index" / "4567").mkdir(parents=True)
+    (home / "index" / "4567" / "settings.json").write_text("{}", encoding="utf-8")  # written before a build
+    (home / "bm25").mkdir()
+    assert not built_again(home)  # an index is whole once its manifest is written
+    (home / "index" / "4567" / "manifest.json").write_text("{}", encoding="utf-8")
+    assert built_again(home)
+    with pytest.raises(AssertionError, match="holds no embedding cache"):
+        home_with_cache_of(tmp_path / "warm" / "index", tmp_path / "other")

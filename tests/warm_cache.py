@@ -13,6 +13,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from pytest_ragmetrics.stack.index_folder import MANIFEST
+
 
 def home_with_cache_of(source: Path, home: Path) -> Path:
     """``home``, made new, holding only the embedding cache of the stack home ``source`` (with its
@@ -27,6 +29,6 @@ def home_with_cache_of(source: Path, home: Path) -> Path:
 
 
 def built_again(home: Path) -> bool:
-    """Whether a build ran in ``home`` since :func:`home_with_cache_of` made it: an index folder
-    and the BM25 store are there again."""
-    return any((home / "index").glob("*/settings.json")) and (home / "bm25").is_dir()
+    """Whether a build finished in ``home`` since :func:`home_with_cache_of` made it: a vector index
+    with its manifest (written once the index is whole) and the BM25 store are there again."""
+    return any((home / "index").glob(f"*/{MANIFEST}")) and (home / "bm25").is_dir()
