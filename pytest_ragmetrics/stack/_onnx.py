@@ -27,11 +27,14 @@ between the same passage alone and in a batch of 8).
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import logging
 import os
+import shlex
 import tempfile
+import time
 import warnings
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -278,7 +281,8 @@ def cached_graph(home: Path, name: str, fp32_name: str, export_fp32: Callable[[P
     dest = home / name
     if dest.is_file():
         return dest, 0
-    home.mkdir(parents=True, exist_ok=True)
+    _check_writable(home)
+    _remove_stale_temporaries(home)
     fp32, written = home / fp32_name, 0
     if not fp32.is_file():
         export_fp32(fp32)
@@ -295,6 +299,42 @@ def cached_graph(home: Path, name: str, fp32_name: str, export_fp32: Callable[[P
             written += 1
         written += 1
     return dest, written
+
+
+#: A temporary graph untouched this long is left by an export that was killed (no export takes an hour).
+STALE_TEMPORARY_SECONDS = 3600
+
+
+def _check_writable(home: Path) -> None:
+    """Raise :class:`IndexStoreError` when the graph folder ``home`` (made if missing) cannot take a new
+    file: said before an export of minutes, naming the folder, instead of as a bare PermissionError
+    after it. Probed by writing, as root ignores the mode bits but not an immutable flag or a
+    read-only mount. A graph already there is read without writing, so only an export asks."""
+    from .index_folder import IndexStoreError
+
+    try:
+        home.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=home):
+            pass
+    except PermissionError as exc:
+        blocked = next((folder for folder in (home, *home.parents) if folder.exists()), home)  # where it stopped
+        raise IndexStoreError(
+            f"the ONNX graph folder {home} is not writable ({exc.strerror}: {blocked}), so the graph this "
+            f"backend needs cannot be exported there. Make {blocked} writable by this user (chmod -R u+w "
+            f"{shlex.quote(str(blocked))}), or point RAGMETRICS_HOME (or onnx_dir) at a writable folder; graphs "
+            "already exported are read from a read-only folder as they are"
+        ) from None
+
+
+def _remove_stale_temporaries(home: Path) -> None:
+    """Delete the temporary graphs of exports killed mid-write (``kill -9`` runs no clean-up): each is
+    as large as the graph (about 90 MB for MiniLM). One written to within the hour may be a running
+    export's, and is left alone."""
+    cutoff = time.time() - STALE_TEMPORARY_SECONDS
+    for leftover in home.glob(".*.onnx.*.tmp"):
+        with contextlib.suppress(OSError):  # another process may remove or rename it meanwhile
+            if leftover.stat().st_mtime < cutoff:
+                leftover.unlink()
 
 
 def _set_aside(path: Path, exc: BaseException) -> None:

@@ -41,7 +41,8 @@ __all__ = ["MANIFEST", "UNVERIFIED", "WAIT_TASK", "IndexStoreError", "check_fold
 
 class IndexStoreError(RagMetricsError, RuntimeError):
     """A local store the stack cannot read or repair: an index folder (damaged and not
-    writable, or one chromadb cannot open) or the embedding cache."""
+    writable, or one chromadb cannot open), the embedding cache, or a folder an ONNX
+    graph cannot be exported to."""
 
 
 def connect(data_dir: str | Path | None = None, chroma_url: str | None = None) -> Any:

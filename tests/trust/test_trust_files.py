@@ -651,6 +651,63 @@ def test_a_read_only_index_folder_is_said_to_be_read_only_not_corrupt(tmp_path: 
     assert index.sync(ids, ids, "corpus", lambda texts: pytest.fail("rebuilt an intact index")) is False
 
 
+def test_a_read_only_graph_folder_is_named_before_an_export_and_read_as_it_is(tmp_path: Path) -> None:
+    """An ONNX backend whose graph is not exported yet, in a folder this user cannot write, stopped
+    with a bare PermissionError on a temporary file; now the folder is named with the fix, before
+    any export starts. A graph already in a read-only folder is used as it is."""
+    from pytest_ragmetrics.stack._onnx import cached_graph
+    from pytest_ragmetrics.stack.index_folder import IndexStoreError
+
+    onnx = tmp_path / "onnx"
+    home = onnx / "0123456789abcdef"  # the model's folder: made by its first export
+    onnx.mkdir()
+    for blocked in (onnx, home):  # the model's folder cannot be made; it is there, but read-only
+        if blocked == home:
+            home.mkdir()
+        locked = _read_only([blocked])
+        try:
+            with pytest.raises(IndexStoreError) as raised:
+                cached_graph(home, "model-int8-v1.onnx", "model-fp32-v1.onnx",
+                             lambda path: pytest.fail("exported into a folder it cannot write"))
+        finally:
+            _writable_again(locked)
+        message = str(raised.value)
+        assert f"the ONNX graph folder {home} is not writable (" in message, message
+        assert f"Make {blocked} writable by this user (chmod -R u+w {blocked})" in message, message
+        assert "RAGMETRICS_HOME" in message
+        assert [p.name for p in onnx.rglob("*")] == (["0123456789abcdef"] if blocked == home else [])
+
+    (home / "model-fp32-v1.onnx").write_bytes(b"graph")  # exported before the folder was locked
+    locked = _read_only([home])
+    try:
+        assert cached_graph(home, "model-fp32-v1.onnx", "model-fp32-v1.onnx",
+                            lambda path: pytest.fail("exported again")) == (home / "model-fp32-v1.onnx", 0)
+    finally:
+        _writable_again(locked)
+
+
+def test_temporary_graphs_of_killed_exports_are_removed_at_the_next_export(tmp_path: Path) -> None:
+    """kill -9 during an export leaves its temporary graph (about 90 MB for MiniLM): the next export
+    removes those untouched for an hour, and leaves a younger one (another export may be writing it)."""
+    from pytest_ragmetrics.stack._onnx import STALE_TEMPORARY_SECONDS, cached_graph
+
+    home = tmp_path / "0123456789abcdef"
+    home.mkdir()
+    stale, fresh = home / ".model-fp32-v1.onnx.k1ll3d.tmp", home / ".model-fp32-v1.onnx.wr1t1ng.tmp"
+    other = home / "notes.tmp"  # not a graph's temporary file
+    for path in (stale, fresh, other):
+        path.write_bytes(b"half a graph")
+    old = time.time() - STALE_TEMPORARY_SECONDS - 60
+    os.utime(stale, (old, old))
+    os.utime(other, (old, old))
+
+    def export(path: Path) -> None:
+        path.write_bytes(b"graph")
+
+    assert cached_graph(home, "model-fp32-v1.onnx", "model-fp32-v1.onnx", export) == (home / "model-fp32-v1.onnx", 1)
+    assert sorted(p.name for p in home.iterdir()) == [fresh.name, "model-fp32-v1.onnx", other.name]
+
+
 @pytest.mark.slow
 def test_two_processes_building_the_real_stack_into_one_dir(tmp_path: Path) -> None:
     """The reference retriever end to end (model, embedding cache, chroma, BM25): two
