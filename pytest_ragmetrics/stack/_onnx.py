@@ -28,6 +28,7 @@ between the same passage alone and in a batch of 8).
 from __future__ import annotations
 
 import contextlib
+import errno
 import importlib.util
 import json
 import logging
@@ -307,22 +308,35 @@ STALE_TEMPORARY_SECONDS = 3600
 
 def _check_writable(home: Path) -> None:
     """Raise :class:`IndexStoreError` when the graph folder ``home`` (made if missing) cannot take a new
-    file: said before an export of minutes, naming the folder, instead of as a bare PermissionError
-    after it. Probed by writing, as root ignores the mode bits but not an immutable flag or a
-    read-only mount. A graph already there is read without writing, so only an export asks."""
+    file: said before an export of minutes, naming the folder, instead of as a bare OSError after it.
+    Probed by writing, as root ignores the mode bits but not an immutable flag or a read-only mount.
+    A graph already there is read without writing, so only an export asks."""
     from .index_folder import IndexStoreError
 
     try:
         home.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryFile(dir=home):
             pass
-    except PermissionError as exc:
-        blocked = next((folder for folder in (home, *home.parents) if folder.exists()), home)  # where it stopped
+    except OSError as exc:
+        # where it stopped: the nearest path that is there, a file or a symbolic link that leads nowhere too
+        blocked = next((folder for folder in (home, *home.parents) if os.path.lexists(folder)), home)
+        if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+            raise IndexStoreError(
+                f"the ONNX graph folder {home} is not writable ({exc.strerror}: {blocked}), so the graph this "
+                f"backend needs cannot be exported there. Make {blocked} writable by this user (chmod -R u+w "
+                f"{shlex.quote(str(blocked))}), or point RAGMETRICS_HOME (or onnx_dir) at a writable folder "
+                "(a folder made immutable needs chattr -R -i, a read-only mount a writable one); graphs "
+                "already exported are read from a read-only folder as they are"
+            ) from None
+        if blocked.is_dir():  # a full disk, a name too long, ...
+            raise IndexStoreError(
+                f"the ONNX graph folder {home} cannot be made or written there ({exc.strerror}: {blocked}); "
+                "fix that, or point RAGMETRICS_HOME (or onnx_dir) at another folder"
+            ) from None
+        what = f"a symbolic link to {os.readlink(blocked)}, which leads to no folder" if blocked.is_symlink() else "a file"
         raise IndexStoreError(
-            f"the ONNX graph folder {home} is not writable ({exc.strerror}: {blocked}), so the graph this "
-            f"backend needs cannot be exported there. Make {blocked} writable by this user (chmod -R u+w "
-            f"{shlex.quote(str(blocked))}), or point RAGMETRICS_HOME (or onnx_dir) at a writable folder; graphs "
-            "already exported are read from a read-only folder as they are"
+            f"the ONNX graph folder {home} cannot be made: {blocked} is {what} ({exc.strerror}). Remove or "
+            f"rename {shlex.quote(str(blocked))}, or point RAGMETRICS_HOME (or onnx_dir) at a folder"
         ) from None
 
 

@@ -686,6 +686,48 @@ def test_a_read_only_graph_folder_is_named_before_an_export_and_read_as_it_is(tm
         _writable_again(locked)
 
 
+@pytest.mark.parametrize("what", ["a file", "a dangling symbolic link", "a symbolic link loop", "a read-only mount"])
+def test_a_graph_folder_that_cannot_be_made_is_named_with_what_is_in_the_way(
+    tmp_path: Path, what: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """RAGMETRICS_HOME/onnx (or onnx_dir) that is a file or a symbolic link leading nowhere, or a
+    folder on a read-only mount (EROFS, not a PermissionError), stopped the backend with a bare
+    FileExistsError, NotADirectoryError or OSError; now the path in the way is named with the fix."""
+    import errno
+    import tempfile
+
+    from pytest_ragmetrics.stack._onnx import cached_graph
+    from pytest_ragmetrics.stack.index_folder import IndexStoreError
+
+    onnx = tmp_path / "onnx"
+    if what == "a file":
+        onnx.write_text("not a folder")
+    elif what == "a dangling symbolic link":
+        onnx.symlink_to(tmp_path / "gone")
+    elif what == "a symbolic link loop":
+        (tmp_path / "loop").symlink_to(onnx)
+        onnx.symlink_to(tmp_path / "loop")
+    else:
+        onnx.mkdir()
+
+        def read_only_mount(*args: object, **kwargs: object) -> None:
+            raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(onnx))
+
+        monkeypatch.setattr(tempfile, "TemporaryFile", read_only_mount)
+    home = onnx / "0123456789abcdef"
+    with pytest.raises(IndexStoreError) as raised:
+        cached_graph(home, "model-int8-v1.onnx", "model-fp32-v1.onnx",
+                     lambda path: pytest.fail("exported into a folder that cannot be made"))
+    message = str(raised.value)
+    assert f"the ONNX graph folder {home} " in message and "RAGMETRICS_HOME (or onnx_dir)" in message, message
+    if what == "a read-only mount":
+        assert f"is not writable (Read-only file system: {home})" in message, message
+        assert "a read-only mount a writable one" in message, message
+    else:
+        assert f"cannot be made: {onnx} is {'a file' if what == 'a file' else 'a symbolic link to'}" in message, message
+        assert f"Remove or rename {onnx}" in message, message
+
+
 def test_temporary_graphs_of_killed_exports_are_removed_at_the_next_export(tmp_path: Path) -> None:
     """kill -9 during an export leaves its temporary graph (about 90 MB for MiniLM): the next export
     removes those untouched for an hour, and leaves a younger one (another export may be writing it)."""
