@@ -353,9 +353,19 @@ def _remove_stale_temporaries(home: Path) -> None:
 
 def _set_aside(path: Path, exc: BaseException) -> None:
     """Remove an exported graph that cannot be read, saying so once: the caller exports it again."""
+    from .index_folder import IndexStoreError
     from .manifest import report_repair
 
-    path.unlink(missing_ok=True)
+    try:
+        path.unlink(missing_ok=True)
+    except OSError as error:  # a read-only folder: the damaged graph stays, and every run would stop on it
+        raise IndexStoreError(
+            f"the exported graph {path} could not be read ({type(exc).__name__}: {str(exc).strip()[:200]}), "
+            f"and it cannot be removed to export it again ({error.strerror}: {path.parent} is not writable "
+            f"by this user). Delete it (rm {shlex.quote(str(path))}) once its folder is writable (chmod -R u+w, "
+            "or chattr -R -i for an immutable one), and the next run exports it again; or point "
+            "RAGMETRICS_HOME (or onnx_dir) at a writable folder"
+        ) from None
     report_repair(f"the exported graph {path} could not be read ({type(exc).__name__}: "
                   f"{str(exc).strip()[:200]}); it was exported again", stacklevel=4)
 

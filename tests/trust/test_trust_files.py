@@ -728,6 +728,38 @@ def test_a_graph_folder_that_cannot_be_made_is_named_with_what_is_in_the_way(
         assert f"Remove or rename {onnx}" in message, message
 
 
+def test_a_damaged_graph_in_a_read_only_folder_is_named_not_raised_as_a_bare_permission_error(tmp_path: Path) -> None:
+    """A graph onnxruntime cannot load is removed and exported again; in a folder this user cannot
+    write the removal failed with a bare PermissionError. Now the graph, why it is removed and the
+    fix are named, and the file is left as it was."""
+    from pytest_ragmetrics.stack._onnx import open_graph
+    from pytest_ragmetrics.stack.index_folder import IndexStoreError
+
+    class InvalidProtobuf(Exception):
+        pass
+
+    InvalidProtobuf.__module__ = "onnxruntime.capi.onnxruntime_pybind11_state"  # where onnxruntime's errors live
+
+    def load(path: Path) -> None:
+        raise InvalidProtobuf(f"Load model from {path} failed:Protobuf parsing failed.")
+
+    home = tmp_path / "0123456789abcdef"
+    home.mkdir()
+    graph = home / "model-int8-v1.onnx"
+    graph.write_bytes(b"")  # emptied by a half-restored cache
+    locked = _read_only([home])
+    try:
+        with pytest.raises(IndexStoreError) as raised:
+            open_graph(lambda: graph, load)
+    finally:
+        _writable_again(locked)
+    message = str(raised.value)
+    assert f"the exported graph {graph} could not be read (InvalidProtobuf: " in message, message
+    assert "cannot be removed to export it again (" in message and f"{home} is not writable" in message, message
+    assert f"rm {graph}" in message and "RAGMETRICS_HOME (or onnx_dir)" in message, message
+    assert graph.read_bytes() == b""
+
+
 def test_temporary_graphs_of_killed_exports_are_removed_at_the_next_export(tmp_path: Path) -> None:
     """kill -9 during an export leaves its temporary graph (about 90 MB for MiniLM): the next export
     removes those untouched for an hour, and leaves a younger one (another export may be writing it)."""
