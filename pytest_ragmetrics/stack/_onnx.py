@@ -37,7 +37,7 @@ import shlex
 import tempfile
 import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
@@ -222,12 +222,29 @@ def _export_fp32(model_path: str, dest: Path) -> None:
         tmp.unlink(missing_ok=True)
 
 
-def _quantize_int8(source: Path, dest: Path) -> None:
-    """Dynamic int8 quantisation of the MatMul weights, per output channel.
+def _load_graph(source: Path) -> Any:
+    """The float32 graph ``source`` as a ModelProto; a damaged file fails here, with onnx's or protobuf's error."""
+    try:
+        import onnx
+    except ImportError as exc:
+        raise ImportError(f"int8 quantisation needs onnxruntime and onnx ({exc}); {_INSTALL_HINT}") from None
+    model = onnx.load(str(source))
+    if not model.graph.node:  # an empty file parses as an empty model
+        raise ValueError("no graph in the file")
+    return model
+
+
+def _quantize_int8(model: Any, dest: Path) -> None:
+    """Dynamic int8 quantisation of the MatMul weights of the float32 graph ``model``, per output channel.
 
     Per-tensor scales (onnxruntime's default) cost too much here: cosine to the
     float32 vectors fell to 0.917 on SciFact passages; per channel it stays
     above 0.98. Activations are quantised per batch at run time.
+
+    ``model`` is a ModelProto, not the graph's path: given a path, quantize_dynamic writes
+    ``<graph>-inferred.onnx`` beside it and reads it back, a name every process quantising the
+    same graph shares, which a killed run leaves behind; a ModelProto's goes to a folder of its own
+    under the system's temporary folder. The int8 file is the same byte for byte.
     """
     try:
         from onnxruntime.quantization import QuantType, quantize_dynamic
@@ -245,7 +262,7 @@ def _quantize_int8(source: Path, dest: Path) -> None:
     try:
         quant_log.setLevel(logging.ERROR)
         quantize_dynamic(
-            str(source),
+            model,
             str(tmp),
             weight_type=QuantType.QInt8,
             per_channel=True,
@@ -285,21 +302,42 @@ def cached_graph(home: Path, name: str, fp32_name: str, export_fp32: Callable[[P
     _check_writable(home)
     _remove_stale_temporaries(home)
     fp32, written = home / fp32_name, 0
-    if not fp32.is_file():
-        export_fp32(fp32)
-        written += 1
-    if dest != fp32:
-        try:
-            _quantize_int8(fp32, dest)
-        except ImportError:
-            raise
-        except Exception as exc:  # a damaged float32 file: onnx's and protobuf's own error classes
-            _set_aside(fp32, exc)
+    with _room_for(home):
+        if not fp32.is_file():
             export_fp32(fp32)
-            _quantize_int8(fp32, dest)
             written += 1
-        written += 1
+        if dest != fp32:
+            try:
+                model = _load_graph(fp32)
+            except ImportError:
+                raise
+            except Exception as exc:  # a damaged float32 file: onnx's and protobuf's own error classes
+                _set_aside(fp32, exc)
+                export_fp32(fp32)
+                written += 1
+                model = _load_graph(fp32)
+            _quantize_int8(model, dest)
+            written += 1
     return dest, written
+
+
+@contextlib.contextmanager
+def _room_for(home: Path) -> Iterator[None]:
+    """Say a full disk (or quota) during an export as such, naming the folder: the temporary file
+    is already gone, and onnx's bare ``OSError: [Errno 28]`` names nothing."""
+    from .index_folder import IndexStoreError
+
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        raise IndexStoreError(
+            f"no room to export the ONNX graph into {home} ({exc.strerror}): a float32 graph takes about "
+            "90 MB for MiniLM, and int8 quantisation also writes a copy under the system's temporary folder "
+            f"({tempfile.gettempdir()}). Free space there, or point RAGMETRICS_HOME (or onnx_dir) at a disk "
+            "with room"
+        ) from None
 
 
 #: A temporary graph untouched this long is left by an export that was killed (no export takes an hour).

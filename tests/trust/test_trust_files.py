@@ -760,6 +760,63 @@ def test_a_damaged_graph_in_a_read_only_folder_is_named_not_raised_as_a_bare_per
     assert graph.read_bytes() == b""
 
 
+def _tiny_graph(path: Path) -> None:
+    """A float32 graph of one MatMul, which int8 quantisation rewrites: an export without torch."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    weight = numpy_helper.from_array(np.arange(16, dtype=np.float32).reshape(4, 4) / 16, "w")
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "tiny",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 4])], [weight])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+
+
+def test_a_full_disk_during_an_export_is_named_and_keeps_the_float32_graph(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A full disk while quantising was taken for a damaged float32 graph: the intact graph was
+    deleted and exported again (torch, ~10 s), then the run stopped on a bare OSError or protobuf
+    DecodeError. Now the disk is named, and the float32 graph stays for the next run. Quantising
+    leaves nothing beside the graphs (onnxruntime's ``-inferred.onnx`` copy goes elsewhere)."""
+    import errno
+
+    import onnxruntime.quantization as quantization
+
+    from pytest_ragmetrics.stack._onnx import cached_graph
+    from pytest_ragmetrics.stack.index_folder import IndexStoreError
+
+    home = tmp_path / "0123456789abcdef"
+    exports: list[Path] = []
+
+    def export(path: Path) -> None:
+        exports.append(path)
+        _tiny_graph(path)
+
+    def full_disk(*args: object, **kwargs: object) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    real = quantization.quantize_dynamic
+    monkeypatch.setattr(quantization, "quantize_dynamic", full_disk)
+    with pytest.raises(IndexStoreError) as raised:
+        cached_graph(home, "model-int8-v1.onnx", "model-fp32-v1.onnx", export)
+    assert f"no room to export the ONNX graph into {home} (No space left on device)" in str(raised.value)
+    assert "RAGMETRICS_HOME (or onnx_dir)" in str(raised.value)
+    assert exports == [home / "model-fp32-v1.onnx"] and [p.name for p in home.iterdir()] == ["model-fp32-v1.onnx"]
+
+    monkeypatch.setattr(quantization, "quantize_dynamic", real)
+    assert cached_graph(home, "model-int8-v1.onnx", "model-fp32-v1.onnx", export) == (home / "model-int8-v1.onnx", 1)
+    assert len(exports) == 1 and sorted(p.name for p in home.iterdir()) == ["model-fp32-v1.onnx", "model-int8-v1.onnx"]
+
+    (home / "model-int8-v1.onnx").unlink()
+    (home / "model-fp32-v1.onnx").write_bytes(b"")  # an emptied float32 graph is damage: exported again
+    with pytest.warns(Warning, match="could not be read"):
+        assert cached_graph(home, "model-int8-v1.onnx", "model-fp32-v1.onnx", export)[1] == 2
+    with pytest.raises(IndexStoreError, match="no room to export the ONNX graph into"):
+        cached_graph(tmp_path / "other", "model-fp32-v1.onnx", "model-fp32-v1.onnx", full_disk)
+
+
 def test_temporary_graphs_of_killed_exports_are_removed_at_the_next_export(tmp_path: Path) -> None:
     """kill -9 during an export leaves its temporary graph (about 90 MB for MiniLM): the next export
     removes those untouched for an hour, and leaves a younger one (another export may be writing it)."""
