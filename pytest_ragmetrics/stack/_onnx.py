@@ -48,6 +48,7 @@ __all__ = [
     "ONNX_BACKENDS",
     "OnnxEncoder",
     "exported_model",
+    "graph_folder",
     "new_session",
     "open_graph",
     "require_onnxruntime",
@@ -276,6 +277,21 @@ def _quantize_int8(model: Any, dest: Path) -> None:
         tmp.unlink(missing_ok=True)
 
 
+def graph_folder(onnx_dir: Path | None) -> Path:
+    """``onnx_dir``, else ``<RAGMETRICS_HOME>/onnx``, the home made with its ``.gitignore`` (which keeps
+    the 90 MB exports out of commits) where it can be. A home that cannot be (a read-only one holding
+    graphs already exported, or a file) is left to :func:`cached_graph`: reading needs no writing,
+    and an export names the path in the way."""
+    from .paths import _ensure_home, ragmetrics_home
+
+    if onnx_dir is not None:
+        return onnx_dir
+    home = ragmetrics_home()
+    with contextlib.suppress(OSError):
+        _ensure_home(home)
+    return home / "onnx"
+
+
 def exported_model(model_path: str | Path, fingerprint: str, backend: str, folder: Path) -> Path:
     """The ``.onnx`` file of ``backend`` for this model, exporting (and quantising) it if absent.
 
@@ -371,7 +387,9 @@ def _check_writable(home: Path) -> None:
                 f"the ONNX graph folder {home} cannot be made or written there ({exc.strerror}: {blocked}); "
                 "fix that, or point RAGMETRICS_HOME (or onnx_dir) at another folder"
             ) from None
-        what = f"a symbolic link to {os.readlink(blocked)}, which leads to no folder" if blocked.is_symlink() else "a file"
+        what = "a file"
+        if blocked.is_symlink():
+            what = f"a symbolic link to {os.readlink(blocked)}, which leads to no folder"
         raise IndexStoreError(
             f"the ONNX graph folder {home} cannot be made: {blocked} is {what} ({exc.strerror}). Remove or "
             f"rename {shlex.quote(str(blocked))}, or point RAGMETRICS_HOME (or onnx_dir) at a folder"

@@ -175,12 +175,7 @@ def load_model(backend: str, model_path: str, fingerprint: str, device: str, onn
 
         return load_encoder(backend, fingerprint, onnx_dir)
     from . import _onnx
-    from .paths import _ensure_home, ragmetrics_home
 
-    folder = onnx_dir
-    if folder is None:
-        home = ragmetrics_home()
-        _ensure_home(home)  # its .gitignore keeps the 90 MB export out of commits
-        folder = home / "onnx"
+    folder = _onnx.graph_folder(onnx_dir)
     return _onnx.open_graph(lambda: _onnx.exported_model(model_path, fingerprint, backend, folder),
                             lambda path: _onnx.OnnxEncoder(model_path, path))

@@ -817,6 +817,42 @@ def test_a_full_disk_during_an_export_is_named_and_keeps_the_float32_graph(
         cached_graph(tmp_path / "other", "model-fp32-v1.onnx", "model-fp32-v1.onnx", full_disk)
 
 
+@pytest.mark.parametrize("backend", ["onnx-int8", "e5-onnx-int8"])
+def test_a_read_only_home_holding_the_graphs_is_read_and_a_home_that_is_a_file_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, backend: str
+) -> None:
+    """RAGMETRICS_HOME restored read-only with its graphs but without the .gitignore the stack writes
+    into it stopped the ONNX backends with a bare PermissionError on that .gitignore, and a home
+    that is a file with a bare FileExistsError. The graphs are now read as they are, and the file
+    is named by the graph folder's check."""
+    from pytest_ragmetrics.stack import _e5onnx, _onnx
+    from pytest_ragmetrics.stack.index_folder import IndexStoreError
+    from pytest_ragmetrics.stack.models import load_model
+
+    def make_only(make: Any, open_: Any) -> Path:  # the graph's path, without onnxruntime loading it
+        return make()
+
+    monkeypatch.setattr(_onnx, "open_graph", make_only)
+    monkeypatch.setattr(_e5onnx, "open_graph", make_only)
+    files = _e5onnx._FILES if backend.startswith("e5") else _onnx._FILES
+    home = tmp_path / "home"
+    graph = home / "onnx" / "0123456789abcdef" / files[backend]
+    graph.parent.mkdir(parents=True)
+    graph.write_bytes(b"graph")
+    monkeypatch.setenv("RAGMETRICS_HOME", str(home))
+    locked = _read_only([home, graph.parent.parent, graph.parent])
+    try:
+        assert load_model(backend, str(tmp_path), "0123456789abcdef", "cpu", None) == graph
+    finally:
+        _writable_again(locked)
+    assert not (home / ".gitignore").exists()
+
+    monkeypatch.setenv("RAGMETRICS_HOME", str(tmp_path / "a-file"))
+    (tmp_path / "a-file").write_text("not a folder")
+    with pytest.raises(IndexStoreError, match=f"cannot be made: {tmp_path / 'a-file'} is a file"):
+        load_model(backend, str(tmp_path), "0123456789abcdef", "cpu", None)
+
+
 def test_temporary_graphs_of_killed_exports_are_removed_at_the_next_export(tmp_path: Path) -> None:
     """kill -9 during an export leaves its temporary graph (about 90 MB for MiniLM): the next export
     removes those untouched for an hour, and leaves a younger one (another export may be writing it)."""
