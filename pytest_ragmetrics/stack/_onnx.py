@@ -318,6 +318,7 @@ def cached_graph(home: Path, name: str, fp32_name: str, export_fp32: Callable[[P
     _check_writable(home)
     _remove_stale_temporaries(home)
     fp32, written = home / fp32_name, 0
+    _check_not_taken(fp32, dest)
     with _room_for(home):
         if not fp32.is_file():
             export_fp32(fp32)
@@ -335,6 +336,22 @@ def cached_graph(home: Path, name: str, fp32_name: str, export_fp32: Callable[[P
             _quantize_int8(model, dest)
             written += 1
     return dest, written
+
+
+def _check_not_taken(*graphs: Path) -> None:
+    """Raise :class:`IndexStoreError` when a graph's name is taken by something that is no file (a
+    folder, a symbolic link leading nowhere): said before an export of minutes that could not be
+    renamed into place."""
+    from .index_folder import IndexStoreError
+
+    for graph in graphs:
+        if os.path.lexists(graph) and not graph.is_file():
+            what = "a folder" if graph.is_dir() else "not a file"
+            raise IndexStoreError(
+                f"the exported graph's name {graph} is taken by {what}, so the graph cannot be exported there. "
+                f"Remove it (rm -r {shlex.quote(str(graph))}) and the next run exports the graph, or point "
+                "RAGMETRICS_HOME (or onnx_dir) at another folder"
+            )
 
 
 @contextlib.contextmanager

@@ -20,6 +20,7 @@ added leaves its pages free (65 of the 69 MB of a SciFact-size index), and every
 from __future__ import annotations
 
 import contextlib
+import errno
 import re
 import shlex
 import shutil
@@ -94,7 +95,9 @@ def check_writable(folder: Path) -> None:
             if where.is_file():
                 with open(where, "r+b"):  # opened for writing, nothing written
                     pass
-    except PermissionError as exc:
+    except OSError as exc:
+        if exc.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):  # a read-only mount is no PermissionError
+            raise
         raise IndexStoreError(
             f"the vector index folder {folder} is not writable ({exc.strerror}: {where}). That says nothing "
             "against the index in it, which may be intact: chromadb writes to its folder (a lock, the "

@@ -728,6 +728,51 @@ def test_a_graph_folder_that_cannot_be_made_is_named_with_what_is_in_the_way(
         assert f"Remove or rename {onnx}" in message, message
 
 
+@pytest.mark.parametrize("taken", ["model-fp32-v1.onnx", "model-int8-v1.onnx"])
+def test_a_graph_name_taken_by_a_folder_is_named_before_an_export(tmp_path: Path, taken: str) -> None:
+    """A folder where a graph belongs let the export run (about 10 s) and then failed its rename
+    with a bare IsADirectoryError; a symbolic link leading nowhere there did the same."""
+    from pytest_ragmetrics.stack._onnx import cached_graph
+    from pytest_ragmetrics.stack.index_folder import IndexStoreError
+
+    home = tmp_path / "0123456789abcdef"
+    (home / taken).mkdir(parents=True)
+    with pytest.raises(IndexStoreError) as raised:
+        cached_graph(home, "model-int8-v1.onnx", "model-fp32-v1.onnx",
+                     lambda path: pytest.fail("exported a graph it could not rename into place"))
+    message = str(raised.value)
+    assert f"the exported graph's name {home / taken} is taken by a folder" in message, message
+    assert f"rm -r {home / taken}" in message and "RAGMETRICS_HOME (or onnx_dir)" in message
+    (home / taken).rmdir()
+    (home / taken).symlink_to(tmp_path / "gone")
+    with pytest.raises(IndexStoreError, match="is taken by not a file"):
+        cached_graph(home, "model-int8-v1.onnx", "model-fp32-v1.onnx", lambda path: pytest.fail("exported"))
+
+
+def test_an_index_folder_on_a_read_only_mount_is_said_to_be_read_only(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """A read-only mount answers a write with EROFS, which is no PermissionError: the index folder
+    on one stopped with a bare OSError; it is now named as read-only, as a folder without the
+    permission is."""
+    import errno
+    import tempfile
+
+    from pytest_ragmetrics.stack.index import IndexStoreError, VectorIndex
+
+    folder = tmp_path / "index"
+    folder.mkdir()
+
+    def read_only_mount(*args: object, **kwargs: object) -> None:
+        raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(folder))
+
+    monkeypatch.setattr(tempfile, "TemporaryFile", read_only_mount)
+    with pytest.raises(IndexStoreError) as raised:
+        VectorIndex("read-only-mount", {"model": "random-16"}, data_dir=folder)
+    message = str(raised.value)
+    assert f"the vector index folder {folder} is not writable (Read-only file system: {folder})" in message, message
+    assert "a read-only mount a writable one" in message
+
+
 def test_a_damaged_graph_in_a_read_only_folder_is_named_not_raised_as_a_bare_permission_error(tmp_path: Path) -> None:
     """A graph onnxruntime cannot load is removed and exported again; in a folder this user cannot
     write the removal failed with a bare PermissionError. Now the graph, why it is removed and the
