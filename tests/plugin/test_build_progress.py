@@ -9,6 +9,7 @@ the machine is.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -186,3 +187,24 @@ def test_under_xdist_the_building_worker_says_so_live_on_stderr(pytester: pytest
     assert quiet.ret == pytest.ExitCode.TESTS_FAILED, quiet.stdout.str()  # no baseline: its gate fails
     assert built_again(pytester.path / "xdist-quiet")
     assert "ragmetrics: building" not in quiet.stdout.str() + quiet.stderr.str()
+
+
+@pytest.mark.slow  # the shared cold session it rebuilds from loads MiniLM in fresh processes
+def test_progress_off_hides_the_build_of_the_stack(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
+                                                   tmp_path_factory: pytest.TempPathFactory) -> None:
+    """``RAGMETRICS_PROGRESS=off`` hides the vector index's build even when every index is made
+    again, and without -q (which hides it too): the setting, not the verbosity, silences it."""
+    project(pytester, monkeypatch, STACK_CONFTEST)
+    # the embedding cache of the shared cold session (once per run): this run builds every index
+    # again, as a cold one would, but reads each vector from the cache
+    cold = cold_xdist_run(tmp_path_factory)
+    monkeypatch.setenv("RAGMETRICS_HOME", str(home_with_cache_of(cold.home, pytester.path / "off")))
+    monkeypatch.setenv("RAGMETRICS_PROGRESS", "off")
+    # torch made unimportable in the run (tests/no_torch.py): it loads no model
+    tests = str(Path(__file__).resolve().parents[1])
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [tests, os.environ.get("PYTHONPATH")])))
+    off = run(pytester, "-v", "-p", "no_torch")
+    assert off.ret == pytest.ExitCode.TESTS_FAILED, off.stdout.str()  # no baseline: its gate fails
+    assert "golden.jsonl::q1 PASSED" in off.stdout.str()  # the retriever was built and searched
+    assert built_again(pytester.path / "off")
+    assert "building the vector index" not in off.stdout.str() + off.stderr.str()
