@@ -75,6 +75,14 @@ def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
     return pytester.runpytest_subprocess("--rag-eval", "-p", "no:cacheprovider", *args, timeout=600)
 
 
+def without_torch(monkeypatch: pytest.MonkeyPatch) -> tuple[str, ...]:
+    """Arguments for a run that must load no model: torch made unimportable there (tests/no_torch.py),
+    so a run that needs a model fails naming the blocked import."""
+    tests = str(Path(__file__).resolve().parents[1])
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [tests, os.environ.get("PYTHONPATH")])))
+    return ("-p", "no_torch")
+
+
 def test_the_build_shows_above_the_items_and_quiet_hides_it(pytester: pytest.Pytester,
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     project(pytester, monkeypatch, BM25_CONFTEST)
@@ -149,13 +157,13 @@ def test_a_cold_build_of_the_stack_shows_each_step_once(pytester: pytest.Pyteste
     # the same build again from the embedding cache alone (no model loaded): shown step by step too,
     # and hidden by -q
     monkeypatch.setenv("RAGMETRICS_HOME", str(home_with_cache_of(pytester.path / "serial", pytester.path / "again")))
-    again = run(pytester, "-v")
+    again = run(pytester, "-v", *without_torch(monkeypatch))
     assert built_again(pytester.path / "again")
     assert [line.split(":")[1].strip() for line in again.stdout.lines
             if line.startswith("ragmetrics: ") and " chunks in " in line] == ["tokenising for BM25",
                                                                              "building the vector index"]
     monkeypatch.setenv("RAGMETRICS_HOME", str(home_with_cache_of(pytester.path / "serial", pytester.path / "quiet")))
-    quiet = run(pytester, "-q")
+    quiet = run(pytester, "-q", *without_torch(monkeypatch))
     assert built_again(pytester.path / "quiet")
     assert "building the vector index" not in quiet.stdout.str() + quiet.stderr.str()
 
@@ -183,7 +191,7 @@ def test_under_xdist_the_building_worker_says_so_live_on_stderr(pytester: pytest
     # -q hides it: the same build from the session's embedding cache alone (every index made again,
     # no model loaded)
     monkeypatch.setenv("RAGMETRICS_HOME", str(home_with_cache_of(result.home, pytester.path / "xdist-quiet")))
-    quiet = run(pytester, "-n", "2", "-q")
+    quiet = run(pytester, "-n", "2", "-q", *without_torch(monkeypatch))
     assert quiet.ret == pytest.ExitCode.TESTS_FAILED, quiet.stdout.str()  # no baseline: its gate fails
     assert built_again(pytester.path / "xdist-quiet")
     assert "ragmetrics: building" not in quiet.stdout.str() + quiet.stderr.str()
@@ -200,10 +208,7 @@ def test_progress_off_hides_the_build_of_the_stack(pytester: pytest.Pytester, mo
     cold = cold_xdist_run(tmp_path_factory)
     monkeypatch.setenv("RAGMETRICS_HOME", str(home_with_cache_of(cold.home, pytester.path / "off")))
     monkeypatch.setenv("RAGMETRICS_PROGRESS", "off")
-    # torch made unimportable in the run (tests/no_torch.py): it loads no model
-    tests = str(Path(__file__).resolve().parents[1])
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [tests, os.environ.get("PYTHONPATH")])))
-    off = run(pytester, "-v", "-p", "no_torch")
+    off = run(pytester, "-v", *without_torch(monkeypatch))
     assert off.ret == pytest.ExitCode.TESTS_FAILED, off.stdout.str()  # no baseline: its gate fails
     assert "golden.jsonl::q1 PASSED" in off.stdout.str()  # the retriever was built and searched
     assert built_again(pytester.path / "off")
