@@ -63,12 +63,8 @@ class Unjudged:
     baseline_upper: dict[str, float] | None = None
 
 
-def _bound(top: Sequence[str], judgments: Mapping[str, int], docs: Sequence[str], grade: int,
-           config: MeasurementConfig, now: Mapping[str, float]) -> dict[str, float] | None:
-    if not docs:
-        return None
-    raised = {**judgments, **{d: grade for d in docs}}
-    _, metrics = score_query(list(top), raised, config)
+def _bound(metrics: Mapping[str, float] | None, now: Mapping[str, float]) -> dict[str, float] | None:
+    """An upper bound from the ranking re-scored with its unjudged documents judged (None: none were)."""
     if metrics is None:
         return None
     # re-judging can only help a ranking that found the documents; never report a bound under today's number
@@ -81,20 +77,35 @@ def measure_unjudged(top: Sequence[str], judgments: Mapping[str, int], metrics: 
 
     ``top`` is the query's document ranking (mapped, deduplicated, at most k);
     ``baseline_top`` the baseline entry's ``_top``, or None when it has none.
+
+    The four re-scorings often coincide (no baseline ``_top``; every unjudged document new; the same
+    top as the baseline's, as an unchanged retriever gives): each distinct one is scored once.
     """
+    scored: dict[tuple[tuple[str, ...], frozenset[str]], dict[str, float] | None] = {}
+
+    def rescored(ranking: Sequence[str], raised: Sequence[str]) -> dict[str, float] | None:
+        """``ranking`` scored with the documents ``raised`` judged at ``grade`` (None: none raised)."""
+        if not raised:
+            return None
+        key = (tuple(ranking), frozenset(raised))
+        if key not in scored:
+            scored[key] = score_query(list(ranking), {**judgments, **{d: grade for d in raised}}, config)[1]
+        found = scored[key]
+        return None if found is None else dict(found)
+
     docs = [d for d in top if d not in judgments]
     new = None if baseline_top is None else [d for d in docs if d not in set(baseline_top)]
     base = base_all = None
     if new:
-        _, base = score_query(list(baseline_top or ()), {**judgments, **{d: grade for d in new}}, config)
+        base = rescored(baseline_top or (), new)
     if baseline_top is not None and docs:
-        _, base_all = score_query(list(baseline_top), {**judgments, **{d: grade for d in docs}}, config)
+        base_all = rescored(baseline_top, docs)
     return Unjudged(
         judged=judged_share(top, judgments),
         docs=docs,
         new=new,
-        upper=_bound(top, judgments, docs, grade, config, metrics),
-        upper_new=_bound(top, judgments, docs if new is None else new, grade, config, metrics),
+        upper=_bound(rescored(top, docs), metrics),
+        upper_new=_bound(rescored(top, docs if new is None else new), metrics),
         baseline_upper_new=base,
         baseline_upper=base_all,
     )

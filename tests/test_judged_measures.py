@@ -171,3 +171,50 @@ def test_the_judged_at_k_a_pooled_run_reports_equals_ir_measures(seed: int) -> N
         for qid, value in want.items():
             top = document_ranking(ranked[qid], "#")[:k]
             assert abs(judged_share(top, qrels[qid]) - value) <= TOL, (seed, qid, k)
+
+
+# ------------------------------------------------------------------ upper bounds of a pooled query
+
+
+@pytest.mark.parametrize("baseline_top", [None, RANKING, ["u1", "a", "u3", "c"], ["u2", "u1", "b"]],
+                         ids=["no-baseline-top", "same-top", "some-new", "none-new"])
+def test_the_bounds_of_a_pooled_query_score_each_distinct_rejudging_once(
+        baseline_top: list[str] | None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each bound is the ranking re-scored with some unjudged documents judged at the top grade, as
+    written out here; the four often coincide (an unchanged retriever returns the baseline's top),
+    and a coinciding one is scored once."""
+    from pytest_ragmetrics import unjudged
+
+    config = MeasurementConfig(["recall@5", "ndcg@5", "mrr@5"])
+    now = score_query(RANKING, JUDGMENTS, config)[1]
+    assert now is not None
+
+    def rejudged(ranking: list[str], docs: list[str]) -> dict[str, float] | None:
+        return score_query(ranking, {**JUDGMENTS, **{d: 3 for d in docs}}, config)[1] if docs else None
+
+    docs = ["u1", "u2"]
+    new = None if baseline_top is None else [d for d in docs if d not in baseline_top]
+    upper, upper_new = rejudged(RANKING, docs), rejudged(RANKING, docs if new is None else new)
+    expected = {
+        "upper": upper and {m: max(v, now[m]) for m, v in upper.items()},
+        "upper_new": upper_new and {m: max(v, now[m]) for m, v in upper_new.items()},
+        "baseline_upper_new": rejudged(baseline_top, new) if baseline_top is not None and new else None,
+        "baseline_upper": rejudged(baseline_top, docs) if baseline_top is not None else None,
+    }
+    rejudgings = [(RANKING, docs), (RANKING, docs if new is None else new)]
+    if baseline_top is not None:
+        rejudgings += [(baseline_top, new or []), (baseline_top, docs)]
+    distinct = {(tuple(ranking), frozenset(raised)) for ranking, raised in rejudgings if raised}
+
+    calls: list[list[str]] = []
+
+    def counted(ranking: list[str], *args: object, **kwargs: object) -> object:
+        calls.append(list(ranking))
+        return score_query(ranking, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(unjudged, "score_query", counted)
+    bounds = unjudged.measure_unjudged(RANKING, JUDGMENTS, now, config, 3, baseline_top)
+    assert bounds.docs == docs and bounds.new == new
+    assert {name: getattr(bounds, name) for name in expected} == expected
+    assert len(calls) == len(distinct)  # same-top: upper and baseline_upper are one scoring
+    assert bounds.upper is not bounds.upper_new  # each field its own dict, whatever was shared

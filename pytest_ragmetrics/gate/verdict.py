@@ -558,6 +558,9 @@ def build_verdict(
     if renamed:
         baseline = baseline.renamed(renamed)  # type: ignore[union-attr]
     base_q = baseline.per_query if baseline else {}
+    #: each baseline entry's metrics, read once: the aggregate, every metric's paired test and every
+    #: stratum look them up again for each query
+    base_metrics = {qid: baseline.metrics_of(qid) for qid in base_q} if baseline else {}
     common = [qid for qid in counted if qid in base_q]
     new = [qid for qid in counted if qid not in base_q] if baseline else []
     removed = sorted(qid for qid in base_q if qid not in everything) if baseline else []
@@ -565,14 +568,14 @@ def build_verdict(
     now_all = _mean_or_none((values[q] for q in counted), metrics)
     now_common = _mean_or_none((values[q] for q in common), metrics)
     base_common = _mean_or_none(
-        ({m: baseline.metrics_of(q).get(m, math.nan) for m in metrics} for q in common), metrics
+        ({m: base_metrics[q].get(m, math.nan) for m in metrics} for q in common), metrics
     ) if baseline else {m: None for m in metrics}
     def paired(qids: Sequence[str], m: str) -> DeltaStats | None:
         if baseline is None or not qids:
             return None
         from pytest_ragmetrics.stats import delta_stats
 
-        deltas = [_denoise(values[q][m] - baseline.metrics_of(q)[m]) for q in qids if m in baseline.metrics_of(q)]
+        deltas = [_denoise(values[q][m] - base_metrics[q][m]) for q in qids if m in base_metrics[q]]
         return delta_stats(deltas, resamples=_resamples(len(deltas))) if deltas else None
 
     aggregate = [
@@ -591,7 +594,7 @@ def build_verdict(
         if not any(q.answerable for q in golden if q.qid in members):
             return  # a group of questions with no answer alone: no mean to show
         tagged_common = [q for q in tagged if q in base_q]
-        base = _mean_or_none(({m: baseline.metrics_of(q).get(m, math.nan) for m in metrics}
+        base = _mean_or_none(({m: base_metrics[q].get(m, math.nan) for m in metrics}
                               for q in tagged_common), metrics) if baseline else {m: None for m in metrics}
         # compared over the same queries as the baseline's, like the aggregate (new ones are listed there)
         shown = tagged_common if baseline is not None and tagged_common else tagged
@@ -619,7 +622,7 @@ def build_verdict(
         drops, on_hold = (record.drops, record.inconclusive) if record.drops is not None else \
             judge_query(record, base_q[qid], thresholds, pooled=pooled)
         regressed = any(d.exceeded for d in drops) or record.status == "error"
-        basis = undecided(record, baseline.metrics_of(qid), thresholds) if regressed and pooled and on_hold else None  # type: ignore[union-attr]
+        basis = undecided(record, base_metrics[qid], thresholds) if regressed and pooled and on_hold else None
         if basis is not None:
             inconclusive.append(Regression(qid, golden[qid].text, drops, golden[qid].gold(relevance_level),
                                            record.ranking, record.explains, None, basis.docs))
