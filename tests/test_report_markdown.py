@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pytest_ragmetrics.gate.baseline import Baseline
 from pytest_ragmetrics.gate.thresholds import Thresholds
-from pytest_ragmetrics.gate.verdict import QueryRecord, build_verdict
+from pytest_ragmetrics.gate.verdict import QueryRecord
+from verdicts import judge
 from pytest_ragmetrics.golden import GoldenSet, Query
 from pytest_ragmetrics.measures import MeasurementConfig
 from pytest_ragmetrics.report.markdown import verdict_markdown
@@ -17,7 +18,7 @@ def verdict(now: dict[str, float]):
                                   Query("q2", "a | pipe and <b>tag</b>\nnewline", {"b": 2}, ("paraphrase",))))
     records = {q: QueryRecord(q, "scored", {"recall@10": v}, ["x|y"], [], 1) for q, v in now.items()}
     baseline = Baseline({}, {}, {"q1": {"recall@10": 1.0}, "q2": {"recall@10": 1.0}})
-    return build_verdict(records, golden, baseline, Thresholds.defaults(MeasurementConfig(tuple(METRICS))), METRICS)
+    return judge(records, golden, baseline, Thresholds.defaults(MeasurementConfig(tuple(METRICS))), METRICS)
 
 
 def test_failed_summary_has_gate_table_and_escaped_worst_list() -> None:

@@ -219,7 +219,7 @@ class Controller:
         for gate in gates:
             nodeid = f"{golden_id}::gate::{gate.name}"
             location = (golden_id, None, f"rag gate {gate.name}")
-            failed = not gate.passed and rag.thresholds.fail_on_regression and not updating
+            failed = not gate.passed and (rag.thresholds.fail_on_regression or gate.strict) and not updating
             # No logstart/logfinish: xdist's progress counter only knows the workers' items.
             for when in ("setup", "call", "teardown"):
                 outcome: Literal["passed", "failed", "skipped"] = "failed" if failed and when == "call" else "passed"

@@ -14,7 +14,7 @@ from pytest_ragmetrics._plugin.retriever import PROTOCOL, retriever_problem
 from pytest_ragmetrics._plugin.session import RECORD_KEY, RagSession
 from pytest_ragmetrics._plugin.xdist import xdist_queue
 from pytest_ragmetrics.errors import RagMetricsError, shown, shown_lines
-from pytest_ragmetrics.gate.verdict import LEAK_GATE, Drop, Gate, QueryRecord
+from pytest_ragmetrics.gate.verdict import Drop, Gate, QueryRecord
 from pytest_ragmetrics.golden import Query
 from pytest_ragmetrics.report.text import gate_line, leak_lines, leak_summary, regression_entry_lines
 from pytest_ragmetrics.scope import ScopeUnchecked, scope_text
@@ -354,7 +354,7 @@ class GateItem(pytest.Item):
         if rag.options.update_baseline:
             pytest.skip("the baseline is being updated; nothing to compare")
         gate = next(g for g in rag.judge.verdict().gates if g.name == self.gate)
-        if not gate.passed and (rag.thresholds.fail_on_regression or gate.name == LEAK_GATE):
+        if not gate.passed and (rag.thresholds.fail_on_regression or gate.strict):
             raise GateFailure(gate_report_text(rag, gate))
 
     def repr_failure(self, excinfo: Any, style: Any = None) -> Any:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_ragmetrics._plugin.outputs import meta
 from pytest_ragmetrics.errors import RagMetricsError
 from pytest_ragmetrics.gate.baseline import baseline_from_records, write_baseline
-from pytest_ragmetrics.gate.verdict import QueryRecord, Verdict, build_verdict
+from pytest_ragmetrics.gate.verdict import QueryRecord, RunInputs, Verdict, judge_run
 from pytest_ragmetrics.gold import GoldCheck
 from pytest_ragmetrics.report.text import baseline_change_text
 from pytest_ragmetrics.unanswerable import FALSE_RETRIEVAL
@@ -46,13 +46,15 @@ class Judge:
     def verdict(self) -> Verdict:
         rag = self.rag
         if self._verdict is None:
-            self._verdict = build_verdict(
-                rag.records, rag.golden, None if rag.options.update_baseline else rag.baseline,
-                rag.thresholds, rag.metrics, rag.config.relevance_level, rag.full_golden,
-                baseline_path=str(rag.options.baseline), labels=rag.labels,
+            self._verdict = judge_run(RunInputs(
+                records=rag.records, golden=rag.golden, full_golden=rag.full_golden,
+                baseline=None if rag.options.update_baseline else rag.baseline,
+                baseline_path=str(rag.options.baseline), thresholds=rag.thresholds, metrics=tuple(rag.metrics),
+                relevance_level=rag.config.relevance_level, reference="the baseline", labels=rag.labels,
                 artifact_path=rag._shown_path(rag.options.report) if rag.options.report else None,
-                answer_threshold=rag.options.answer_threshold,
-            )
+                answer_threshold=rag.options.answer_threshold, lacking={}, scope=rag.scope_check(),
+                skipped=dict(rag.skipped),
+            ))
             if rag.options.shard is not None:  # a part of the set: its gates are judged by `ragmetrics merge`
                 from pytest_ragmetrics.gate.shard import defer_gates
 

@@ -39,6 +39,9 @@ def meta(rag: RagSession) -> dict[str, Any]:
         "thresholds": {"source": _project_path(rag, Path(rag.thresholds.path)) if rag.thresholds.path else "defaults",
                        "values": rag.thresholds.to_dict()},
         "created": rag.created,
+        # what each record's scope was checked against: an independent source, or the results' own metadata
+        **({"scope_check": {"source": check.source, "detail": check.detail}}
+           if (check := rag.scope_check()).source != "none" else {}),
         # the score a result needs to count as an answer to a question marked answerable: false
         **({"answer_threshold": rag.options.answer_threshold}
            if rag.options.answer_threshold is not None or rag.full_golden.unanswerable() else {}),

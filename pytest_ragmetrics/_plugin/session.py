@@ -24,7 +24,7 @@ from pytest_ragmetrics.gate.baseline import Baseline, fingerprint_mismatch, load
 from pytest_ragmetrics.gate.staleness import LabelAges, check_tags, label_ages
 from pytest_ragmetrics.gate.subset import select_smoke
 from pytest_ragmetrics.gate.thresholds import Thresholds, load_thresholds
-from pytest_ragmetrics.gate.verdict import QueryRecord, find_renames, gate_names
+from pytest_ragmetrics.gate.verdict import GatePlan, QueryRecord, ScopeCheck, find_renames, gate_names
 from pytest_ragmetrics.gold import GoldCheck, check_gold
 from pytest_ragmetrics.golden import GoldenSet, load_golden
 from pytest_ragmetrics.report.tables import counted
@@ -126,8 +126,12 @@ class RagSession:
             {new: old for old, new in find_renames(self.full_golden, self.baseline).items()} \
             if self.baseline is not None and not options.update_baseline else {}
         # a shard collects no gate item: its gates are judged over every shard by `ragmetrics merge`
-        self.gates = gate_names(self.metrics, self.thresholds, self.pooled, bool(self.full_golden.scoped())) \
-            if options.shard is None else []
+        #: what decides the run's gates, known before any query runs
+        self.plan = GatePlan(tuple(self.metrics), self.thresholds, self.pooled, bool(self.full_golden.scoped()),
+                             ratchet=False)
+        self.gates = gate_names(self.plan) if options.shard is None else []
+        #: query id -> why it was skipped (a skip marker, or a skip in the rag_retriever fixture)
+        self.skipped: dict[str, str] = {}
         golden_path = options.golden.resolve()
         #: The file the golden set's items hang from (a folder's queries.jsonl).
         self.collect_path = golden_path / "queries.jsonl" if golden_path.is_dir() else golden_path
@@ -145,6 +149,15 @@ class RagSession:
         self.worker = QueryWorker(self)
         #: builds the verdict and writes the baseline (used by the process that judges)
         self.judge = Judge(self)
+
+    def scope_check(self) -> ScopeCheck:
+        """What each record's ``scope`` was checked against: the corpus (--rag-corpus), or only the
+        metadata the retriever returned with its results."""
+        if not self.full_golden.scoped():
+            return ScopeCheck()
+        if self.corpus_metadata is not None:
+            return ScopeCheck("corpus", self._shown_path(self.options.corpus))  # type: ignore[arg-type]
+        return ScopeCheck("results", "the metadata the retriever returned with each result")
 
     def _shown_path(self, path: Path) -> str:
         try:

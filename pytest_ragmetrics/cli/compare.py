@@ -132,7 +132,7 @@ def run(args: argparse.Namespace) -> int:
                                                           f"(A: {recorded_a.path}; B: {recorded_b.path})")
         else:
             thresholds = recorded_b or recorded_a or Thresholds.defaults(gating)
-    thresholds_source = thresholds.path or "defaults (recall@k may not drop; other metrics are reported, not gated)"
+    thresholds_source = thresholds.path or f"defaults ({thresholds.defaults_text()})"
     level = b.meta.get("measurement", {}).get("relevance_level", 1) if isinstance(b.meta, Mapping) else 1
     labels = labels_of(b, thresholds)
     verdict, tally = compare(a, b, thresholds, metrics, golden, level if isinstance(level, int) else 1, only_a,

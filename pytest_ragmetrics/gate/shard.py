@@ -22,7 +22,7 @@ import re
 from typing import Any, Mapping
 
 from pytest_ragmetrics.errors import RagMetricsError, brief_repr
-from pytest_ragmetrics.gate.verdict import Gate, Verdict
+from pytest_ragmetrics.gate.verdict import Verdict
 from pytest_ragmetrics.golden import GoldenSet
 
 __all__ = ["parse_shard", "select_shard", "shard_of", "defer_gates", "check_shard_section", "MERGE_COMMAND",
@@ -105,7 +105,8 @@ def defer_gates(verdict: Verdict, index: int, count: int) -> Verdict:
     """A shard's verdict: every gate passes as deferred to ``ragmetrics merge``, so the shard fails
     only on its own queries (one that fell beyond its per-query tolerance, or errored)."""
     why = f"deferred to `{MERGE_COMMAND}`: shard {index}/{count} holds part of the set"
-    return dataclasses.replace(verdict, gates=[Gate(g.name, True, why) for g in verdict.gates],
+    return dataclasses.replace(verdict, gates=[dataclasses.replace(g, passed=True, message=why, queries=[])
+                                               for g in verdict.gates],
                                deferred=[g.name for g in verdict.gates], moved=[], moved_metrics=[])
 
 

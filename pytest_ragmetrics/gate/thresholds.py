@@ -30,7 +30,8 @@ __all__ = ["DEFAULT_MAX_HARVESTED_SHARE", "Thresholds", "load_thresholds", "reco
 
 _SUFFIXES = ("_query_tolerance", "_tolerance", "_min")
 _SCALARS = {"max_regressed_queries", "worst_n", "fail_on_regression", "fail_on_significant_drop",
-            "max_label_age_days", "fail_on_stale_labels"}
+            "max_label_age_days", "fail_on_stale_labels", "max_ungated_queries", "require_independent_scope"}
+_FLAGS = ("fail_on_regression", "fail_on_significant_drop", "fail_on_stale_labels", "require_independent_scope")
 #: ``tag:<tag>/max_label_age_days``: the age limit of the labels of records carrying ``<tag>``
 _TAG_PREFIX, _AGE_KEY = "tag:", "max_label_age_days"
 #: The gates of the questions marked answerable: false (false retrieval: higher is worse).
@@ -39,7 +40,8 @@ _NO_ANSWER_KEYS = ("false_retrieval_rate_tolerance", "false_retrieval_rate_max")
 _HARVESTED_KEY = "max_harvested_share"
 DEFAULT_MAX_HARVESTED_SHARE = 0.3
 
-#: Why a value above 1 gates nothing, by key suffix: metrics lie in [0, 1].
+#: Why a value gates nothing, by key suffix: metrics lie in [0, 1], so a tolerance of 1 or more
+#: allows every drop, and a floor above 1 is never reached.
 _ABOVE_ONE = {
     "_tolerance": "no mean can fall by more than 1, so this gate would never fail",
     "_query_tolerance": "no query can fall by more than 1, so its item would never fail",
@@ -73,7 +75,8 @@ class Thresholds:
     """Tolerances as read from thresholds.json, with the documented defaults.
 
     Defaults when a key is absent: every ``recall@k`` allows no drop, neither in
-    the aggregate nor for a single query; other metrics are reported, not gated;
+    the aggregate nor for a single query (without recall@k, and with no metric gated by
+    the file, the first metric measured takes that default); other metrics are reported, not gated;
     no cap on the number of regressed queries; ``worst_n`` 10; failures fail.
     """
 
@@ -103,11 +106,30 @@ class Thresholds:
     false_retrieval_rate_max: float | None = None
     #: above this share of harvested questions the report warns: such a set over-fits known failures
     max_harvested_share: float = DEFAULT_MAX_HARVESTED_SHARE
+    #: labelled questions of the golden set allowed to have no baseline entry (the coverage gate)
+    max_ungated_queries: int = 0
+    #: scope checked only against the metadata the retriever returned fails the leak gate
+    require_independent_scope: bool = False
+    #: metric keys set to null: a default gate removed in words (``"recall@10_query_tolerance": null``)
+    ungated: set[str] = field(default_factory=set)
 
     @classmethod
     def defaults(cls, config: MeasurementConfig) -> Thresholds:
-        recall = {str(m): 0.0 for m in config.measures if m.name == "recall"}
-        return cls(tolerance=dict(recall), query_tolerance=dict(recall))
+        """No drop of any ``recall@k``, in the mean or for one query; without recall, the same for the
+        first metric measured, so that a run always has a hard gate."""
+        return _with_a_hard_gate(_recall_defaults(config), config)
+
+    def defaults_text(self) -> str:
+        """The built-in defaults in force, in words: which metrics may not drop."""
+        held = [m for m in self.tolerance if self.tolerance[m] == 0.0 and self.query_tolerance.get(m) == 0.0]
+        first = "" if any(m.startswith("recall@") for m in held) else \
+            " (no recall@k is measured, so the first metric measured is held as recall@k would be)"
+        return f"{', '.join(held) or 'no metric'} may not drop{first}; other metrics are reported, not gated"
+
+    @property
+    def gates_a_metric(self) -> bool:
+        """Whether any metric has a hard gate: a tolerance, a floor or a per-query tolerance."""
+        return bool(self.tolerance or self.minimum or self.query_tolerance)
 
     def to_dict(self) -> dict[str, Any]:
         """The thresholds in force, as the flat keys of a thresholds file (defaults included)."""
@@ -134,7 +156,36 @@ class Thresholds:
                 out[key] = getattr(self, key)
         if self.max_harvested_share != DEFAULT_MAX_HARVESTED_SHARE:  # as the label ages: only when set
             out[_HARVESTED_KEY] = self.max_harvested_share
+        if self.max_ungated_queries:  # as the label ages: only when set
+            out["max_ungated_queries"] = self.max_ungated_queries
+        if self.require_independent_scope:
+            out["require_independent_scope"] = True
+        for key in sorted(self.ungated):
+            out[key] = None
         return out
+
+
+def _recall_defaults(config: MeasurementConfig) -> Thresholds:
+    recall = {str(m): 0.0 for m in config.measures if m.name == "recall"}
+    return Thresholds(tolerance=dict(recall), query_tolerance=dict(recall))
+
+
+def _with_a_hard_gate(result: Thresholds, config: MeasurementConfig, name: str = "thresholds") -> Thresholds:
+    """``result``, where no metric has a hard gate, with recall's default (no drop, in the mean or for one
+    query) given to the first metric measured: a run always gates something. A file that set a gate to
+    null and left none is refused rather than gated on a metric it did not name."""
+    if result.gates_a_metric or not config.metric_names:
+        return result
+    if result.ungated:
+        verb = "is" if len(result.ungated) == 1 else "are"
+        raise ThresholdsError(f"{name}: {', '.join(sorted(result.ungated))} {verb} "
+                              "null and no other metric has a tolerance, a floor or a per-query tolerance, so this "
+                              "run would gate no metric; gate one, or set \"fail_on_regression\": false to only "
+                              "report")
+    first = config.metric_names[0]
+    result.tolerance[first] = 0.0
+    result.query_tolerance[first] = 0.0
+    return result
 
 
 def load_thresholds(path: str | Path | None, config: MeasurementConfig, *, required: bool = True) -> Thresholds:
@@ -151,6 +202,7 @@ def load_thresholds(path: str | Path | None, config: MeasurementConfig, *, requi
     result = Thresholds.defaults(config)
     if path is None:
         return result
+    result = _recall_defaults(config)
     path = Path(path)
     name = str(path)
     if not path.exists():
@@ -160,7 +212,7 @@ def load_thresholds(path: str | Path | None, config: MeasurementConfig, *, requi
         if required:
             raise ThresholdsError(f"{name}: thresholds file not found; fix the path, create the file, "
                                   "or leave the option unset to gate with the defaults")
-        return result
+        return Thresholds.defaults(config)
     result.path = name
     try:
         data = loads_json(path.read_text(encoding="utf-8-sig"), parse_constant=_NonFinite)
@@ -179,7 +231,7 @@ def thresholds_from_mapping(data: Any, config: MeasurementConfig, name: str,
     """Thresholds from the flat keys of a thresholds file (or the copy a run artifact
     records), over the defaults; every check of :func:`load_thresholds` applies."""
     if result is None:
-        result = Thresholds.defaults(config)
+        result = _recall_defaults(config)
         result.path = name
     if not isinstance(data, dict):
         raise ThresholdsError(f"{name}: expected a JSON object of flat keys like \"recall@10_tolerance\"")
@@ -205,6 +257,10 @@ def thresholds_from_mapping(data: Any, config: MeasurementConfig, name: str,
                     or not 0 <= value <= 1:
                 raise ThresholdsError(f"{name}: {key!r} must be a number in [0, 1] (a rate of false retrievals), "
                                       f"got {brief_repr(value)}")
+            if key.endswith("_tolerance") and value >= 1:
+                raise ThresholdsError(f"{name}: {key!r} is {value}; a rate cannot rise by more than 1, so this gate "
+                                      "would never fail. Give a value in [0, 1), or remove the key to not gate the "
+                                      "rate's rise")
             setattr(result, key, float(value))
             continue
         close = difflib.get_close_matches(key, _NO_ANSWER_KEYS, n=1, cutoff=0.8)
@@ -229,20 +285,27 @@ def thresholds_from_mapping(data: Any, config: MeasurementConfig, name: str,
                         f"{name}: key {key!r} names metric {key[: -len(suffix)]!r}, which is not measured "
                         f"(measured: {', '.join(config.metric_names)}){hint}"
                     )
+                target = {"_tolerance": result.tolerance, "_min": result.minimum,
+                          "_query_tolerance": result.query_tolerance}[suffix]
+                if value is None:  # said in words: this metric is not gated this way (a default removed)
+                    target.pop(metric, None)
+                    result.ungated.add(key)
+                    break
                 if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-                    raise ThresholdsError(f"{name}: {key!r} must be a number, got {brief_repr(value)}")
+                    raise ThresholdsError(f"{name}: {key!r} must be a number (or null: not gated), got "
+                                          f"{brief_repr(value)}")
                 if suffix != "_min" and value < 0:
                     raise ThresholdsError(f"{name}: {key!r} is {value}; a tolerance is an allowed drop, so it must be "
                                           ">= 0")
                 if suffix == "_min" and value < 0:
                     raise ThresholdsError(f"{name}: {key!r} is {value}; a floor must lie in [0, 1]")
-                if value > 1:
+                if value > 1 or (value >= 1 and suffix != "_min"):
                     raise ThresholdsError(
-                        f"{name}: {key!r} is {value}, above 1; metrics lie in [0, 1]: {_ABOVE_ONE[suffix]}. "
-                        f"Give a value in [0, 1], or remove the key to not gate {metric} this way"
+                        f"{name}: {key!r} is {value}, {'above' if value > 1 else 'at'} 1; metrics lie in [0, 1]: "
+                        f"{_ABOVE_ONE[suffix]}. Give a value in {'[0, 1]' if suffix == '_min' else '[0, 1)'}, or "
+                        f"write null to not gate {metric} this way"
                     )
-                target = {"_tolerance": result.tolerance, "_min": result.minimum,
-                          "_query_tolerance": result.query_tolerance}[suffix]
+                result.ungated.discard(key)
                 target[metric] = float(value)
                 break
         else:
@@ -252,9 +315,11 @@ def thresholds_from_mapping(data: Any, config: MeasurementConfig, name: str,
                 "<metric>_query_tolerance, max_regressed_queries, worst_n, fail_on_regression, "
                 "fail_on_significant_drop, false_retrieval_rate_tolerance, false_retrieval_rate_max, "
                 "max_label_age_days, tag:<tag>/max_label_age_days, "
-                "fail_on_stale_labels, max_harvested_share or _comment"
+                "fail_on_stale_labels, max_harvested_share, max_ungated_queries, require_independent_scope "
+                "or _comment"
                 + (f"; did you mean {close[0]!r}?" if close else "")
             )
+    _with_a_hard_gate(result, config, name)
     if result.fail_on_stale_labels and not result.ages_labels:
         raise ThresholdsError(f"{name}: 'fail_on_stale_labels' is true but no label has an age limit, so it would "
                               f"check nothing; add {_AGE_KEY!r} (or {_TAG_PREFIX}<tag>/{_AGE_KEY}), or remove it")
@@ -292,7 +357,7 @@ def _refuse_non_finite(name: str, data: Any) -> None:
             raise ThresholdsError(f"{name}: {problem}")
         gates = any(key.endswith(suffix) for suffix in _SUFFIXES)
         raise ThresholdsError(f"{name}: {key!r} {'is' if value is found else 'holds'} {found.token}; {problem}. "
-                              + ("Write a number in [0, 1], or remove the key to not gate this way"
+                              + ("Write a number in [0, 1], or null to not gate this way"
                                  if gates else "Write the value as a number or string JSON allows"))
 
 
@@ -307,7 +372,7 @@ def _set_scalar(result: Thresholds, name: str, key: str, value: Any) -> None:
     if key == _AGE_KEY:
         result.max_label_age_days = _age_days(name, key, value)
         return
-    if key in ("fail_on_regression", "fail_on_significant_drop", "fail_on_stale_labels"):
+    if key in _FLAGS:
         if not isinstance(value, bool):
             raise ThresholdsError(f"{name}: {key!r} must be true or false, got {brief_repr(value)}")
         setattr(result, key, value)
@@ -386,6 +451,9 @@ def stricter(first: Thresholds, second: Thresholds, path: str) -> Thresholds:
                                 for t in {**first.tag_max_label_age_days, **second.tag_max_label_age_days}},
         fail_on_stale_labels=first.fail_on_stale_labels or second.fail_on_stale_labels,
         max_harvested_share=min(first.max_harvested_share, second.max_harvested_share),
+        max_ungated_queries=min(first.max_ungated_queries, second.max_ungated_queries),
+        require_independent_scope=first.require_independent_scope or second.require_independent_scope,
+        ungated=first.ungated & second.ungated,
         **{key: min(v) if (v := [x for x in (getattr(first, key), getattr(second, key)) if x is not None]) else None
            for key in _NO_ANSWER_KEYS},
     )

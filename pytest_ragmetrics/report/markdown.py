@@ -54,6 +54,8 @@ def verdict_markdown(v: Verdict, worst_n: int, title: str = "Retrieval gate",
                      + (f"\n\n{escape_cell(note.advice)}" if note.advice else ""))
     table, sep, notes = aggregate_table(v).partition("\nn = ")
     parts.append(table + ("\n\nn = " + notes.replace("\n", "\n\n") if sep else ""))  # notes outside the table
+    if v.coverage is not None and v.has_baseline:
+        parts.append("\n".join(f"- {escape_cell(line)}" for line in v.coverage.lines()))
     strata = strata_table(v)
     if strata:
         parts.append("<details><summary>Per tag</summary>\n\n" + strata + "\n\n</details>")

@@ -7,7 +7,8 @@ from html import escape
 from typing import Any, Mapping
 
 from pytest_ragmetrics.errors import shown
-from pytest_ragmetrics.gate.verdict import Verdict, fix_command
+from pytest_ragmetrics.gate.gates.unjudged import fix_command
+from pytest_ragmetrics.gate.verdict import Verdict
 from pytest_ragmetrics.report.html_parts import num, table
 from pytest_ragmetrics.report.tables import counted, escape_cell, markdown_table
 

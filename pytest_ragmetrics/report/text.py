@@ -315,6 +315,13 @@ def no_answer_text(v: Verdict) -> str:
     return "\n".join(lines)
 
 
+def coverage_text(v: Verdict) -> str:
+    """What the hard gates judged, and what ran ungated with why (empty without a baseline)."""
+    if v.coverage is None or not v.has_baseline:
+        return ""
+    return shown_lines("\n".join(v.coverage.lines()))
+
+
 def verdict_text(v: Verdict, worst_n: int) -> str:
     """The whole report: gates, aggregate table, strata, notes, worst-N list."""
     parts = []
@@ -334,6 +341,9 @@ def verdict_text(v: Verdict, worst_n: int) -> str:
     if v.harvested:  # whatever the verdict: it is about the golden set, not the run
         parts[-1] += f"\nWARNING: {shown(v.harvested)}"
     parts.append(aggregate_table(v))
+    coverage = coverage_text(v)
+    if coverage:
+        parts.append(coverage)
     strata = strata_table(v)
     if strata:
         parts.append("Per tag:\n" + strata)

@@ -25,7 +25,7 @@ from pytest_ragmetrics.gate.artifact import is_run_artifact, parse_run_json, who
 from pytest_ragmetrics.gate.baseline import Baseline, measurement_mismatch
 from pytest_ragmetrics.gate.staleness import LabelAges
 from pytest_ragmetrics.gate.thresholds import Thresholds
-from pytest_ragmetrics.gate.verdict import EPS, Gate, QueryRecord, Verdict, build_verdict
+from pytest_ragmetrics.gate.verdict import EPS, QueryRecord, RunInputs, ScopeCheck, Verdict, judge_run
 from pytest_ragmetrics.golden import DEFAULT_SOURCE, GoldenSet, Query, load_qrels
 from pytest_ragmetrics.measures import MeasurementConfig
 from pytest_ragmetrics.metrics import document_ranking
@@ -490,17 +490,16 @@ def compare(a: RunData, b: RunData, thresholds: Thresholds, metrics: Sequence[st
     base_q: dict[str, dict[str, Any]] = {q: {k: v for k, v in m.items() if k in metrics} for q, m in a.metrics.items()}
     base_q.update({q: {FALSE_RETRIEVAL: float(v)} for q, v in a.no_answer.items()})
     baseline = Baseline(a.meta, {}, base_q, a.source)
-    verdict = build_verdict(records, run_golden, baseline, thresholds, metrics, relevance_level, reference="A",
-                            artifact_path=b.source if b.pooled is not None else None,
-                            answer_threshold=b.answer_threshold, labels=labels)
+    measured_by_b = ", ".join(metric_names(None, b)) or "no metric"
+    verdict = judge_run(RunInputs(
+        records=records, golden=run_golden, full_golden=run_golden, baseline=baseline, baseline_path=a.source,
+        thresholds=thresholds, metrics=tuple(metrics), relevance_level=relevance_level, reference="A",
+        labels=labels, artifact_path=b.source if b.pooled is not None else None,
+        answer_threshold=b.answer_threshold, lacking={m: f"B ({b.source}) holds no {m} (it measured {measured_by_b})"
+                                                      for m in lacking},
+        scope=ScopeCheck.recorded(b.meta, bool(b.scoped)), skipped={}))
     # a query A scored that B could not (its gold left B's corpus) is named, with why, by the baseline gate
     verdict.unscorable = [q for q in verdict.unscorable if not (b.unscorable_why.get(q) and q in a.metrics)]
-    for metric in lacking:
-        if gated(metric, thresholds):
-            verdict.gates.append(Gate(metric, False, (
-                f"{metric} cannot be compared: B ({b.source}) holds no {metric} (it measured "
-                f"{', '.join(metric_names(None, b)) or 'no metric'}), so A's gate on it checks nothing; "
-                f"measure B with {metric}, or gate with --thresholds that do not name {metric}")))
     tally: dict[str, tuple[int, int, int]] = {}
     for metric in metrics:
         wins = ties = losses = 0

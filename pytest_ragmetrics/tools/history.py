@@ -32,7 +32,7 @@ from pytest_ragmetrics.errors import InputError, MeasureError, RagMetricsError, 
 from pytest_ragmetrics.gate.artifact import load_artifact
 from pytest_ragmetrics.gate.baseline import measurement_mismatch
 from pytest_ragmetrics.gate.thresholds import Thresholds, recorded_thresholds
-from pytest_ragmetrics.gate.verdict import EPS, QueryRecord, build_verdict
+from pytest_ragmetrics.gate.verdict import EPS, QueryRecord, RunInputs, ScopeCheck, judge_run
 from pytest_ragmetrics.golden import GoldenSet, Query
 from pytest_ragmetrics.measures import MeasurementConfig
 from pytest_ragmetrics.report.tables import counted
@@ -421,8 +421,12 @@ def _means(a: Artifact) -> tuple[int, dict[str, float | None], dict[str, dict[st
         else:
             continue
         queries.append(Query(qid, "", {}, tuple(a.side.tags.get(qid) or ())))
-    verdict = build_verdict(records, GoldenSet(a.path, tuple(queries)), None, Thresholds.defaults(a.config),
-                            metrics, a.config.relevance_level)
+    golden = GoldenSet(a.path, tuple(queries))
+    verdict = judge_run(RunInputs(
+        records=records, golden=golden, full_golden=golden, baseline=None, baseline_path=None,
+        thresholds=Thresholds.defaults(a.config), metrics=tuple(metrics), relevance_level=a.config.relevance_level,
+        reference="the baseline", labels=None, artifact_path=None, answer_threshold=None, lacking={},
+        scope=ScopeCheck(), skipped={}))
     tags = {tag: {"n": n, "means": now} for tag, (n, now, _) in verdict.strata.items()}
     return verdict.n, {row.metric: row.now for row in verdict.aggregate}, tags
 

@@ -27,7 +27,7 @@ from pytest_ragmetrics.gate.baseline import Baseline, baseline_from_records, loa
 from pytest_ragmetrics.gate.shard import shard_of
 from pytest_ragmetrics.gate.staleness import label_ages
 from pytest_ragmetrics.gate.thresholds import Thresholds, thresholds_from_mapping
-from pytest_ragmetrics.gate.verdict import QueryRecord, Verdict, build_verdict, find_renames
+from pytest_ragmetrics.gate.verdict import QueryRecord, RunInputs, ScopeCheck, Verdict, find_renames, judge_run
 from pytest_ragmetrics.gold import GoldCheck
 from pytest_ragmetrics.golden import GoldenSet, load_golden
 from pytest_ragmetrics.measures import MeasureError, MeasurementConfig
@@ -354,10 +354,12 @@ def merge_shards(paths: Sequence[str | Path], *, golden: str | Path | None = Non
     labels = label_ages(run_golden, thresholds, today)
     compared = None if updating else base
     answer = meta.get("answer_threshold")
-    verdict = build_verdict(records, run_golden, compared, thresholds, metrics, config.relevance_level, full,
-                            baseline_path=str(base_path), labels=labels,
-                            artifact_path=shown_path(Path(out)) if out else None,
-                            answer_threshold=float(answer) if isinstance(answer, (int, float)) else None)
+    verdict = judge_run(RunInputs(
+        records=records, golden=run_golden, full_golden=full, baseline=compared, baseline_path=str(base_path),
+        thresholds=thresholds, metrics=tuple(metrics), relevance_level=config.relevance_level,
+        reference="the baseline", labels=labels, artifact_path=shown_path(Path(out)) if out else None,
+        answer_threshold=float(answer) if isinstance(answer, (int, float)) else None, lacking={},
+        scope=ScopeCheck.recorded(meta, bool(full.scoped())), skipped={}))
     gold_check, gold_unchecked = _gold(shards)
     run_meta = {k: v for k, v in meta.items() if k not in _ARTIFACT_KEYS}
     if created is not None:

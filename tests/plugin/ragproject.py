@@ -60,7 +60,8 @@ GOOD: dict[str, Any] = {
 }
 
 QIDS = [g["id"] for g in GOLDEN]
-GATES_DEFAULT = ["golden.yaml::gate::baseline", "golden.yaml::gate::recall@10", "golden.yaml::gate::significant-drops"]
+GATES_DEFAULT = ["golden.yaml::gate::baseline", "golden.yaml::gate::coverage", "golden.yaml::gate::recall@10",
+                 "golden.yaml::gate::significant-drops"]
 
 
 def dcg(gains: list[float]) -> float:

@@ -34,7 +34,7 @@ def _file_state(path):
 def test_missing_baseline_fails_the_baseline_gate_and_names_the_command(project: RagProject) -> None:
     result = project.run()
     assert result.ret == pytest.ExitCode.TESTS_FAILED
-    assert ids_with(result, "failed") == ["golden.yaml::gate::baseline"]
+    assert ids_with(result, "failed") == ["golden.yaml::gate::baseline", "golden.yaml::gate::coverage"]
     assert ids_with(result, "passed") == sorted([f"golden.yaml::{q}" for q in QIDS] + ["golden.yaml::gate::recall@10", "golden.yaml::gate::significant-drops"])
     assert "pytest --rag-eval --rag-update-baseline" in rag_summary(result)
     # and in the gate item's own failure report
@@ -50,7 +50,7 @@ def test_update_baseline_writes_the_documented_json(project: RagProject) -> None
     result = project.run("--rag-update-baseline")
     assert result.ret == pytest.ExitCode.OK
     # queries pass; gates have nothing to compare while the baseline is being rewritten
-    result.assert_outcomes(passed=len(QIDS), skipped=3)
+    result.assert_outcomes(passed=len(QIDS), skipped=len(GATES_DEFAULT))
     summary = rag_summary(result)
     assert re.search(r"Baseline written: .*baselines/baseline\.json \(6 queries\)\.", summary)
     assert "No previous baseline." in summary
@@ -93,7 +93,7 @@ def test_plain_run_after_update_passes(project: RagProject) -> None:
     project.make_baseline()
     result = project.run()
     assert result.ret == pytest.ExitCode.OK
-    result.assert_outcomes(passed=len(QIDS) + 3)
+    result.assert_outcomes(passed=len(QIDS) + len(GATES_DEFAULT))
 
 
 def test_second_update_says_what_changed(baselined: RagProject) -> None:
@@ -187,7 +187,7 @@ def test_baseline_and_thresholds_paths_come_from_ini_or_flags(project: RagProjec
     assert project.run().ret == pytest.ExitCode.OK
     # the flag wins over the ini key (and is resolved against the invocation dir)
     result = project.run("--rag-baseline", "elsewhere.json")
-    assert ids_with(result, "failed") == ["golden.yaml::gate::baseline"]
+    assert ids_with(result, "failed") == ["golden.yaml::gate::baseline", "golden.yaml::gate::coverage"]
 
 
 # ------------------------------------------------------------------ fingerprint
@@ -225,7 +225,7 @@ def test_accept_mismatch_compares_anyway_and_says_so(baselined: RagProject) -> N
     assert result.ret == pytest.ExitCode.OK
     # linear gain: q-003's graded gold (2, 1) now scores (2 + 1/2) / (2 + 1/log2 3) < exponential's value,
     # but nDCG is not gated by default, so only recall@10 (unchanged) decides
-    result.assert_outcomes(passed=len(QIDS) + 3)
+    result.assert_outcomes(passed=len(QIDS) + len(GATES_DEFAULT))
     summary = rag_summary(result)
     assert "Compared despite a different measurement (--rag-accept-mismatch):" in summary
     assert "gain: baseline 'exponential', now 'linear'" in summary
@@ -250,10 +250,19 @@ def test_retagging_is_not_a_mismatch(baselined: RagProject) -> None:
 
 # ------------------------------------------------------------------ new and removed queries
 
-def test_new_queries_are_reported_as_new_and_pass(baselined: RagProject) -> None:
-    # q-007 is new and finds nothing relevant: scored, reported, not failed
+def test_new_queries_fail_the_coverage_gate_until_the_baseline_covers_them(baselined: RagProject) -> None:
+    # q-007 is new and finds nothing relevant: no gate compares it, so the run cannot pass for it
     baselined.add_query({"id": "q-007", "question": "truing a wheel", "gold_chunks": ["spoke-tension"],
                          "tags": ["standard"]}, ["noise-doc"])
+    result = baselined.run()
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert ids_with(result, "failed") == ["golden.yaml::gate::coverage"]
+    summary = rag_summary(result)
+    assert ("gate coverage: 1 labelled question of the golden set has no entry in the baseline, so no gate judges "
+            "it: q-007; refresh the baseline (`pytest --rag-eval --rag-update-baseline`) in the same change") in summary
+    assert "Not judged, no entry in the baseline: q-007" in summary
+    # allowed in words a reviewer sees, it passes, still named
+    baselined.thresholds({"max_ungated_queries": 1})
     result = baselined.run()
     assert result.ret == pytest.ExitCode.OK
     assert outcomes(result) == {
@@ -261,6 +270,7 @@ def test_new_queries_are_reported_as_new_and_pass(baselined: RagProject) -> None
         **{g: "passed" for g in GATES_DEFAULT},
     }
     summary = rag_summary(result)
+    assert "Not judged, no entry in the baseline: q-007" in summary
     # the comparison is over the 6 common queries; the mean with the new one is given too
     assert "1 new query not in the baseline (scored, not compared): q-007; with them: recall@10 0.8571" in summary
     assert "n = 6 queries" in summary

@@ -10,7 +10,7 @@ from ragproject import GATES_DEFAULT, QIDS, RagProject, ids_with, no_traceback, 
 def test_clean_run_with_a_baseline_passes_with_one_item_per_query(baselined: RagProject) -> None:
     result = baselined.run()
     assert result.ret == pytest.ExitCode.OK
-    result.assert_outcomes(passed=len(QIDS) + 3)
+    result.assert_outcomes(passed=len(QIDS) + len(GATES_DEFAULT))
     assert outcomes(result) == {
         **{f"golden.yaml::{q}": "passed" for q in QIDS},
         **{g: "passed" for g in GATES_DEFAULT},
@@ -19,7 +19,7 @@ def test_clean_run_with_a_baseline_passes_with_one_item_per_query(baselined: Rag
     assert sorted(c for c in baselined.calls() if c.startswith("search")) == sorted(
         f"search\t{r['question']}" for r in baselined.records)
     summary = rag_summary(result)
-    assert "All gates passed (3 checked)." in summary
+    assert f"All gates passed ({len(GATES_DEFAULT)} checked)." in summary
     assert "No query fell beyond its per-query tolerance." in summary
     assert "n = 6 queries: one query moves a mean by up to 1/n = 0.1667" in summary
 
@@ -65,7 +65,7 @@ def test_with_explicit_paths_the_golden_set_joins_them(baselined: RagProject) ->
 def test_naming_the_golden_file_does_not_collect_it_twice(baselined: RagProject) -> None:
     result = baselined.run("golden.yaml")
     assert result.ret == pytest.ExitCode.OK
-    result.assert_outcomes(passed=len(QIDS) + 3)
+    result.assert_outcomes(passed=len(QIDS) + len(GATES_DEFAULT))
 
 
 def test_bad_golden_set_is_a_usage_error_before_any_retrieval(project: RagProject) -> None:

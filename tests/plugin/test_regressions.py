@@ -8,6 +8,7 @@ import re
 import pytest
 
 from ragproject import (
+    GATES_DEFAULT,
     QIDS,
     RagProject,
     dcg,
@@ -35,7 +36,8 @@ def test_degraded_queries_fail_and_are_named_worst_first(baselined: RagProject) 
     assert ids_with(result, "failed") == [
         "golden.yaml::gate::recall@10", "golden.yaml::q-002", "golden.yaml::q-004", "golden.yaml::q-006"]
     assert ids_with(result, "passed") == [
-        "golden.yaml::gate::baseline", "golden.yaml::gate::significant-drops", "golden.yaml::q-001",
+        "golden.yaml::gate::baseline", "golden.yaml::gate::coverage", "golden.yaml::gate::significant-drops",
+        "golden.yaml::q-001",
         "golden.yaml::q-003", "golden.yaml::q-005"]
 
     summary = rag_summary(result)
@@ -124,6 +126,7 @@ def test_a_retriever_that_raises_fails_that_item_only(baselined: RagProject) -> 
         **{f"golden.yaml::{q}": "passed" for q in QIDS if q != "q-003"},
         "golden.yaml::q-003": "failed",
         "golden.yaml::gate::baseline": "passed",
+        "golden.yaml::gate::coverage": "passed",
         "golden.yaml::gate::recall@10": "failed",
         "golden.yaml::gate::significant-drops": "passed",
         "golden.yaml::gate::regressed-queries": "failed",
@@ -147,7 +150,8 @@ def test_a_new_query_that_errors_is_still_reported(baselined: RagProject) -> Non
     baselined.add_query({"id": "q-007", "question": "truing a wheel", "gold_chunks": ["spoke-tension"]},
                         {"raise": "timeout"})
     result = baselined.run()
-    assert ids_with(result, "failed") == ["golden.yaml::gate::regressed-queries", "golden.yaml::q-007"]
+    assert ids_with(result, "failed") == ["golden.yaml::gate::coverage", "golden.yaml::gate::regressed-queries",
+                                          "golden.yaml::q-007"]
     summary = rag_summary(result)
     assert worst_list(summary) == ["q-007"]
     assert "ERROR: RuntimeError: timeout" in entry(summary, "q-007")
@@ -185,7 +189,7 @@ def test_id_score_pairs_and_hit_objects_are_accepted(baselined: RagProject) -> N
     )
     result = baselined.run()
     assert result.ret == pytest.ExitCode.OK
-    result.assert_outcomes(passed=len(QIDS) + 3)
+    result.assert_outcomes(passed=len(QIDS) + len(GATES_DEFAULT))
 
 
 def test_result_mappings_are_accepted_as_vector_database_clients_return_them(baselined: RagProject) -> None:
@@ -243,6 +247,7 @@ def test_a_failing_batch_falls_back_to_search_and_blames_the_right_query(project
         **{f"golden.yaml::{q}": "passed" for q in QIDS if q != "q-003"},
         "golden.yaml::q-003": "failed",
         "golden.yaml::gate::baseline": "passed",
+        "golden.yaml::gate::coverage": "passed",
         "golden.yaml::gate::recall@10": "failed",
         "golden.yaml::gate::significant-drops": "passed",
     }
@@ -311,7 +316,7 @@ def test_a_query_judged_all_zero_is_not_scored(project: RagProject) -> None:
     assert project.baseline()["aggregate"]["recall@10"] == 1.0  # not averaged in as a 0
     result = project.run("--rag-report", "run.json")
     assert result.ret == pytest.ExitCode.OK
-    result.assert_outcomes(passed=len(QIDS) + 3, skipped=1)
+    result.assert_outcomes(passed=len(QIDS) + len(GATES_DEFAULT), skipped=1)
     assert "q-000" not in outcomes(result)
     assert "no document is judged relevant at level 1: not scored" in result.stdout.str()
     summary = rag_summary(result)
@@ -329,7 +334,7 @@ def test_a_query_judged_all_zero_is_not_scored(project: RagProject) -> None:
 def test_repeat_passes_a_deterministic_retriever(baselined: RagProject) -> None:
     result = baselined.run("--rag-repeat", "2")
     assert result.ret == pytest.ExitCode.OK
-    result.assert_outcomes(passed=len(QIDS) + 3)
+    result.assert_outcomes(passed=len(QIDS) + len(GATES_DEFAULT))
     searches = [c for c in baselined.calls() if c.startswith("search")]
     assert len(searches) == 2 * len(QIDS)
 

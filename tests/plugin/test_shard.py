@@ -144,11 +144,11 @@ def test_a_shard_runs_its_share_and_fails_on_its_own_queries_only(baselined: Rag
         assert ids_with(result, "failed") == [f"golden.yaml::{q}" for q in bad]
         assert result.ret == (pytest.ExitCode.TESTS_FAILED if bad else pytest.ExitCode.OK)
         comparison = _read(baselined, f"shard{results.index(result) + 1}.json")["comparison"]
-        assert comparison["deferred"] == ["baseline", "recall@10", "significant-drops"]
+        assert comparison["deferred"] == ["baseline", "coverage", "recall@10", "significant-drops"]
         assert all(g["passed"] for g in comparison["gates"]) and comparison["passed"] is not bool(bad)
         no_traceback(result)
         if not bad:
-            assert "No query of this shard regressed or errored. Its gates (baseline, recall@10, significant-drops)" \
+            assert "No query of this shard regressed or errored. Its gates (baseline, coverage, recall@10, significant-drops)" \
                    in rag_summary(result)
 
 

@@ -57,7 +57,7 @@ def test_subset_default_comes_from_ini(smoke_project: RagProject) -> None:
     smoke_project.ini(rag_subset="smoke")
     assert sorted(outcomes(smoke_project.run())) == sorted([f"golden.yaml::{q}" for q in SMOKE] + GATES_DEFAULT)
     # and the flag wins
-    assert len(outcomes(smoke_project.run("--rag-subset", "full"))) == len(QIDS) + 3
+    assert len(outcomes(smoke_project.run("--rag-subset", "full"))) == len(QIDS) + len(GATES_DEFAULT)
 
 
 def test_stratified_sample_is_stable(baselined: RagProject) -> None:
@@ -169,7 +169,8 @@ def test_report_artifact_contents(baselined: RagProject) -> None:
                                        "tolerance": 0.0, "exceeded": True}
     assert comparison["regressed"][0]["gold"] == [["derailleur", 1], ["shifter-cable", 1]]
     assert comparison["regressed"][0]["returned"] == ["brake-pads", "tire-repair"]
-    assert {g["name"]: g["passed"] for g in comparison["gates"]} == {"baseline": True, "recall@10": False, "significant-drops": True}
+    assert {g["name"]: g["passed"] for g in comparison["gates"]} == {"baseline": True, "coverage": True, "recall@10": False,
+                                                                   "significant-drops": True}
     assert comparison["passed"] is False
     recall_row = next(r for r in comparison["aggregate"] if r["metric"] == "recall@10")
     assert recall_row["baseline"] == 1.0 and recall_row["dropped_too_far"] is True

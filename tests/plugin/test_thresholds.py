@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ragproject import QIDS, RagProject, dcg, drop_line, ids_with, no_traceback, outcomes, rag_summary, worst_list
+from ragproject import GATES_DEFAULT, QIDS, RagProject, dcg, drop_line, ids_with, no_traceback, outcomes, rag_summary, worst_list
 
 from pytest_ragmetrics.errors import ThresholdsError
 from pytest_ragmetrics.gate.thresholds import load_thresholds
@@ -38,7 +38,7 @@ def test_defaults_gate_recall_in_aggregate_and_per_query(baselined: RagProject) 
 @pytest.mark.parametrize("tolerance, gate", [(0.1, "failed"), (0.166, "failed"), (0.1667, "passed"), (0.2, "passed")])
 def test_aggregate_tolerance(baselined: RagProject, tolerance: float, gate: str) -> None:
     # q-005 loses its only gold document: the mean falls by 1/6 = 0.1667
-    baselined.thresholds({"recall@10_tolerance": tolerance, "recall@10_query_tolerance": 1.0})
+    baselined.thresholds({"recall@10_tolerance": tolerance, "recall@10_query_tolerance": None})
     baselined.answer(q_005=["noise-doc"])
     result = baselined.run()
     assert outcomes(result)["golden.yaml::gate::recall@10"] == gate
@@ -49,7 +49,7 @@ def test_aggregate_tolerance(baselined: RagProject, tolerance: float, gate: str)
         assert f"gate recall@10: recall@10 fell 0.1667 against the baseline (1.0000 -> 0.8333); allowed drop {tolerance:g}" \
             in summary
     else:
-        assert "All gates passed (3 checked)." in summary
+        assert f"All gates passed ({len(GATES_DEFAULT)} checked)." in summary
         # one query of six fell by 1: the exact sign-flip p-value is 1 (a single changed query)
         assert re.search(rf"\| recall@10 +\| 1\.0000 +\| 0\.8333 +\| -0\.1667 +\| \[-0\.\d+, \+?-?0\.\d+\] +\| 1\.000 +\| "
                          rf"{tolerance:g} +\| — +\| ok", summary)
@@ -62,6 +62,7 @@ def test_tolerance_on_another_metric_adds_a_gate(baselined: RagProject) -> None:
     assert outcomes(result) == {
         **{f"golden.yaml::{q}": "passed" for q in QIDS},
         "golden.yaml::gate::baseline": "passed",
+        "golden.yaml::gate::coverage": "passed",
         "golden.yaml::gate::recall@10": "passed",
         "golden.yaml::gate::mrr@10": "failed",
         "golden.yaml::gate::significant-drops": "passed",
@@ -73,7 +74,7 @@ def test_tolerance_on_another_metric_adds_a_gate(baselined: RagProject) -> None:
 @pytest.mark.parametrize("floor, gate", [(0.9, "failed"), (0.834, "failed"), (0.8333, "passed")])
 def test_floor(baselined: RagProject, floor: float, gate: str) -> None:
     # q-004 finds nothing: mean MRR = 5/6 = 0.8333
-    baselined.thresholds({"mrr@10_min": floor, "recall@10_tolerance": 1, "recall@10_query_tolerance": 1})
+    baselined.thresholds({"mrr@10_min": floor, "recall@10_tolerance": None, "recall@10_query_tolerance": None})
     baselined.answer(q_004=["noise-doc"])
     result = baselined.run()
     assert outcomes(result)["golden.yaml::gate::mrr@10"] == gate
@@ -88,13 +89,14 @@ def test_floor_applies_without_a_baseline(project: RagProject) -> None:
     project.thresholds({"recall@10_min": 0.9})
     project.answer(q_004=["noise-doc"])
     result = project.run()
-    assert ids_with(result, "failed") == ["golden.yaml::gate::baseline", "golden.yaml::gate::recall@10"]
+    assert ids_with(result, "failed") == ["golden.yaml::gate::baseline", "golden.yaml::gate::coverage",
+                                          "golden.yaml::gate::recall@10"]
     assert "gate recall@10: recall@10 = 0.8333 is under its floor 0.9" in rag_summary(result)
 
 
 @pytest.mark.parametrize("tolerance", [0.5, 0.666])
 def test_query_tolerance(baselined: RagProject, tolerance: float) -> None:
-    baselined.thresholds({"recall@10_query_tolerance": tolerance, "recall@10_tolerance": 1})
+    baselined.thresholds({"recall@10_query_tolerance": tolerance, "recall@10_tolerance": None})
     baselined.answer(**THREE_DOWN)
     result = baselined.run()
     # q-002 fell 0.5: within; q-006 fell 0.6667 and q-004 fell 1: beyond
@@ -119,7 +121,7 @@ def test_query_tolerance_on_a_metric_not_gated_by_default(baselined: RagProject)
 
 @pytest.mark.parametrize("limit, gate", [(1, "failed"), (3, "passed")])
 def test_max_regressed_queries(baselined: RagProject, limit: int, gate: str) -> None:
-    baselined.thresholds({"max_regressed_queries": limit, "recall@10_tolerance": 1})
+    baselined.thresholds({"max_regressed_queries": limit, "recall@10_tolerance": None})
     baselined.answer(**THREE_DOWN)
     result = baselined.run()
     assert outcomes(result)["golden.yaml::gate::regressed-queries"] == gate
@@ -153,7 +155,7 @@ def test_report_only_mode(baselined: RagProject) -> None:
     baselined.answer(**THREE_DOWN)
     result = baselined.run()
     assert result.ret == pytest.ExitCode.OK
-    result.assert_outcomes(passed=len(QIDS) + 3)
+    result.assert_outcomes(passed=len(QIDS) + len(GATES_DEFAULT))
     summary = rag_summary(result)
     assert summary.startswith("RETRIEVAL GATE FAILED (report only: fail_on_regression is false)")
     assert "gate recall@10: recall@10 fell" in summary
@@ -165,7 +167,7 @@ def test_comment_keys_are_ignored(baselined: RagProject) -> None:
                           "recall@10_tolerance": 0.0})
     result = baselined.run()
     assert result.ret == pytest.ExitCode.OK
-    result.assert_outcomes(passed=len(QIDS) + 3)
+    result.assert_outcomes(passed=len(QIDS) + len(GATES_DEFAULT))
 
 
 @pytest.mark.parametrize(

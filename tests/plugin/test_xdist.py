@@ -45,10 +45,11 @@ def test_degraded_run_is_the_same_under_xdist(baselined: RagProject) -> None:
     ]
     assert ids_with(serial, "failed") == ids_with(parallel, "failed") == expected_failed
     assert ids_with(serial, "passed") == ids_with(parallel, "passed") == [
-        "golden.yaml::gate::baseline", "golden.yaml::gate::significant-drops", "golden.yaml::q-001",
+        "golden.yaml::gate::baseline", "golden.yaml::gate::coverage", "golden.yaml::gate::significant-drops",
+        "golden.yaml::q-001",
         "golden.yaml::q-003", "golden.yaml::q-006"]
-    assert parallel.parseoutcomes() == {"failed": 5, "passed": 5}
-    assert serial.parseoutcomes() == {"failed": 5, "passed": 5}
+    assert parallel.parseoutcomes() == {"failed": 5, "passed": 6}
+    assert serial.parseoutcomes() == {"failed": 5, "passed": 6}
 
     # the same verdict text: gates, tables, worst list (errors first, then largest drop)
     assert rag_summary(parallel) == rag_summary(serial)
@@ -76,7 +77,8 @@ def test_clean_run_is_the_same_under_xdist(baselined: RagProject) -> None:
     parallel = baselined.run_subprocess("-n", "2", "--rag-report", "parallel.json")
     assert serial.ret == parallel.ret == pytest.ExitCode.OK
     expected = {**{f"golden.yaml::{q}": "passed" for q in QIDS},
-                "golden.yaml::gate::baseline": "passed", "golden.yaml::gate::recall@10": "passed",
+                "golden.yaml::gate::baseline": "passed", "golden.yaml::gate::coverage": "passed",
+                "golden.yaml::gate::recall@10": "passed",
                 "golden.yaml::gate::significant-drops": "passed"}
     assert outcomes(serial) == outcomes(parallel) == expected
     assert rag_summary(parallel) == rag_summary(serial)
@@ -105,7 +107,7 @@ def test_update_baseline_under_xdist_writes_once_and_right(project: RagProject) 
 def test_missing_baseline_under_xdist(project: RagProject) -> None:
     result = project.run_subprocess("-n", "2")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
-    assert ids_with(result, "failed") == ["golden.yaml::gate::baseline"]
+    assert ids_with(result, "failed") == ["golden.yaml::gate::baseline", "golden.yaml::gate::coverage"]
     assert "pytest --rag-eval --rag-update-baseline" in rag_summary(result)
     assert not project.baseline_path.exists()
 

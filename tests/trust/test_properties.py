@@ -36,7 +36,8 @@ from pytest_ragmetrics.gate.baseline import Baseline, load_baseline
 from pytest_ragmetrics.gate.thresholds import Thresholds, load_thresholds
 from pytest_ragmetrics.errors import BaselineError, InputError, ThresholdsError
 from pytest_ragmetrics.evaluation import evaluate, score_query
-from pytest_ragmetrics.gate.verdict import Drop, QueryRecord, build_verdict
+from pytest_ragmetrics.gate.verdict import Drop, QueryRecord
+from verdicts import judge
 from pytest_ragmetrics.golden import GoldenSet, Query, load_golden, load_qrels
 from pytest_ragmetrics.measures import _NEEDS_CUTOFF, MEASURE_NAMES, MeasurementConfig
 from pytest_ragmetrics.metrics import document_ranking
@@ -387,7 +388,7 @@ def test_the_verdict_and_every_report_never_crash(inputs: tuple) -> None:  # typ
     (or none) and thresholds: the verdict, the terminal text, the Markdown, the JSON (strict:
     no NaN) and the HTML all come out, and an errored query is always a regression."""
     golden, records, baseline, thresholds = inputs
-    verdict = build_verdict(records, golden, baseline, thresholds, METRICS, 1, golden)
+    verdict = judge(records, golden, baseline, thresholds, METRICS, 1, golden)
     assert verdict_text(verdict, thresholds.worst_n)
     assert verdict_markdown(verdict, thresholds.worst_n)  # the job-summary Markdown
     per_query = {qid: {"status": r.status, "metrics": r.metrics, "ranking": r.ranking, "tags": list(golden[qid].tags),

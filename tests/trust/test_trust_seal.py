@@ -211,8 +211,8 @@ def test_a_refresh_replaces_an_edited_baseline(baselined: TrustProject) -> None:
 
 
 @pytest.mark.parametrize("data, needle", [
-    ({"Recall@10_tolerance": 1, "recall@10_tolerance": 0}, "spells metric 'recall@10' as 'Recall@10'"),
-    ({"recall@010_tolerance": 1}, "spells metric 'recall@10' as 'recall@010'"),
+    ({"Recall@10_tolerance": 0.5, "recall@10_tolerance": 0}, "spells metric 'recall@10' as 'Recall@10'"),
+    ({"recall@010_tolerance": 0.5}, "spells metric 'recall@10' as 'recall@010'"),
     ({"RECALL@10_min": 0.5}, "spells metric 'recall@10' as 'RECALL@10'"),
 ], ids=["mixed-case-beside-canonical", "leading-zero", "upper-case"])
 def test_thresholds_keys_have_one_spelling(baselined: TrustProject, data: dict[str, Any], needle: str) -> None:
