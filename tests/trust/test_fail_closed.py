@@ -1,0 +1,134 @@
+"""The gate fails closed: what it did not judge, it names; what it cannot judge, it fails.
+
+Each case is a run that once exited 0 while a regression went unjudged, through a real
+``pytest --rag-eval`` session: a baseline measured on part of the set, a question added in the
+change that breaks it, a question left out by ``--rag-allow-missing-gold`` whose gold came back,
+metrics without recall, a tolerance that can never fail, and a question whose kind changed with
+``--rag-accept-mismatch``.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from ragproject import GOLDEN, ids_with, outcomes, rag_summary
+from test_missing_gold import GONE, write_corpus
+from trust_helpers import TrustProject, assert_usage_error, no_traceback
+
+#: three queries lose every gold document
+BROKEN = {"q_002": ["noise-doc"], "q_004": ["rim-wear"], "q_006": ["noise-doc"]}
+
+
+def test_a_baseline_measured_on_part_of_the_set_does_not_pass_the_rest(project: TrustProject) -> None:
+    (project.path / "tiny.yaml").write_text(yaml.safe_dump(GOLDEN[:2], sort_keys=False), encoding="utf-8")
+    project.make_baseline("--rag-golden", "tiny.yaml")
+    project.answer(**BROKEN)
+    result = project.run()
+    no_traceback(result.stdout.str())
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    summary = rag_summary(result)
+    assert "All gates passed" not in summary
+    assert outcomes(result)["golden.yaml::gate::coverage"] == "failed"
+    assert ("gate coverage: 4 labelled questions of the golden set have no entry in the baseline, so no gate judges "
+            "them: q-003, q-004, q-005, q-006") in summary
+    assert "the baseline was measured on another version of the golden set (tiny.yaml" in summary
+    assert "Judged: 2 queries against the baseline" in summary
+    assert "Not judged, no entry in the baseline: q-003, q-004, q-005, q-006" in summary
+
+
+def test_a_question_left_out_with_missing_gold_is_judged_once_its_gold_is_back(project: TrustProject) -> None:
+    """q-005's gold left the corpus and the refresh allowed it; when the document comes back and the
+    retriever still misses it, the question has no entry, so only the coverage gate can see it."""
+    write_corpus(project, list(GONE))
+    project.answer(q_005=["cassette", "degreaser"])
+    assert project.run("--rag-update-baseline", "--rag-allow-missing-gold", "--rag-corpus=corpus").ret == 0
+    assert "q-005" not in project.baseline()["per_query"]
+    assert project.run("--rag-corpus=corpus").ret == 0  # still gone, allowed in the baseline's diff
+    write_corpus(project, [*GONE, "tire-pressure"])  # it is back, and nothing finds it
+    result = project.run("--rag-corpus=corpus")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    summary = rag_summary(result)
+    assert "gate coverage: 1 labelled question of the golden set has no entry in the baseline" in summary
+    assert ": q-005; refresh the baseline" in summary
+
+
+def test_metrics_without_recall_still_gate_the_first_one(project: TrustProject) -> None:
+    project.ini(rag_metrics="ndcg@10 mrr@10")
+    project.make_baseline()
+    project.answer(**BROKEN)
+    result = project.run()
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    failed = ids_with(result, "failed")
+    assert "golden.yaml::gate::ndcg@10" in failed
+    assert {"golden.yaml::q-002", "golden.yaml::q-004", "golden.yaml::q-006"} <= set(failed)
+    assert "golden.yaml::gate::mrr@10" not in outcomes(result)  # the first metric only
+    summary = rag_summary(result)
+    assert "gate ndcg@10: ndcg@10 fell" in summary
+    # a thresholds file that gates another metric takes over from the default
+    project.thresholds({"mrr@10_tolerance": 0.5})
+    result = project.run()
+    assert "golden.yaml::gate::ndcg@10" not in outcomes(result)
+    assert outcomes(result)["golden.yaml::gate::mrr@10"] == "passed"
+
+
+@pytest.mark.parametrize("key", ["recall@10_tolerance", "recall@10_query_tolerance", "false_retrieval_rate_tolerance"])
+def test_a_tolerance_of_one_is_refused(baselined: TrustProject, key: str) -> None:
+    baselined.thresholds({key: 1})
+    result = baselined.run()
+    assert_usage_error(result, "baselines/thresholds.json", f"'{key}' is 1", "would never fail")
+
+
+def test_null_removes_a_default_gate_in_words_and_all_null_is_refused(baselined: TrustProject) -> None:
+    baselined.answer(q_004=["rim-wear"])
+    baselined.thresholds({"recall@10_query_tolerance": None, "recall@10_tolerance": 0.5})
+    result = baselined.run()
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    assert outcomes(result)["golden.yaml::q-004"] == "passed"
+    baselined.thresholds({"recall@10_query_tolerance": None, "recall@10_tolerance": None})
+    assert_usage_error(baselined.run(), "baselines/thresholds.json", "would gate no metric",
+                       '"fail_on_regression": false')
+
+
+@pytest.mark.parametrize("direction", ["to-unanswerable", "to-answerable"])
+def test_a_question_whose_kind_changed_fails_even_with_accept_mismatch(project: TrustProject, direction: str) -> None:
+    if direction == "to-answerable":
+        project.add_query({"id": "q-007", "question": "who won the 1998 world cup", "answerable": False}, [])
+    project.make_baseline()
+    if direction == "to-unanswerable":
+        project.edit_query("q-004", answerable=False, gold_chunks=[])
+        project.answer(q_004=["derailleur"])  # now it answers a question marked as having no answer
+        qid, how = "q-004", "now answerable: false"
+    else:
+        project.edit_query("q-007", answerable=True, gold_chunks=["world-cup"])
+        qid, how = "q-007", "was answerable: false, now answerable"
+    refused = project.run()
+    assert refused.ret == pytest.ExitCode.USAGE_ERROR  # the judgments changed
+    result = project.run("--rag-accept-mismatch")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
+    summary = rag_summary(result)
+    assert f"gate coverage: 1 question changed kind since the baseline ({qid}: {how})" in summary
+    assert "--rag-accept-mismatch does not allow this" in summary
+
+
+def test_a_set_that_went_from_closed_to_pooled_fails_even_with_accept_mismatch(baselined: TrustProject) -> None:
+    baselined.ini(rag_judgments="pooled")
+    assert baselined.run().ret == pytest.ExitCode.USAGE_ERROR
+    result = baselined.run("--rag-accept-mismatch")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    summary = rag_summary(result)
+    assert "gate coverage: the golden set is judged pooled, but the baseline was measured with it closed" in summary
+
+
+def test_a_refreshed_baseline_covers_the_set_and_the_gate_passes(project: TrustProject) -> None:
+    """The other side of every case above: once the baseline covers the set, coverage passes and says so."""
+    project.make_baseline()
+    result = project.run("--rag-report", "run.json")
+    assert result.ret == pytest.ExitCode.OK
+    artifact = json.loads((project.path / "run.json").read_text(encoding="utf-8"))
+    gate = next(g for g in artifact["comparison"]["gates"] if g["name"] == "coverage")
+    assert gate["passed"] is True and gate["kind"] == "coverage"
+    assert artifact["comparison"]["coverage"]["uncovered"] == []
+    assert artifact["comparison"]["coverage"]["judged"] == 6
