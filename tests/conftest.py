@@ -66,7 +66,7 @@ COLLECTIONS = REPO_ROOT.parent / "shared" / "collections"
 #: stack, no pytest session inside a test, no browser: about 730 tests in under 30 s.
 CORE_FILES = frozenset({
     "test_agreement.py", "test_candidates.py", "test_cli_verbs.py", "test_compare.py", "test_conformance.py",
-    "test_export.py", "test_golden.py", "test_history.py", "test_judged_measures.py", "test_layers.py",
+    "test_export.py", "test_gates_declared.py", "test_golden.py", "test_history.py", "test_judged_measures.py", "test_layers.py",
     "test_measures.py", "test_metrics.py", "test_parents.py", "test_progress.py", "test_report_markdown.py",
     "test_sample.py", "test_shadow.py", "test_sources.py", "test_stats.py", "test_trec.py", "test_trec_fast_path.py",
 })

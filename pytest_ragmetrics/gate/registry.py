@@ -21,7 +21,8 @@ if TYPE_CHECKING:
     from pytest_ragmetrics.gate.inputs import GatePlan, RunInputs
     from pytest_ragmetrics.gate.verdict import Verdict
 
-__all__ = ["Outcome", "GateSpec", "ThresholdKey", "register", "registered", "gate_names", "judge_gates"]
+__all__ = ["Outcome", "GateSpec", "ThresholdKey", "register", "registered", "gate_names", "judge_gates",
+           "gate_table"]
 
 
 @dataclass(frozen=True)
@@ -99,10 +100,13 @@ def register(cls: type[GateSpec]) -> type[GateSpec]:
 
 
 def registered() -> Sequence[GateSpec]:
-    """Every gate, in the order a run reports them."""
-    import pytest_ragmetrics.gate.gates  # noqa: F401  (each module registers its gate on import)
+    """Every gate, in the order a run reports them (``gate.gates.ORDER``)."""
+    from pytest_ragmetrics.gate.gates import ORDER  # each module registers its gate on import
 
-    return tuple(_REGISTRY)
+    unplaced = [g.kind for g in _REGISTRY if g.kind not in ORDER]
+    if unplaced:
+        raise TypeError(f"gate {unplaced[0]!r} has no place in pytest_ragmetrics.gate.gates.ORDER")
+    return tuple(sorted(_REGISTRY, key=lambda g: ORDER.index(g.kind)))
 
 
 def gate_names(plan: GatePlan) -> list[str]:
@@ -121,3 +125,13 @@ def judge_gates(inputs: RunInputs, verdict: Verdict) -> list[Outcome]:
                 raise AssertionError(f"gate {gate.kind} judged {outcome.name!r} ({outcome.kind}) for item {name!r}")
             outcomes.append(outcome)
     return outcomes
+
+
+def gate_table() -> str:
+    """The docs' table of gates (docs/configuration.md, "The gates"), made from the registry."""
+    rows = ["| gate | when it exists, and what fails it | thresholds keys |", "|---|---|---|"]
+    for gate in registered():
+        name = "`<metric>`" if gate.kind == "metric" else f"`{gate.kind}`"
+        keys = ", ".join(f"`{k.key}`" for k in gate.keys) or "none"
+        rows.append(f"| {name} | {gate.summary} | {keys} |")
+    return "\n".join(rows)

@@ -1,9 +1,10 @@
-"""One module a gate; importing this package registers them all, in the order runs report them.
+"""One module a gate; importing this package registers them all.
 
-See :mod:`pytest_ragmetrics.gate.registry` for what a gate declares and how a run is judged.
+:data:`ORDER` is the order runs collect and report the gates in (imports are sorted by name, so
+the order is said here, once). See :mod:`pytest_ragmetrics.gate.registry` for what a gate declares.
 """
 
-from pytest_ragmetrics.gate.gates import (  # noqa: F401  (imported to register, in report order)
+from pytest_ragmetrics.gate.gates import (  # noqa: F401  (imported to register)
     baseline,
     coverage,
     leak,
@@ -14,3 +15,6 @@ from pytest_ragmetrics.gate.gates import (  # noqa: F401  (imported to register,
     stale,
     unjudged,
 )
+
+ORDER = ("baseline", "coverage", "metric", "regressed-queries", "significant-drops", "false_retrieval_rate",
+         "stale-labels", "unjudged", "leak")
