@@ -170,6 +170,7 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
         + (f"; setup timeout {rag.options.setup_timeout:g} s" if rag.options.setup_timeout else ""),
         f"ragmetrics: thresholds {thresholds}; {ids}",
         f"ragmetrics: {rag.gold_header()}",
+        *([f"ragmetrics: {line}"] if (line := rag.scope_header()) else []),
         *([f"ragmetrics: {rag.labels.header()}"] if rag.labels is not None else []),
         f"ragmetrics: judgments {rag.full_golden.judgments} ({rag.full_golden.judgments_from}): "
         + ("documents the golden set does not list are unjudged; judged@k, unjudged_new@k and upper bounds "

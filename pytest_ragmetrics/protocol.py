@@ -15,8 +15,8 @@ from typing import Any, Iterable, Mapping, Protocol, Sequence, SupportsFloat, Ty
 
 from pytest_ragmetrics.errors import brief_repr, listed
 
-__all__ = ["BatchRetriever", "CorpusRetriever", "DescribedRetriever", "FilteredRetriever", "Result", "ResultWithId",
-           "Retriever", "accepts_filters", "search_problem", "search_with_filters"]
+__all__ = ["BatchRetriever", "CorpusRetriever", "DescribedRetriever", "FilteredRetriever", "MetadataRetriever",
+           "Result", "ResultWithId", "Retriever", "accepts_filters", "search_problem", "search_with_filters"]
 
 
 @runtime_checkable
@@ -93,6 +93,15 @@ class CorpusRetriever(Protocol):
     without ``--rag-corpus``."""
 
     def doc_ids(self) -> Iterable[str]: ...
+
+
+@runtime_checkable
+class MetadataRetriever(Protocol):
+    """A retriever that gives each document's metadata as its index stores it, read once at the first
+    query: a golden record's ``scope`` is then checked against it as well as against what each result
+    claims, so a layer that drops the filters and copies them into every result cannot hide a leak."""
+
+    def doc_metadata(self) -> Mapping[str, Mapping[str, Any]]: ...
 
 
 def accepts_filters(method: Any) -> bool:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_ragmetrics._plugin.outputs import meta
 from pytest_ragmetrics.errors import RagMetricsError
 from pytest_ragmetrics.gate.baseline import baseline_from_records, write_baseline
-from pytest_ragmetrics.gate.verdict import QueryRecord, RunInputs, Verdict, judge_run
+from pytest_ragmetrics.gate.verdict import QueryRecord, RunInputs, ScopeCheck, Verdict, judge_run
 from pytest_ragmetrics.gold import GoldCheck
 from pytest_ragmetrics.report.text import baseline_change_text
 from pytest_ragmetrics.unanswerable import FALSE_RETRIEVAL
@@ -39,6 +39,9 @@ class Judge:
         if "gold_check" in data and rag.gold_check is None:
             rag.gold_check = GoldCheck.from_dict(data["gold_check"])
             rag._gold_from_retriever = True
+        if isinstance(data.get("scope_check"), dict) and rag.scope_from_retriever is None:
+            rag.scope_from_retriever = ScopeCheck(str(data["scope_check"]["source"]),
+                                                  str(data["scope_check"].get("detail") or ""))
         if "gold_unchecked" in data and rag.gold_check is None and rag.gold_unchecked is None:
             rag.gold_unchecked = data["gold_unchecked"]
             rag._gold_from_retriever = True

@@ -95,8 +95,11 @@ class RagSession:
         #: why rag_corpus could not be read for the check (the leakage check says it again)
         self.gold_unchecked: str | None = None
         self._gold_from_retriever = False
-        #: each corpus document's metadata (rag_corpus's JSONL fields), checked against a record's scope
+        #: each corpus document's metadata (rag_corpus's JSONL fields, else the retriever's doc_metadata()),
+        #: checked against a record's scope
         self.corpus_metadata: dict[str, Any] | None = None
+        #: where corpus_metadata came from when the retriever gave it (its doc_metadata()), or why it could not
+        self.scope_from_retriever: ScopeCheck | None = None
         if options.corpus is not None:
             from pytest_ragmetrics.corpus import corpus_metadata, load_corpus
 
@@ -155,9 +158,22 @@ class RagSession:
         metadata the retriever returned with its results."""
         if not self.full_golden.scoped():
             return ScopeCheck()
-        if self.corpus_metadata is not None:
-            return ScopeCheck("corpus", self._shown_path(self.options.corpus))  # type: ignore[arg-type]
-        return ScopeCheck("results", "the metadata the retriever returned with each result")
+        if self.corpus_metadata is not None and self.options.corpus is not None:
+            return ScopeCheck("corpus", f"the corpus {self._shown_path(self.options.corpus)}")
+        if self.scope_from_retriever is not None:
+            return self.scope_from_retriever
+        return ScopeCheck("results", "only the metadata the retriever returned with each result")
+
+    def scope_header(self) -> str | None:
+        """The header's line on what each record's scope is checked against (None: no record has a scope)."""
+        if not self.full_golden.scoped():
+            return None
+        if self.corpus_metadata is not None and self.options.corpus is not None:
+            return (f"scope: checked against the corpus {self._shown_path(self.options.corpus)} (an independent "
+                    "source) and the metadata of each result")
+        return ("scope: checked against the retriever's doc_metadata() when it has one (read at the first query), "
+                "else only against the metadata it returns with each result, which a layer that drops the filters "
+                "and copies them into every result would pass; give --rag-corpus for an independent check")
 
     def _shown_path(self, path: Path) -> str:
         try:

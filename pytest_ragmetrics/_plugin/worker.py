@@ -8,13 +8,13 @@ query item, and through the report's ``user_properties`` to the process that jud
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from pytest_ragmetrics._plugin.deadline import RetrieverBusy
 from pytest_ragmetrics._plugin.retrieval import Retrieval
 from pytest_ragmetrics.errors import RetrieverError
 from pytest_ragmetrics.evaluation import score_query
-from pytest_ragmetrics.gate.verdict import QueryRecord, judge_query
+from pytest_ragmetrics.gate.verdict import QueryRecord, ScopeCheck, judge_query
 from pytest_ragmetrics.gold import check_gold, retriever_doc_ids
 from pytest_ragmetrics.golden import Query
 from pytest_ragmetrics.metrics import document_of, document_ranking, ideal_grades
@@ -61,6 +61,8 @@ class QueryWorker:
             except Exception as exc:  # describing is optional; never fail a query on it
                 rag.retriever_description = f"{type(retriever).__name__} (describe() raised {exc!r})"
             self._check_gold_with(retriever)
+            if query.scope is not None or rag.full_golden.scoped():
+                self._scope_metadata_from(retriever)
         try:
             returned = normalize_results(self.retrieval.retrieve(retriever, query, upcoming), rag.options.k, query.qid)
             leaks = self._leaks(query, returned) if query.scope else []
@@ -156,6 +158,32 @@ class QueryWorker:
             rag.gold_check = check_gold(rag.full_golden, ids, f"the retriever's doc_ids() ({len(ids)} documents)",
                                         rag.config.relevance_level, rag.config.id_separator)
 
+    def _scope_metadata_from(self, retriever: Any) -> None:
+        """Without rag_corpus, each document's metadata from the retriever's ``doc_metadata()`` when it has
+        one: an independent source for the scope check, beside what each result claims."""
+        rag = self.rag
+        if rag.corpus_metadata is not None or rag.scope_from_retriever is not None:
+            return
+        method = getattr(retriever, "doc_metadata", None)
+        if not callable(method):
+            return
+        try:
+            found = method()
+        except Exception as exc:  # optional: the scope is still checked against each result's metadata
+            rag.scope_from_retriever = ScopeCheck("results", f"only the metadata the retriever returned with each "
+                                                             f"result: its doc_metadata() raised "
+                                                             f"{type(exc).__name__}: {exc}")
+            return
+        if not isinstance(found, Mapping) or not all(isinstance(k, str) and isinstance(v, Mapping)
+                                                      for k, v in found.items()):
+            rag.scope_from_retriever = ScopeCheck("results", "only the metadata the retriever returned with each "
+                                                             "result: its doc_metadata() did not return a mapping of "
+                                                             "document id -> metadata mapping")
+            return
+        rag.corpus_metadata = {k: dict(v) for k, v in found.items()}
+        rag.scope_from_retriever = ScopeCheck("doc_metadata", f"the retriever's doc_metadata() ({len(found)} "
+                                                              "documents) and the metadata of each result")
+
     def record_payload(self, record: QueryRecord) -> dict[str, Any]:
         rag = self.rag
         data = record.to_dict()
@@ -166,6 +194,9 @@ class QueryWorker:
                 data["gold_check"] = rag.gold_check.to_dict()
             elif rag._gold_from_retriever and rag.gold_unchecked is not None:
                 data["gold_unchecked"] = rag.gold_unchecked
+            if rag.scope_from_retriever is not None:
+                data["scope_check"] = {"source": rag.scope_from_retriever.source,
+                                       "detail": rag.scope_from_retriever.detail}
         return data
 
 

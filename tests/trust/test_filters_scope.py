@@ -58,6 +58,8 @@ def _rank(query, filters):
     if shape == "chunks":
         return [f"{d}#0-1" for d in ids]
     if shape == "meta":
+        if s.get("copy_filters") and filters:  # a layer that drops the filters and claims them for every result
+            return [{"id": d, "metadata": dict(filters)} for d in ids]
         if s.get("zone"):  # a second field, first in the result's own order; some documents lack the tenant
             return [{"id": d, "metadata": {"zone": "eu", **({} if d in s.get("untagged", []) else
                                                              {"tenant": TENANTS[d]})}} for d in ids]
@@ -89,8 +91,13 @@ class BatchingWithoutFilters(Filtering):
         return [_rank(q, None)[:k] for q in queries]
 
 
+class WithMetadata(Filtering):
+    def doc_metadata(self):
+        return {d: {"tenant": t} for d, t in TENANTS.items()}
+
+
 KINDS = {"filtering": Filtering, "positional": Positional, "batching": Batching,
-         "batching-without-filters": BatchingWithoutFilters}
+         "batching-without-filters": BatchingWithoutFilters, "with-metadata": WithMetadata}
 
 
 def make():
@@ -708,3 +715,47 @@ def test_a_corpus_that_cannot_be_read_is_named_with_its_error_under_a_scope(proj
     out = result.stdout.str() + result.stderr.str()
     assert "which could not be read" in out and "duplicate" in out.lower(), out[-3000:]
     assert "gives its documents no metadata" not in out
+
+
+# -------------------------------------------------------------- what scope was checked against
+
+
+def test_a_layer_that_copies_the_filters_into_its_results_is_named_as_checked_only_by_its_own_claims(
+        project: Project) -> None:
+    """The results claim the scope they were asked for; without an independent source the leak cannot
+    be seen, so the run says what it checked against, and require_independent_scope fails it."""
+    _make_baseline(project)
+    project.settings(kind="filtering", shape="meta", drop_filters=True, copy_filters=True)
+    result = project.run()
+    out = result.stdout.str()
+    assert "scope: checked against the retriever's doc_metadata() when it has one" in out
+    assert "Scope checked against only the metadata the retriever returned with each result: not an independent " \
+           "source" in out
+    (project.path / "thresholds.json").write_text(json.dumps({"require_independent_scope": True}), encoding="utf-8")
+    result = project.run("--rag-thresholds", "thresholds.json")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()[-3000:]
+    assert _outcomes(result)["golden.yaml::gate::leak"] == "failed"
+    assert "gate leak: scope was checked only against the metadata the retriever returned" in result.stdout.str()
+
+
+@pytest.mark.parametrize("source", ["doc_metadata", "corpus"])
+def test_an_independent_source_catches_the_layer_that_copies_the_filters(project: Project, source: str) -> None:
+    kind = "with-metadata" if source == "doc_metadata" else "filtering"
+    project.settings(kind=kind, shape="meta")
+    _make_baseline(project)
+    project.settings(kind=kind, shape="meta", drop_filters=True, copy_filters=True)
+    (project.path / "thresholds.json").write_text(json.dumps({"require_independent_scope": True}), encoding="utf-8")
+    args = ["--rag-thresholds", "thresholds.json", "--rag-report", "run.json"]
+    if source == "corpus":
+        project.corpus(TENANTS)
+        args.append("--rag-corpus=corpus.jsonl")
+    result = project.run(*args)
+    out = result.stdout.str()
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, out[-3000:]
+    assert _outcomes(result)["golden.yaml::gate::leak"] == "failed"
+    assert "gate leak: " in out and "outside their query's scope" in out
+    assert "scope was checked only against" not in out
+    expected = "the retriever's doc_metadata() (4 documents)" if source == "doc_metadata" else "the corpus corpus.jsonl"
+    assert f"Scope checked against {expected}" in out
+    artifact = json.loads((project.path / "run.json").read_text(encoding="utf-8"))
+    assert artifact["_meta"]["scope_check"]["source"] == source

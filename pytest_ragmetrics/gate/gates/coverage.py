@@ -55,12 +55,16 @@ class Coverage:
     other_set: str | None = None
     #: queries that ran but could not be judged, with why (skipped, unscorable, ...)
     unjudged: dict[str, str] = field(default_factory=dict)
+    #: what the records' scopes were checked against, in words, and whether that source is independent
+    scope: str | None = None
+    scope_independent: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {"judged": self.judged, "gated_metrics": self.gated_metrics,
                 "per_query_metrics": self.per_query_metrics, "ungated_metrics": self.ungated_metrics,
                 "uncovered": self.uncovered, "allowed": self.allowed, "changed_kind": self.changed_kind,
-                "set_kind": self.set_kind, "other_set": self.other_set, "unjudged": self.unjudged}
+                "set_kind": self.set_kind, "other_set": self.other_set, "unjudged": self.unjudged,
+                **({"scope": self.scope, "scope_independent": self.scope_independent} if self.scope else {})}
 
     def lines(self, reference: str = "the baseline") -> list[str]:
         """The summary's statement of coverage: what a hard gate judged, and what ran ungated and why."""
@@ -79,6 +83,10 @@ class Coverage:
         if self.changed_kind:
             out.append("Not judged, kind changed since " + reference + ": "
                        + listed([f"{q} ({how})" for q, how in self.changed_kind.items()]))
+        if self.scope:
+            out.append(f"Scope checked against {self.scope}" + ("" if self.scope_independent else
+                       ": not an independent source (give --rag-corpus, or a doc_metadata() method on the "
+                       "retriever; require_independent_scope in thresholds.json fails such a run)"))
         for qid, why in list(self.unjudged.items())[:10]:
             out.append(f"Not judged: {qid} ({why})")
         if len(self.unjudged) > 10:
@@ -105,6 +113,8 @@ def coverage_of(inputs: RunInputs, verdict: Verdict) -> Coverage:
         judged=verdict.n_common,
         significant=thresholds.fail_on_significant_drop,
     )
+    if inputs.scope.source != "none":
+        cov.scope, cov.scope_independent = inputs.scope.detail or inputs.scope.source, inputs.scope.independent
     baseline = inputs.baseline
     for qid in verdict.unscorable:
         cov.unjudged[qid] = "cannot be scored: no relevant document it can find"
