@@ -6,7 +6,7 @@ Without ``--rag-eval`` every hook returns at once and nothing heavy is imported.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Generator, cast
 
 import pytest
 
@@ -186,6 +186,20 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> Any:
 
         return GoldenFile.from_parent(parent, path=file_path)
     return None
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, None]:
+    """A skipped query's or gate's report names it, and a query's carries the skip's reason (``name_skip``)."""
+    outcome = yield
+    if _rag(item.config) is None:
+        return
+    report = outcome.get_result()
+    if report.skipped:
+        from pytest_ragmetrics._plugin.items import GateItem, QueryItem, name_skip
+
+        if isinstance(item, (QueryItem, GateItem)):
+            name_skip(item, report)
 
 
 @pytest.hookimpl(trylast=True)

@@ -53,7 +53,13 @@ class Controller:
 
     @pytest.hookimpl(tryfirst=True)  # before junitxml and other report writers see the record
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        from pytest_ragmetrics._plugin.items import NOT_STARTED_KEY, QUERY_KEY, RETRIEVER_PROBLEM_KEY, junit_properties
+        from pytest_ragmetrics._plugin.items import (
+            NOT_STARTED_KEY,
+            QUERY_KEY,
+            RETRIEVER_PROBLEM_KEY,
+            SKIPPED_KEY,
+            junit_properties,
+        )
         from pytest_ragmetrics._plugin.session import RECORD_KEY
         from pytest_ragmetrics.gate.verdict import QueryRecord
 
@@ -88,6 +94,12 @@ class Controller:
                 crash = getattr(report.longrepr, "reprcrash", None)
                 text = crash.message if crash is not None else (message[-1] if message else "?")
                 self.rag.records[qid] = QueryRecord(qid, "error", error=f"setup failed: {text}")
+        reasons = [str(value) for key, value in report.user_properties if key == SKIPPED_KEY]
+        if reasons:
+            report.user_properties = [p for p in report.user_properties if p[0] != SKIPPED_KEY]
+            # skipped without a record: not judged (an unscorable query skips with its record, and is judged)
+            if report.skipped and qid is not None and qid in self.rag.golden and qid not in self.rag.records:
+                self.rag.skipped.setdefault(qid, reasons[0])
         if report.when == "teardown" and qid is not None:
             record = self.rag.records.get(qid)
             if record is not None:

@@ -20,8 +20,9 @@ from pytest_ragmetrics.report.text import gate_line, leak_lines, leak_summary, r
 from pytest_ragmetrics.scope import ScopeUnchecked, scope_text
 from pytest_ragmetrics.unanswerable import FALSE_RETRIEVAL
 
-__all__ = ["FIXTURE_RAISED", "NOT_STARTED_KEY", "QUERY_KEY", "GoldenFile", "QueryItem", "GateItem", "RAG_SESSION",
-           "RETRIEVER_PROBLEM_KEY", "gate_report_text", "junit_properties"]
+__all__ = ["FIXTURE_RAISED", "NOT_STARTED_KEY", "QUERY_KEY", "SKIPPED_KEY", "GoldenFile", "QueryItem", "GateItem",
+           "RAG_SESSION", "RETRIEVER_PROBLEM_KEY", "gate_report_text", "junit_properties", "name_skip",
+           "skip_longrepr"]
 
 RAG_SESSION = pytest.StashKey[RagSession]()
 _RETRIEVER_CHECKED = pytest.StashKey[bool]()
@@ -35,6 +36,9 @@ RETRIEVER_PROBLEM_KEY = "ragmetrics-retriever-problem"
 
 #: The user_properties key of a query that could not start (the retriever was busy with an abandoned call).
 NOT_STARTED_KEY = "ragmetrics-not-started"
+
+#: The user_properties key of a skipped query's report: the skip's reason (the query is not judged).
+SKIPPED_KEY = "ragmetrics-skipped"
 
 #: The user_properties key that tells the process that judges which query (``qid``) of which golden
 #: file (``file``, its node id) a report is about; it removes the key before any report writer sees it.
@@ -291,7 +295,33 @@ class QueryItem(pytest.Function):
         return rep
 
     def reportinfo(self) -> tuple[Path, int | None, str]:
-        return self.path, None, f"rag query {shown(self.query.qid)}"
+        # a line, not None: pytest places a skip raised by a marker or a fixture at the item's line
+        return self.path, 0, f"rag query {shown(self.query.qid)}"
+
+
+def name_skip(item: QueryItem | GateItem, report: pytest.TestReport) -> None:
+    """A skipped query's or gate's report names it; a query's carries the skip's reason to the process
+    that judges.
+
+    pytest places a skip at the line that raised it (``runner.py:184`` for a skip in the
+    ``rag_retriever`` fixture), which says nothing about which query was not judged; here its
+    location is the golden file and its reason starts with the item's name.
+    """
+    longrepr = report.longrepr
+    if not isinstance(longrepr, tuple) or len(longrepr) != 3:
+        return
+    reason = str(longrepr[2]).removeprefix("Skipped: ")
+    if isinstance(item, GateItem):
+        report.longrepr = skip_longrepr(item.path, f"rag gate {item.gate}", reason)
+        return
+    report.longrepr = skip_longrepr(item.path, f"rag query {shown(item.query.qid)}", reason)
+    report.user_properties = [*report.user_properties, (SKIPPED_KEY, reason)]  # the item's own list stays as it is
+
+
+def skip_longrepr(path: Path, what: str, reason: str) -> Any:
+    """A skip's location and reason as pytest's reports hold them: the golden file, no line (the terminal
+    then prints ``golden.yaml: rag query q-001: why``), and what was skipped."""
+    return str(path), None, f"{what}: {reason}"
 
 
 def junit_properties(rag: RagSession, record: QueryRecord) -> list[tuple[str, object]]:

@@ -46,8 +46,12 @@ class Judge:
     def verdict(self) -> Verdict:
         rag = self.rag
         if self._verdict is None:
+            # a skipped query is not judged: the baseline gate names it with its reason, not as "did not run"
+            skipped = {q.qid: rag.skipped[q.qid] for q in rag.golden
+                       if q.qid in rag.skipped and q.qid not in rag.records}
+            golden = rag.golden.subset([q.qid for q in rag.golden if q.qid not in skipped]) if skipped else rag.golden
             self._verdict = build_verdict(
-                rag.records, rag.golden, None if rag.options.update_baseline else rag.baseline,
+                rag.records, golden, None if rag.options.update_baseline else rag.baseline,
                 rag.thresholds, rag.metrics, rag.config.relevance_level, rag.full_golden,
                 baseline_path=str(rag.options.baseline), labels=rag.labels,
                 artifact_path=rag._shown_path(rag.options.report) if rag.options.report else None,
@@ -57,6 +61,10 @@ class Judge:
                 from pytest_ragmetrics.gate.shard import defer_gates
 
                 self._verdict = defer_gates(self._verdict, *rag.options.shard)
+            if skipped:
+                from pytest_ragmetrics.gate.skipped import judge_skipped
+
+                self._verdict = judge_skipped(self._verdict, skipped, len(rag.golden))
         return self._verdict
 
     def write_baseline(self) -> str:

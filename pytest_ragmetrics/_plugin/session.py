@@ -132,6 +132,8 @@ class RagSession:
         #: The file the golden set's items hang from (a folder's queries.jsonl).
         self.collect_path = golden_path / "queries.jsonl" if golden_path.is_dir() else golden_path
         self.records: dict[str, QueryRecord] = {}
+        #: query id -> the reason it was skipped (pytest.skip, a skip marker, the fixture's skip): not judged
+        self.skipped: dict[str, str] = {}
         self.retriever_description: Any = None
         #: each collected item's position in run order, built at the first search_batch look-ahead
         self.item_index: dict[str, int] | None = None

@@ -40,6 +40,7 @@ here, naming the file, the record (qid) and the field, before any reader trusts 
   ``comparison.retriever_changes``: a list of strings; ``comparison.passed``: a bool;
   ``comparison.leaks``, when present: a list of ``{qid, question, scope, filters, docs}``, and a run
   with a leak (there or in ``per_query``) never has ``passed: true``;
+  ``comparison.skipped``, when present: query id -> the reason it was skipped (not judged);
   ``comparison.stale_labels``, when present (thresholds set a label age limit): ``checked`` (integer
   >= 0) and ``stale``/``undated`` (lists of ``{qid, oldest, age_days, limit_days, limit_key}``), no
   more stale and undated records than checked (artifacts written before labels aged have none);
@@ -410,6 +411,9 @@ def _check_comparison(comparison: Mapping[str, Any], name: str) -> None:
         raise _fail(name, "comparison.passed", f"is {brief_repr(comparison['passed'])}; expected true or false")
     if "stale_labels" in comparison:
         _check_stale_labels(comparison["stale_labels"], name)
+    skipped = comparison.get("skipped", {})
+    if not isinstance(skipped, dict) or not all(isinstance(r, str) for r in skipped.values()):
+        raise _fail(name, "comparison.skipped", f"is {brief_repr(skipped)}; expected query id -> why it was skipped")
     leaks = comparison.get("leaks", [])
     if not isinstance(leaks, list):
         raise _fail(name, "comparison.leaks", f"is {brief_repr(leaks)}; expected a list of objects")

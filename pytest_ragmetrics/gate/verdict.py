@@ -428,6 +428,9 @@ class Verdict:
     harvested: str | None = None
     #: a shard's gates, left to ``ragmetrics merge`` (a part of the set cannot stand for the whole)
     deferred: list[str] = field(default_factory=list)
+    #: queries that were skipped, with the skip's reason: not judged, so the baseline gate fails
+    #: (see :mod:`pytest_ragmetrics.gate.skipped`)
+    skipped: dict[str, str] = field(default_factory=dict)
 
     @property
     def failed_gates(self) -> list[Gate]:
@@ -495,6 +498,7 @@ class Verdict:
                 for source, (n, now, base) in self.sources.items()}} if self.sources else {}),
             **({"harvested": self.harvested} if self.harvested else {}),
             **({"deferred": self.deferred} if self.deferred else {}),
+            **({"skipped": self.skipped} if self.skipped else {}),
             "failures": self.failures(),
             "passed": self.passed,
             **({"judgments": self.judgments, "judged": self.judged, "unjudged_new": self.unjudged_new,

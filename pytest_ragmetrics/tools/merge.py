@@ -354,10 +354,19 @@ def merge_shards(paths: Sequence[str | Path], *, golden: str | Path | None = Non
     labels = label_ages(run_golden, thresholds, today)
     compared = None if updating else base
     answer = meta.get("answer_threshold")
-    verdict = build_verdict(records, run_golden, compared, thresholds, metrics, config.relevance_level, full,
+    # a query a shard skipped is not judged: named with its reason, as a whole run names it
+    skipped = {q.qid: str(why) for s in shards for q in run_golden if q.qid not in records
+               and isinstance(why := (s.data["comparison"].get("skipped") or {}).get(q.qid), str)}
+    judged = run_golden.subset([q.qid for q in run_golden if q.qid not in skipped]) if skipped else run_golden
+    verdict = build_verdict(records, judged, compared, thresholds, metrics, config.relevance_level, full,
                             baseline_path=str(base_path), labels=labels,
                             artifact_path=shown_path(Path(out)) if out else None,
                             answer_threshold=float(answer) if isinstance(answer, (int, float)) else None)
+    if skipped:
+        from pytest_ragmetrics.gate.skipped import judge_skipped
+
+        verdict = judge_skipped(verdict, {q.qid: skipped[q.qid] for q in run_golden if q.qid in skipped},
+                                len(run_golden))
     gold_check, gold_unchecked = _gold(shards)
     run_meta = {k: v for k, v in meta.items() if k not in _ARTIFACT_KEYS}
     if created is not None:
