@@ -17,6 +17,15 @@ import pytest
 __all__ = ["Controller"]
 
 
+def _gates_last(items: list[pytest.Item]) -> None:
+    """Move the gate items after every other item, in place, keeping each group's order."""
+    from pytest_ragmetrics._plugin.items import GateItem
+
+    gates = [i for i in items if isinstance(i, GateItem)]
+    if gates and any(not isinstance(i, GateItem) for i in items[items.index(gates[0]):]):
+        items[:] = [*(i for i in items if not isinstance(i, GateItem)), *gates]
+
+
 class Controller:
     """Hooks that run in the process that judges: a serial run or the xdist controller."""
 
@@ -106,13 +115,20 @@ class Controller:
                 # junitxml takes a test case's properties from its teardown report
                 report.user_properties.extend(junit_properties(self.rag, record))
 
-    @pytest.hookimpl(trylast=True)
-    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
-        from pytest_ragmetrics._plugin.items import GateItem
+    @pytest.hookimpl(hookwrapper=True, tryfirst=True)
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> Any:
+        """The gate items run after every query item, whatever order other plugins give the items.
 
-        gates = [i for i in items if isinstance(i, GateItem)]
-        if gates:
-            items[:] = [*(i for i in items if not isinstance(i, GateItem)), *gates]
+        ``--nf``, ``--ff``, ``--lf`` and pytest-randomly reorder the items in hook wrappers or
+        first-called hooks; this wrapper is registered after them (at session start), so it
+        moves the gates last once they are done. ``pytest_collection_finish`` checks again.
+        """
+        yield
+        _gates_last(items)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        _gates_last(session.items)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:

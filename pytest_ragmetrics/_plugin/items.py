@@ -13,7 +13,7 @@ from pytest_ragmetrics._plugin.deadline import RetrieverBusy
 from pytest_ragmetrics._plugin.retriever import PROTOCOL, retriever_problem
 from pytest_ragmetrics._plugin.session import RECORD_KEY, RagSession
 from pytest_ragmetrics._plugin.xdist import xdist_queue
-from pytest_ragmetrics.errors import RagMetricsError, shown, shown_lines
+from pytest_ragmetrics.errors import RagMetricsError, listed, shown, shown_lines
 from pytest_ragmetrics.gate.verdict import LEAK_GATE, Drop, Gate, QueryRecord
 from pytest_ragmetrics.golden import Query
 from pytest_ragmetrics.report.text import gate_line, leak_lines, leak_summary, regression_entry_lines
@@ -383,9 +383,25 @@ class GateItem(pytest.Item):
         rag = self.config.stash[RAG_SESSION]
         if rag.options.update_baseline:
             pytest.skip("the baseline is being updated; nothing to compare")
+        pending = self._queries_not_run_yet()
+        if pending:  # judging now would judge a part of the run, and the verdict is built once
+            raise GateFailure(
+                f"gate {self.gate}: not judged here: this item ran before "
+                f"{'1 query item' if len(pending) == 1 else f'{len(pending)} query items'} ({listed(pending)}), "
+                "as a plugin reordered the items after collection; the run fails, and its verdict over every "
+                "query is in the ragmetrics summary")
         gate = next(g for g in rag.judge.verdict().gates if g.name == self.gate)
         if not gate.passed and (rag.thresholds.fail_on_regression or gate.name == LEAK_GATE):
             raise GateFailure(gate_report_text(rag, gate))
+
+    def _queries_not_run_yet(self) -> list[str]:
+        """The query items that come after this gate item in run order (in a serial run, not run yet)."""
+        items = self.session.items
+        try:
+            here = next(n for n, item in enumerate(items) if item is self)
+        except StopIteration:
+            return []
+        return [shown(item.query.qid) for item in items[here + 1:] if isinstance(item, QueryItem)]
 
     def repr_failure(self, excinfo: Any, style: Any = None) -> Any:
         if isinstance(excinfo.value, GateFailure):

@@ -1003,7 +1003,7 @@ def evaluate_gates(
     if not_run:
         n = len(not_run)
         unmet.append(f"partial run: {n} {'query' if n == 1 else 'queries'} meant to run did not "
-                        f"({', '.join(not_run[:5])}{' …' if n > 5 else ''}; deselected with -k or --deselect, "
+                        f"({', '.join(not_run[:5])}{' …' if n > 5 else ''}; deselected with -k, --deselect or --lf, "
                         "or the run stopped early); the gate judges the whole set, so run it unfiltered")
     if removed:
         n = len(removed)
