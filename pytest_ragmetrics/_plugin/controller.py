@@ -234,26 +234,28 @@ class Controller:
             return str(self.rag.collect_path)
 
     def _report_gates(self, session: pytest.Session) -> None:
-        """Under xdist the gates cannot run on a worker: report them from here."""
-        from pytest_ragmetrics._plugin.items import gate_report_text
+        """Under xdist the gates cannot run on a worker: report them from here, as a serial run's
+        gate items end (failed, passed, or skipped with the reason: a shard's, a refresh's)."""
+        from pytest_ragmetrics._plugin.items import UPDATING, gate_outcome, gate_report_text, skip_longrepr
         from pytest_ragmetrics._plugin.xdist import hide_progress_counter
 
         rag = self.rag
         golden_id = self._golden_id()
         hook = self.config.hook
-        updating = rag.options.update_baseline
         gates = rag.judge.verdict().gates
         hide_progress_counter(self.config)  # its counter only knows the workers' items
         for gate in gates:
             nodeid = f"{golden_id}::gate::{gate.name}"
             location = (golden_id, None, f"rag gate {gate.name}")
-            failed = not gate.passed and rag.thresholds.fail_on_regression and not updating
+            ends = UPDATING if rag.options.update_baseline else gate_outcome(rag, gate)
             # No logstart/logfinish: xdist's progress counter only knows the workers' items.
             for when in ("setup", "call", "teardown"):
-                outcome: Literal["passed", "failed", "skipped"] = "failed" if failed and when == "call" else "passed"
-                longrepr: Any = gate_report_text(rag, gate) if outcome == "failed" else None
-                if updating and when == "call":
-                    outcome, longrepr = "skipped", (location[0], None, "Skipped: the baseline is being updated")
+                outcome: Literal["passed", "failed", "skipped"] = "passed"
+                longrepr: Any = None
+                if when == "call" and ends == "failed":
+                    outcome, longrepr = "failed", gate_report_text(rag, gate)
+                elif when == "call" and ends != "passed":
+                    outcome, longrepr = "skipped", skip_longrepr(rag.collect_path, f"rag gate {gate.name}", ends)
                 report = pytest.TestReport(nodeid, location, {}, outcome, longrepr, when)
                 hook.pytest_runtest_logreport(report=report)
 

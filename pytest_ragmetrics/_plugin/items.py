@@ -21,8 +21,8 @@ from pytest_ragmetrics.scope import ScopeUnchecked, scope_text
 from pytest_ragmetrics.unanswerable import FALSE_RETRIEVAL
 
 __all__ = ["FIXTURE_RAISED", "NOT_STARTED_KEY", "QUERY_KEY", "SKIPPED_KEY", "GoldenFile", "QueryItem", "GateItem",
-           "RAG_SESSION", "RETRIEVER_PROBLEM_KEY", "gate_report_text", "junit_properties", "name_skip",
-           "skip_longrepr"]
+           "RAG_SESSION", "RETRIEVER_PROBLEM_KEY", "UPDATING", "gate_outcome", "gate_report_text", "junit_properties",
+           "name_skip", "skip_longrepr"]
 
 RAG_SESSION = pytest.StashKey[RagSession]()
 _RETRIEVER_CHECKED = pytest.StashKey[bool]()
@@ -36,6 +36,9 @@ RETRIEVER_PROBLEM_KEY = "ragmetrics-retriever-problem"
 
 #: The user_properties key of a query that could not start (the retriever was busy with an abandoned call).
 NOT_STARTED_KEY = "ragmetrics-not-started"
+
+#: Why the gate items of a ``--rag-update-baseline`` run are skipped.
+UPDATING = "the baseline is being updated; nothing to compare"
 
 #: The user_properties key of a skipped query's report: the skip's reason (the query is not judged).
 SKIPPED_KEY = "ragmetrics-skipped"
@@ -372,6 +375,22 @@ def gate_report_text(rag: RagSession, gate: Gate) -> str:
     return gate_line(rag.judge.verdict(), gate)
 
 
+def gate_outcome(rag: RagSession, gate: Gate) -> str:
+    """How a gate's item ends: ``"failed"``, ``"passed"``, or the reason it is skipped.
+
+    A shard's gates are judged by ``ragmetrics merge`` over every shard: their items are
+    skipped, never passed, as a shard cannot judge them from its part of the set (a gate
+    failed in the shard itself, as the baseline gate on a skipped query, still fails).
+    """
+    if not gate.passed and (rag.thresholds.fail_on_regression or gate.name == LEAK_GATE):
+        return "failed"
+    if rag.options.shard is not None and gate.name in rag.judge.verdict().deferred and gate.passed:
+        from pytest_ragmetrics.gate.shard import JUDGED_BY_MERGE
+
+        return JUDGED_BY_MERGE
+    return "passed"
+
+
 class GateItem(pytest.Item):
     """One aggregate check, run after every query item (serial runs only)."""
 
@@ -382,7 +401,7 @@ class GateItem(pytest.Item):
     def runtest(self) -> None:
         rag = self.config.stash[RAG_SESSION]
         if rag.options.update_baseline:
-            pytest.skip("the baseline is being updated; nothing to compare")
+            pytest.skip(UPDATING)
         pending = self._queries_not_run_yet()
         if pending:  # judging now would judge a part of the run, and the verdict is built once
             raise GateFailure(
@@ -391,8 +410,11 @@ class GateItem(pytest.Item):
                 "as a plugin reordered the items after collection; the run fails, and its verdict over every "
                 "query is in the ragmetrics summary")
         gate = next(g for g in rag.judge.verdict().gates if g.name == self.gate)
-        if not gate.passed and (rag.thresholds.fail_on_regression or gate.name == LEAK_GATE):
+        outcome = gate_outcome(rag, gate)
+        if outcome == "failed":
             raise GateFailure(gate_report_text(rag, gate))
+        if outcome != "passed":
+            pytest.skip(outcome)
 
     def _queries_not_run_yet(self) -> list[str]:
         """The query items that come after this gate item in run order (in a serial run, not run yet)."""

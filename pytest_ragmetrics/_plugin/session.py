@@ -125,9 +125,8 @@ class RagSession:
         self.baseline_id: dict[str, str] = \
             {new: old for old, new in find_renames(self.full_golden, self.baseline).items()} \
             if self.baseline is not None and not options.update_baseline else {}
-        # a shard collects no gate item: its gates are judged over every shard by `ragmetrics merge`
-        self.gates = gate_names(self.metrics, self.thresholds, self.pooled, bool(self.full_golden.scoped())) \
-            if options.shard is None else []
+        # a shard's gate items are skipped: its gates are judged over every shard by `ragmetrics merge`
+        self.gates = gate_names(self.metrics, self.thresholds, self.pooled, bool(self.full_golden.scoped()))
         golden_path = options.golden.resolve()
         #: The file the golden set's items hang from (a folder's queries.jsonl).
         self.collect_path = golden_path / "queries.jsonl" if golden_path.is_dir() else golden_path

@@ -26,10 +26,13 @@ from pytest_ragmetrics.gate.verdict import Gate, Verdict
 from pytest_ragmetrics.golden import GoldenSet
 
 __all__ = ["parse_shard", "select_shard", "shard_of", "defer_gates", "check_shard_section", "MERGE_COMMAND",
-           "CI_RUN_VARIABLES", "ci_run_id", "queries_digest"]
+           "JUDGED_BY_MERGE", "CI_RUN_VARIABLES", "ci_run_id", "queries_digest"]
 
 #: How a shard's messages name the step that judges the gates.
 MERGE_COMMAND = "ragmetrics merge"
+
+#: Why a shard's gate items are skipped, never passed: a shard holds part of the set.
+JUDGED_BY_MERGE = f"judged by `{MERGE_COMMAND}` over every shard"
 
 #: a record's statuses, as the artifact's per_query holds them
 _STATUSES = ("scored", "unscorable", "error", "unanswerable")
