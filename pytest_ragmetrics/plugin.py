@@ -159,7 +159,9 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
     return [
         f"ragmetrics: {len(rag.golden)} of {len(rag.full_golden)} queries ({subset}) "
         f"from {rag.options.golden}",
-        *([f"ragmetrics: shard {shard[0]}/{shard[1]}: {len(rag.golden)} of the {len(rag.sharded_set)} queries; "
+        *([f"ragmetrics: shard {shard[0]}/{shard[1]}"
+           + (f" (attempt {rag.options.attempt})" if rag.options.attempt is not None else "")
+           + f": {len(rag.golden)} of the {len(rag.sharded_set)} queries; "
            "a query that falls beyond its tolerance or errors fails this shard, and the gates (the aggregate "
            "included) are judged over every shard by `ragmetrics merge`"
            + ("" if rag.options.report else " (pass --rag-report=PATH: merge reads the shard's artifact)")]
