@@ -6,7 +6,7 @@ Without ``--rag-eval`` every hook returns at once and nothing heavy is imported.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Generator, cast
 
 import pytest
 
@@ -159,7 +159,9 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
     return [
         f"ragmetrics: {len(rag.golden)} of {len(rag.full_golden)} queries ({subset}) "
         f"from {rag.options.golden}",
-        *([f"ragmetrics: shard {shard[0]}/{shard[1]}: {len(rag.golden)} of the {len(rag.sharded_set)} queries; "
+        *([f"ragmetrics: shard {shard[0]}/{shard[1]}"
+           + (f" (attempt {rag.options.attempt})" if rag.options.attempt is not None else "")
+           + f": {len(rag.golden)} of the {len(rag.sharded_set)} queries; "
            "a query that falls beyond its tolerance or errors fails this shard, and the gates (the aggregate "
            "included) are judged over every shard by `ragmetrics merge`"
            + ("" if rag.options.report else " (pass --rag-report=PATH: merge reads the shard's artifact)")]
@@ -187,6 +189,20 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> Any:
 
         return GoldenFile.from_parent(parent, path=file_path)
     return None
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, None]:
+    """A skipped query's or gate's report names it, and a query's carries the skip's reason (``name_skip``)."""
+    outcome = yield
+    if _rag(item.config) is None:
+        return
+    report = outcome.get_result()
+    if report.skipped:
+        from pytest_ragmetrics._plugin.items import GateItem, QueryItem, name_skip
+
+        if isinstance(item, (QueryItem, GateItem)):
+            name_skip(item, report)
 
 
 @pytest.hookimpl(trylast=True)

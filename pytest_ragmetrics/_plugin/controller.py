@@ -17,6 +17,15 @@ import pytest
 __all__ = ["Controller"]
 
 
+def _gates_last(items: list[pytest.Item]) -> None:
+    """Move the gate items after every other item, in place, keeping each group's order."""
+    from pytest_ragmetrics._plugin.items import GateItem
+
+    gates = [i for i in items if isinstance(i, GateItem)]
+    if gates and any(not isinstance(i, GateItem) for i in items[items.index(gates[0]):]):
+        items[:] = [*(i for i in items if not isinstance(i, GateItem)), *gates]
+
+
 class Controller:
     """Hooks that run in the process that judges: a serial run or the xdist controller."""
 
@@ -53,7 +62,13 @@ class Controller:
 
     @pytest.hookimpl(tryfirst=True)  # before junitxml and other report writers see the record
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        from pytest_ragmetrics._plugin.items import NOT_STARTED_KEY, QUERY_KEY, RETRIEVER_PROBLEM_KEY, junit_properties
+        from pytest_ragmetrics._plugin.items import (
+            NOT_STARTED_KEY,
+            QUERY_KEY,
+            RETRIEVER_PROBLEM_KEY,
+            SKIPPED_KEY,
+            junit_properties,
+        )
         from pytest_ragmetrics._plugin.session import RECORD_KEY
         from pytest_ragmetrics.gate.verdict import QueryRecord
 
@@ -88,19 +103,32 @@ class Controller:
                 crash = getattr(report.longrepr, "reprcrash", None)
                 text = crash.message if crash is not None else (message[-1] if message else "?")
                 self.rag.records[qid] = QueryRecord(qid, "error", error=f"setup failed: {text}")
+        reasons = [str(value) for key, value in report.user_properties if key == SKIPPED_KEY]
+        if reasons:
+            report.user_properties = [p for p in report.user_properties if p[0] != SKIPPED_KEY]
+            # skipped without a record: not judged (an unscorable query skips with its record, and is judged)
+            if report.skipped and qid is not None and qid in self.rag.golden and qid not in self.rag.records:
+                self.rag.skipped.setdefault(qid, reasons[0])
         if report.when == "teardown" and qid is not None:
             record = self.rag.records.get(qid)
             if record is not None:
                 # junitxml takes a test case's properties from its teardown report
                 report.user_properties.extend(junit_properties(self.rag, record))
 
-    @pytest.hookimpl(trylast=True)
-    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
-        from pytest_ragmetrics._plugin.items import GateItem
+    @pytest.hookimpl(hookwrapper=True, tryfirst=True)
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> Any:
+        """The gate items run after every query item, whatever order other plugins give the items.
 
-        gates = [i for i in items if isinstance(i, GateItem)]
-        if gates:
-            items[:] = [*(i for i in items if not isinstance(i, GateItem)), *gates]
+        ``--nf``, ``--ff``, ``--lf`` and pytest-randomly reorder the items in hook wrappers or
+        first-called hooks; this wrapper is registered after them (at session start), so it
+        moves the gates last once they are done. ``pytest_collection_finish`` checks again.
+        """
+        yield
+        _gates_last(items)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        _gates_last(session.items)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
@@ -206,26 +234,28 @@ class Controller:
             return str(self.rag.collect_path)
 
     def _report_gates(self, session: pytest.Session) -> None:
-        """Under xdist the gates cannot run on a worker: report them from here."""
-        from pytest_ragmetrics._plugin.items import gate_report_text
+        """Under xdist the gates cannot run on a worker: report them from here, as a serial run's
+        gate items end (failed, passed, or skipped with the reason: a shard's, a refresh's)."""
+        from pytest_ragmetrics._plugin.items import UPDATING, gate_outcome, gate_report_text, skip_longrepr
         from pytest_ragmetrics._plugin.xdist import hide_progress_counter
 
         rag = self.rag
         golden_id = self._golden_id()
         hook = self.config.hook
-        updating = rag.options.update_baseline
         gates = rag.judge.verdict().gates
         hide_progress_counter(self.config)  # its counter only knows the workers' items
         for gate in gates:
             nodeid = f"{golden_id}::gate::{gate.name}"
             location = (golden_id, None, f"rag gate {gate.name}")
-            failed = not gate.passed and (rag.thresholds.fail_on_regression or gate.strict) and not updating
+            ends = UPDATING if rag.options.update_baseline else gate_outcome(rag, gate)
             # No logstart/logfinish: xdist's progress counter only knows the workers' items.
             for when in ("setup", "call", "teardown"):
-                outcome: Literal["passed", "failed", "skipped"] = "failed" if failed and when == "call" else "passed"
-                longrepr: Any = gate_report_text(rag, gate) if outcome == "failed" else None
-                if updating and when == "call":
-                    outcome, longrepr = "skipped", (location[0], None, "Skipped: the baseline is being updated")
+                outcome: Literal["passed", "failed", "skipped"] = "passed"
+                longrepr: Any = None
+                if when == "call" and ends == "failed":
+                    outcome, longrepr = "failed", gate_report_text(rag, gate)
+                elif when == "call" and ends != "passed":
+                    outcome, longrepr = "skipped", skip_longrepr(rag.collect_path, f"rag gate {gate.name}", ends)
                 report = pytest.TestReport(nodeid, location, {}, outcome, longrepr, when)
                 hook.pytest_runtest_logreport(report=report)
 

@@ -13,15 +13,16 @@ from pytest_ragmetrics._plugin.deadline import RetrieverBusy
 from pytest_ragmetrics._plugin.retriever import PROTOCOL, retriever_problem
 from pytest_ragmetrics._plugin.session import RECORD_KEY, RagSession
 from pytest_ragmetrics._plugin.xdist import xdist_queue
-from pytest_ragmetrics.errors import RagMetricsError, shown, shown_lines
+from pytest_ragmetrics.errors import RagMetricsError, listed, shown, shown_lines
 from pytest_ragmetrics.gate.verdict import Drop, Gate, QueryRecord
 from pytest_ragmetrics.golden import Query
 from pytest_ragmetrics.report.text import gate_line, leak_lines, leak_summary, regression_entry_lines
 from pytest_ragmetrics.scope import ScopeUnchecked, scope_text
 from pytest_ragmetrics.unanswerable import FALSE_RETRIEVAL
 
-__all__ = ["FIXTURE_RAISED", "NOT_STARTED_KEY", "QUERY_KEY", "GoldenFile", "QueryItem", "GateItem", "RAG_SESSION",
-           "RETRIEVER_PROBLEM_KEY", "gate_report_text", "junit_properties"]
+__all__ = ["FIXTURE_RAISED", "NOT_STARTED_KEY", "QUERY_KEY", "SKIPPED_KEY", "GoldenFile", "QueryItem", "GateItem",
+           "RAG_SESSION", "RETRIEVER_PROBLEM_KEY", "UPDATING", "gate_outcome", "gate_report_text", "junit_properties",
+           "name_skip", "skip_longrepr"]
 
 RAG_SESSION = pytest.StashKey[RagSession]()
 _RETRIEVER_CHECKED = pytest.StashKey[bool]()
@@ -35,6 +36,12 @@ RETRIEVER_PROBLEM_KEY = "ragmetrics-retriever-problem"
 
 #: The user_properties key of a query that could not start (the retriever was busy with an abandoned call).
 NOT_STARTED_KEY = "ragmetrics-not-started"
+
+#: Why the gate items of a ``--rag-update-baseline`` run are skipped.
+UPDATING = "the baseline is being updated; nothing to compare"
+
+#: The user_properties key of a skipped query's report: the skip's reason (the query is not judged).
+SKIPPED_KEY = "ragmetrics-skipped"
 
 #: The user_properties key that tells the process that judges which query (``qid``) of which golden
 #: file (``file``, its node id) a report is about; it removes the key before any report writer sees it.
@@ -291,7 +298,33 @@ class QueryItem(pytest.Function):
         return rep
 
     def reportinfo(self) -> tuple[Path, int | None, str]:
-        return self.path, None, f"rag query {shown(self.query.qid)}"
+        # a line, not None: pytest places a skip raised by a marker or a fixture at the item's line
+        return self.path, 0, f"rag query {shown(self.query.qid)}"
+
+
+def name_skip(item: QueryItem | GateItem, report: pytest.TestReport) -> None:
+    """A skipped query's or gate's report names it; a query's carries the skip's reason to the process
+    that judges.
+
+    pytest places a skip at the line that raised it (``runner.py:184`` for a skip in the
+    ``rag_retriever`` fixture), which says nothing about which query was not judged; here its
+    location is the golden file and its reason starts with the item's name.
+    """
+    longrepr = report.longrepr
+    if not isinstance(longrepr, tuple) or len(longrepr) != 3:
+        return
+    reason = str(longrepr[2]).removeprefix("Skipped: ")
+    if isinstance(item, GateItem):
+        report.longrepr = skip_longrepr(item.path, f"rag gate {item.gate}", reason)
+        return
+    report.longrepr = skip_longrepr(item.path, f"rag query {shown(item.query.qid)}", reason)
+    report.user_properties = [*report.user_properties, (SKIPPED_KEY, reason)]  # the item's own list stays as it is
+
+
+def skip_longrepr(path: Path, what: str, reason: str) -> Any:
+    """A skip's location and reason as pytest's reports hold them: the golden file, no line (the terminal
+    then prints ``golden.yaml: rag query q-001: why``), and what was skipped."""
+    return str(path), None, f"{what}: {reason}"
 
 
 def junit_properties(rag: RagSession, record: QueryRecord) -> list[tuple[str, object]]:
@@ -342,6 +375,22 @@ def gate_report_text(rag: RagSession, gate: Gate) -> str:
     return gate_line(rag.judge.verdict(), gate)
 
 
+def gate_outcome(rag: RagSession, gate: Gate) -> str:
+    """How a gate's item ends: ``"failed"``, ``"passed"``, or the reason it is skipped.
+
+    A shard's gates are judged by ``ragmetrics merge`` over every shard: their items are
+    skipped, never passed, as a shard cannot judge them from its part of the set (a gate
+    failed in the shard itself, as the baseline gate on a skipped query, still fails).
+    """
+    if not gate.passed and (rag.thresholds.fail_on_regression or gate.strict):
+        return "failed"
+    if rag.options.shard is not None and gate.name in rag.judge.verdict().deferred and gate.passed:
+        from pytest_ragmetrics.gate.shard import JUDGED_BY_MERGE
+
+        return JUDGED_BY_MERGE
+    return "passed"
+
+
 class GateItem(pytest.Item):
     """One aggregate check, run after every query item (serial runs only)."""
 
@@ -352,10 +401,29 @@ class GateItem(pytest.Item):
     def runtest(self) -> None:
         rag = self.config.stash[RAG_SESSION]
         if rag.options.update_baseline:
-            pytest.skip("the baseline is being updated; nothing to compare")
+            pytest.skip(UPDATING)
+        pending = self._queries_not_run_yet()
+        if pending:  # judging now would judge a part of the run, and the verdict is built once
+            raise GateFailure(
+                f"gate {self.gate}: not judged here: this item ran before "
+                f"{'1 query item' if len(pending) == 1 else f'{len(pending)} query items'} ({listed(pending)}), "
+                "as a plugin reordered the items after collection; the run fails, and its verdict over every "
+                "query is in the ragmetrics summary")
         gate = next(g for g in rag.judge.verdict().gates if g.name == self.gate)
-        if not gate.passed and (rag.thresholds.fail_on_regression or gate.strict):
+        outcome = gate_outcome(rag, gate)
+        if outcome == "failed":
             raise GateFailure(gate_report_text(rag, gate))
+        if outcome != "passed":
+            pytest.skip(outcome)
+
+    def _queries_not_run_yet(self) -> list[str]:
+        """The query items that come after this gate item in run order (in a serial run, not run yet)."""
+        items = self.session.items
+        try:
+            here = next(n for n, item in enumerate(items) if item is self)
+        except StopIteration:
+            return []
+        return [shown(item.query.qid) for item in items[here + 1:] if isinstance(item, QueryItem)]
 
     def repr_failure(self, excinfo: Any, style: Any = None) -> Any:
         if isinstance(excinfo.value, GateFailure):

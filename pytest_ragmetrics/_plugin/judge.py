@@ -49,6 +49,9 @@ class Judge:
     def verdict(self) -> Verdict:
         rag = self.rag
         if self._verdict is None:
+            # a skipped query is not judged: the baseline gate names it with its reason, not as "did not run"
+            skipped = {q.qid: rag.skipped[q.qid] for q in rag.golden
+                       if q.qid in rag.skipped and q.qid not in rag.records}
             self._verdict = judge_run(RunInputs(
                 records=rag.records, golden=rag.golden, full_golden=rag.full_golden,
                 baseline=None if rag.options.update_baseline else rag.baseline,
@@ -56,12 +59,16 @@ class Judge:
                 relevance_level=rag.config.relevance_level, reference="the baseline", labels=rag.labels,
                 artifact_path=rag._shown_path(rag.options.report) if rag.options.report else None,
                 answer_threshold=rag.options.answer_threshold, lacking={}, scope=rag.scope_check(),
-                skipped=dict(rag.skipped),
+                skipped=skipped,
             ))
             if rag.options.shard is not None:  # a part of the set: its gates are judged by `ragmetrics merge`
                 from pytest_ragmetrics.gate.shard import defer_gates
 
                 self._verdict = defer_gates(self._verdict, *rag.options.shard)
+                if skipped:  # a shard cannot leave its own skipped queries to merge: it fails on them
+                    from pytest_ragmetrics.gate.skipped import judge_skipped
+
+                    self._verdict = judge_skipped(self._verdict, skipped, len(rag.golden))
         return self._verdict
 
     def write_baseline(self) -> str:

@@ -124,6 +124,10 @@ OPTIONS: tuple[OptionSpec, ...] = (
                help="this run's identity, recorded in the artifact's _meta.run_id so `ragmetrics merge` refuses "
                     "a shard of another run (default: the CI's own: GITHUB_RUN_ID, CI_PIPELINE_ID, "
                     "BUILDKITE_BUILD_ID, CIRCLE_WORKFLOW_ID or BUILD_TAG)"),
+    OptionSpec("--rag-attempt", None, metavar="N", shown_default="the CI's run attempt",
+               help="which attempt of this run this is (1 for the first, more for a re-run job), recorded in the "
+                    "artifact's _meta.attempt so `ragmetrics merge` names a retried shard (default: the CI's "
+                    "own: GITHUB_RUN_ATTEMPT, or BUILDKITE_RETRY_COUNT + 1)"),
     OptionSpec("--rag-update-baseline", None, switch=True, shown_default="",
                help="after a full run, rewrite the baseline atomically and print what changed"),
     OptionSpec("--rag-accept-mismatch", None, switch=True, shown_default="",
@@ -208,6 +212,8 @@ class RagOptions:
     shard: tuple[int, int] | None = None
     #: the run's identity (--rag-run-id, else the CI's run variables); None: not known
     run_id: str | None = None
+    #: which attempt of the run this is, 1 for the first (--rag-attempt, else the CI's); None: not known
+    attempt: int | None = None
 
 
 def _metrics_for(k: int) -> list[str]:
@@ -289,13 +295,19 @@ def build_options(get: Callable[[str, str], Any], resolve: Callable[[str, bool],
         from pytest_ragmetrics.gate.shard import parse_shard
 
         shard = parse_shard(raw_shard)
-    from pytest_ragmetrics.gate.shard import ci_run_id
+    from pytest_ragmetrics.gate.shard import ci_attempt, ci_run_id
 
     raw_run_id = get("rag_run_id", "")
     run_id = str(raw_run_id).strip() if raw_run_id not in (None, "") else ""
     if raw_run_id not in (None, "") and not run_id:
         raise RagMetricsError("--rag-run-id was given an empty id (an unset variable?); give the run's id, or "
                               "leave the option out to take the CI's")
+    raw_attempt = get("rag_attempt", "")
+    if raw_attempt is not None and not str(raw_attempt).strip():
+        raise RagMetricsError("--rag-attempt was given an empty value (an unset variable?); give the attempt "
+                              "(1 for the first), or leave the option out to take the CI's")
+    attempt = _count("--rag-attempt", str(raw_attempt).strip(), None, minimum=1) if raw_attempt is not None \
+        else ci_attempt(os.environ)
     corpus_path = resolve(corpus, c_cli) if corpus else None
     if corpus_path is not None and not corpus_path.exists():
         # a typo must not switch the leakage check off with one line at the end of the summary
@@ -326,6 +338,7 @@ def build_options(get: Callable[[str, str], Any], resolve: Callable[[str, bool],
         answer_threshold=answer_threshold,
         shard=shard,
         run_id=run_id or ci_run_id(os.environ),
+        attempt=attempt,
     )
 
 

@@ -71,6 +71,8 @@ def artifact(rag: RagSession) -> dict[str, Any]:
         run = rag.artifact_data["_meta"]
         if rag.options.run_id is not None:  # which run: `ragmetrics merge` refuses a shard of another
             run["run_id"] = rag.options.run_id
+        if rag.options.attempt is not None:  # which attempt of it: `ragmetrics merge` names a retried shard
+            run["attempt"] = rag.options.attempt
         if rag.options.subset == "smoke":  # which smoke subset: shards of different rules do not merge
             from pytest_ragmetrics.gate.shard import queries_digest
 

@@ -128,17 +128,17 @@ class RagSession:
         self.baseline_id: dict[str, str] = \
             {new: old for old, new in find_renames(self.full_golden, self.baseline).items()} \
             if self.baseline is not None and not options.update_baseline else {}
-        # a shard collects no gate item: its gates are judged over every shard by `ragmetrics merge`
+        # a shard's gate items are skipped: its gates are judged over every shard by `ragmetrics merge`
         #: what decides the run's gates, known before any query runs
         self.plan = GatePlan(tuple(self.metrics), self.thresholds, self.pooled, bool(self.full_golden.scoped()),
                              ratchet=False)
-        self.gates = gate_names(self.plan) if options.shard is None else []
-        #: query id -> why it was skipped (a skip marker, or a skip in the rag_retriever fixture)
-        self.skipped: dict[str, str] = {}
+        self.gates = gate_names(self.plan)
         golden_path = options.golden.resolve()
         #: The file the golden set's items hang from (a folder's queries.jsonl).
         self.collect_path = golden_path / "queries.jsonl" if golden_path.is_dir() else golden_path
         self.records: dict[str, QueryRecord] = {}
+        #: query id -> the reason it was skipped (pytest.skip, a skip marker, the fixture's skip): not judged
+        self.skipped: dict[str, str] = {}
         self.retriever_description: Any = None
         #: each collected item's position in run order, built at the first search_batch look-ahead
         self.item_index: dict[str, int] | None = None

@@ -67,10 +67,16 @@ def _check_outputs(args: argparse.Namespace, also: Sequence[str | Path] = ()) ->
 
 
 def _header(merged: Merged) -> str:
-    shards = ", ".join(f"{s.spec} {s.path} ({len(s.section['queries'])})" for s in merged.shards)
+    """The merge's first line: which shards, with their query counts (and attempts, when recorded); a
+    retried shard's warning follows it."""
+    from pytest_ragmetrics.report.text import retried_text
+
+    shards = ", ".join(f"{s.spec} {s.path} ({len(s.section['queries'])}"
+                       + (f", attempt {s.attempt})" if s.attempt is not None else ")") for s in merged.shards)
+    retried = retried_text(merged.artifact["_meta"].get("shards"))
     source = merged.meta.get("golden", {}).get("source") if isinstance(merged.meta.get("golden"), dict) else None
     return (f"Merged {counted(len(merged.shards), 'shard')} of {counted(len(merged.golden), 'query', 'queries')}"
-            + (f" from {source}" if source else "") + f": {shards}")
+            + (f" from {source}" if source else "") + f": {shards}" + (f"\n{retried}" if retried else ""))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -178,16 +184,22 @@ def _write_html(args: argparse.Namespace, merged: Merged, worst: int) -> None:
 
 def _append_markdown(args: argparse.Namespace, merged: Merged, worst: int) -> None:
     from pytest_ragmetrics.report.markdown import verdict_markdown
-    from pytest_ragmetrics.report.text import retriever_changes
+    from pytest_ragmetrics.report.tables import escape_cell
+    from pytest_ragmetrics.report.text import retried_text, retriever_changes
 
     meta = merged.recorded
     verdict = merged.verdict
     pooled = _pooled(args, merged, markdown=True)
     path = Path(args.markdown)
+    text = verdict_markdown(verdict, worst, retriever_changes=retriever_changes(
+        meta.get("baseline_retriever"), meta.get("retriever")), pooled=pooled)
+    retried = retried_text(merged.artifact["_meta"].get("shards"))
+    if retried:  # under the headline: a green merge of retried shards is read with it
+        head, _, rest = text.partition("\n")
+        text = f"{head}\n\n**{escape_cell(retried)}**\n{rest}"
     try:
         with open(path, "a", encoding="utf-8") as fh:
-            fh.write(verdict_markdown(verdict, worst, retriever_changes=retriever_changes(
-                meta.get("baseline_retriever"), meta.get("retriever")), pooled=pooled) + "\n")
+            fh.write(text + "\n")
     except OSError as exc:  # it only presents the verdict printed below: a warning, as in the plugin
         print(f"ragmetrics merge: warning: cannot append the Markdown summary to {path}: {write_problem(path, exc)}; "
               "the verdict stands", file=sys.stderr)

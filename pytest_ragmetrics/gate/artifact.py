@@ -17,7 +17,10 @@ here, naming the file, the record (qid) and the field, before any reader trusts 
   time as the plugin writes it (``2026-12-01T02:37:05+00:00``); ``_meta.baseline``,
   when present: null or ``{"sha256": str|null, "content": str|null (optional),
   "created": str|null, "updated": bool}`` (``ragmetrics history`` reads it to find baseline
-  refreshes); other ``_meta`` keys are free;
+  refreshes); ``_meta.attempt``, when present: which attempt of the run wrote it (a whole number
+  >= 1); in an artifact ``ragmetrics merge`` wrote, ``_meta.shards`` (each shard merged: ``index``,
+  ``count``, ``attempt`` or null, ``file``) and ``_meta.retried`` (the index of each shard whose attempt
+  is above 1), both or neither; other ``_meta`` keys are free;
 - ``per_query.<qid>``: ``status`` one of ``scored``, ``unscorable``, ``error``; a scored
   query's ``metrics`` hold every measured metric, each a finite number in [0, 1]
   (not a bool), and no other key (``Recall@10`` is not ``recall@10``); optional
@@ -40,6 +43,7 @@ here, naming the file, the record (qid) and the field, before any reader trusts 
   ``comparison.retriever_changes``: a list of strings; ``comparison.passed``: a bool;
   ``comparison.leaks``, when present: a list of ``{qid, question, scope, filters, docs}``, and a run
   with a leak (there or in ``per_query``) never has ``passed: true``;
+  ``comparison.skipped``, when present: query id -> the reason it was skipped (not judged);
   ``comparison.stale_labels``, when present (thresholds set a label age limit): ``checked`` (integer
   >= 0) and ``stale``/``undated`` (lists of ``{qid, oldest, age_days, limit_days, limit_key}``), no
   more stale and undated records than checked (artifacts written before labels aged have none);
@@ -185,6 +189,7 @@ def check_artifact(data: Any, name: str) -> None:
     _check_thresholds(meta, config, name)
     _check_created(meta, name)
     _check_baseline_entry(meta, name)
+    _check_attempts(meta, name)
     if not isinstance(data["comparison"], dict):
         raise _fail(name, "comparison", "is not an object")
     _check_comparison(data["comparison"], name)
@@ -395,6 +400,37 @@ def _check_baseline_entry(meta: Mapping[str, Any], name: str) -> None:
         raise _fail(name, "_meta.baseline.updated", f"{what}; expected true (the run wrote the baseline) or false")
 
 
+def _whole(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+def _check_attempts(meta: Mapping[str, Any], name: str) -> None:
+    """``_meta.attempt`` (which attempt of the run, 1 for the first), and a merged run's ``_meta.shards``
+    and ``_meta.retried``: a retried shard removed from ``retried`` by hand would merge as a first attempt.
+    Artifacts written before attempts were recorded have none of them."""
+    if "attempt" in meta and not _whole(meta["attempt"]):
+        raise _fail(name, "_meta.attempt", f"is {brief_repr(meta['attempt'])}; expected a whole number >= 1 (which "
+                                           "attempt of the run wrote it)")
+    if "shards" not in meta and "retried" not in meta:
+        return
+    shards = meta.get("shards")
+    if not isinstance(shards, list) or not shards:
+        raise _fail(name, "_meta.shards", f"is {brief_repr(shards)}; expected the list of the shards merged "
+                                          "(index, count, attempt, file)")
+    for i, shard in enumerate(shards):
+        where = f"_meta.shards[{i}]"
+        if not isinstance(shard, dict) or not _whole(shard.get("index")) or not _whole(shard.get("count")) \
+                or shard["index"] > shard["count"] or not isinstance(shard.get("file"), str) \
+                or not (shard.get("attempt") is None or _whole(shard.get("attempt"))):
+            raise _fail(name, where, f"is {brief_repr(shard)}; expected an object with index and count (1 <= index "
+                                     "<= count), attempt (a whole number >= 1, or null) and file (a string)")
+    retried = meta.get("retried")
+    expected = [s["index"] for s in shards if (s.get("attempt") or 0) > 1]
+    if retried != expected:
+        raise _fail(name, "_meta.retried", f"is {brief_repr(retried)}; expected {expected}, the index of each "
+                                           "shard of _meta.shards whose attempt is above 1")
+
+
 def _check_comparison(comparison: Mapping[str, Any], name: str) -> None:
     regressed = comparison.get("regressed", [])
     if not isinstance(regressed, list):
@@ -410,6 +446,9 @@ def _check_comparison(comparison: Mapping[str, Any], name: str) -> None:
         raise _fail(name, "comparison.passed", f"is {brief_repr(comparison['passed'])}; expected true or false")
     if "stale_labels" in comparison:
         _check_stale_labels(comparison["stale_labels"], name)
+    skipped = comparison.get("skipped", {})
+    if not isinstance(skipped, dict) or not all(isinstance(r, str) for r in skipped.values()):
+        raise _fail(name, "comparison.skipped", f"is {brief_repr(skipped)}; expected query id -> why it was skipped")
     leaks = comparison.get("leaks", [])
     if not isinstance(leaks, list):
         raise _fail(name, "comparison.leaks", f"is {brief_repr(leaks)}; expected a list of objects")

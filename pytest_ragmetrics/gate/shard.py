@@ -26,10 +26,14 @@ from pytest_ragmetrics.gate.verdict import Verdict
 from pytest_ragmetrics.golden import GoldenSet
 
 __all__ = ["parse_shard", "select_shard", "shard_of", "defer_gates", "check_shard_section", "MERGE_COMMAND",
-           "CI_RUN_VARIABLES", "ci_run_id", "queries_digest"]
+           "JUDGED_BY_MERGE", "CI_RUN_VARIABLES", "ci_run_id", "CI_ATTEMPT_VARIABLES", "ci_attempt",
+           "queries_digest"]
 
 #: How a shard's messages name the step that judges the gates.
 MERGE_COMMAND = "ragmetrics merge"
+
+#: Why a shard's gate items are skipped, never passed: a shard holds part of the set.
+JUDGED_BY_MERGE = f"judged by `{MERGE_COMMAND}` over every shard"
 
 #: a record's statuses, as the artifact's per_query holds them
 _STATUSES = ("scored", "unscorable", "error", "unanswerable")
@@ -44,6 +48,13 @@ CI_RUN_VARIABLES = (("GITHUB_RUN_ID", "github"), ("CI_PIPELINE_ID", "gitlab"), (
 #: what a record and its per_query entry both hold, with the value an absent key stands for
 _RECORDED: tuple[tuple[str, Any], ...] = (("metrics", None), ("ranking", []), ("error", None), ("n_docs", None),
                                           ("scores", None), ("parent_level", None), ("leaks", None))
+
+#: The CI variables a run's attempt (``_meta.attempt``, 1 for the first) is taken from when
+#: ``--rag-attempt`` is not given, first set wins, each with what its value adds to give the attempt:
+#: GitHub's re-run of failed jobs keeps GITHUB_RUN_ID and raises GITHUB_RUN_ATTEMPT; Buildkite's retry
+#: of a job keeps BUILDKITE_BUILD_ID and counts BUILDKITE_RETRY_COUNT from 0. GitLab, CircleCI and Jenkins
+#: name no attempt of a retried job (CircleCI's and Jenkins' re-runs are new runs, with other run ids).
+CI_ATTEMPT_VARIABLES = (("GITHUB_RUN_ATTEMPT", 0), ("BUILDKITE_RETRY_COUNT", 1))
 
 _SPEC = re.compile(r"\s*(\d+)\s*/\s*(\d+)\s*")
 
@@ -68,6 +79,23 @@ def ci_run_id(environ: Mapping[str, str]) -> str | None:
         value = (environ.get(name) or "").strip()
         if value:
             return f"{ci}:{value}"
+    return None
+
+
+def ci_attempt(environ: Mapping[str, str]) -> int | None:
+    """The run's attempt from the CI's own variables (:data:`CI_ATTEMPT_VARIABLES`), 1 for the first;
+    None outside a CI that names one. A value that is not a whole number is a :class:`RagMetricsError`:
+    an attempt misread would let a retried shard pass for a first one."""
+    for name, offset in CI_ATTEMPT_VARIABLES:
+        value = (environ.get(name) or "").strip()
+        if not value:
+            continue
+        attempt = int(value) + offset if value.isascii() and value.isdigit() else 0
+        if attempt < 1:
+            raise RagMetricsError(f"{name} is {brief_repr(environ.get(name))}, not a run attempt (a whole number"
+                                  f"{' >= 1' if not offset else ' >= 0'}); pass --rag-attempt N to say which "
+                                  "attempt of the run this is")
+        return attempt
     return None
 
 

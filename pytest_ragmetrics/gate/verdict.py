@@ -151,6 +151,9 @@ class Verdict:
     rescued: dict[str, tuple[float, float]] = field(default_factory=dict)
     #: what the hard gates judged and what they did not (None until the gates are judged)
     coverage: Coverage | None = None
+    #: queries that were skipped, with the skip's reason: not judged, so the baseline gate fails
+    #: (see :mod:`pytest_ragmetrics.gate.skipped`)
+    skipped: dict[str, str] = field(default_factory=dict)
 
     @property
     def failed_gates(self) -> list[Gate]:
@@ -220,6 +223,7 @@ class Verdict:
                 for source, (n, now, base) in self.sources.items()}} if self.sources else {}),
             **({"harvested": self.harvested} if self.harvested else {}),
             **({"deferred": self.deferred} if self.deferred else {}),
+            **({"skipped": self.skipped} if self.skipped else {}),
             "failures": self.failures(),
             "passed": self.passed,
             **({"judgments": self.judgments, "judged": self.judged, "unjudged_new": self.unjudged_new,
@@ -381,6 +385,7 @@ def judge_run(inputs: RunInputs) -> Verdict:
         no_answer=no_answer, sources=sources, sources_stats=sources_stats,
         harvested=harvested_share(everything, thresholds.max_harvested_share), leaks=leaks,
         unscored=unscored, rescued=rescued,
+        skipped={q: why for q, why in inputs.skipped.items() if q not in records},
     )
     from pytest_ragmetrics.gate.gates.coverage import coverage_of
 

@@ -18,7 +18,7 @@ from pytest_ragmetrics.errors import listed
 from pytest_ragmetrics.report.html_parts import delta_cell, num, page, table
 from pytest_ragmetrics.report.pooled import pooled_html
 from pytest_ragmetrics.report.tables import counted, p_text, sample_size_note
-from pytest_ragmetrics.report.text import changes_hint, retriever_note
+from pytest_ragmetrics.report.text import changes_hint, retried_text, retriever_note
 
 __all__ = ["render_html"]
 
@@ -199,6 +199,9 @@ def render_html(artifact: Mapping[str, Any], metric: str | None = None, title: s
                          "questions are failures someone already saw.</p>" + sources_table)
     harvested = comparison.get("harvested")
     harvested_banner = f"<div class='banner warn'>{escape(str(harvested))}</div>" if harvested else ""
+    retried = retried_text(meta.get("shards"))  # a merge of shards, some of them re-run
+    if retried:
+        harvested_banner = f"<div class='banner warn'>{escape(retried)}</div>" + harvested_banner
 
     limit = int(meta.get("worst_n", 0) or 25)
     worst_rows = _query_rows(comparison.get("regressed", [])[:limit])

@@ -20,7 +20,8 @@ __all__ = ["REFRESH_COMMAND", "shown", "shown_lines", "aggregate_table", "strata
            "regressions_text", "regression_entry_lines", "moved_heading", "moved_text", "drops_text", "gate_line",
            "no_answer_text", "tradeoff_rows", "tradeoff_heading", "signed_delta", "verdict_text",
            "baseline_change_text", "retriever_warnings", "retriever_changes", "RetrieverNote", "retriever_note",
-           "retriever_text", "changes_hint", "retriever_hint", "leak_summary", "leak_lines", "leaks_text"]
+           "retriever_text", "changes_hint", "retriever_hint", "leak_summary", "leak_lines", "leaks_text",
+           "retried_text"]
 
 
 #: How to refresh a baseline, in every hint: the user's own command (its paths and options), but whole.
@@ -568,3 +569,33 @@ def retriever_hint(before: Any, now: Any) -> str | None:
     """One line for under a failed verdict's headline, when the retriever is not the baseline's."""
     hint = changes_hint(retriever_changes(before, now))
     return None if hint is None else "  " + hint
+
+
+def retried_text(shards: Any) -> str | None:
+    """The warning for a merge of shards of which some come from a re-run (attempt above 1), from the
+    merged artifact's ``_meta.shards`` (``index``, ``count``, ``attempt``, ``file`` each); None when none
+    was retried or the attempts were not recorded."""
+    entries = [s for s in shards if isinstance(s, Mapping)] if isinstance(shards, list) else []
+
+    def spec(s: Mapping[str, Any]) -> str:
+        return f"{s.get('index')}/{s.get('count')}"
+
+    def retried(s: Mapping[str, Any]) -> bool:
+        attempt = s.get("attempt")
+        return isinstance(attempt, int) and not isinstance(attempt, bool) and attempt > 1
+
+    again = [s for s in entries if retried(s)]
+    if not again:
+        return None
+    named = listed([f"{spec(s)} is attempt {s.get('attempt')} ({s.get('file')})" for s in again])
+    by_attempt: dict[str, list[str]] = {}
+    for s in entries:
+        if not retried(s):
+            attempt = s.get("attempt")
+            by_attempt.setdefault(f"attempt {attempt}" if attempt is not None else "attempt not recorded",
+                                  []).append(spec(s))
+    others = "; ".join(f"{listed(specs)} {what}" for what, specs in by_attempt.items())
+    return (f"WARNING: retried {'shard' if len(again) == 1 else 'shards'}: {named}"
+            + (f"; {others}" if others else "")
+            + ". A shard re-run until it passes can hide a flaky regression that failed an earlier attempt, and "
+              "this merge judges only the attempts given: read the earlier attempts' logs before trusting it.")

@@ -6,7 +6,8 @@ measurement, k, retriever, commit, thresholds, baseline) and that together they 
 exactly once (each of 1..N given once), then judges the merged records with the plugin's own
 :func:`~pytest_ragmetrics.gate.verdict.build_verdict` and builds the artifact with
 :func:`~pytest_ragmetrics.gate.artifact.build_artifact`: the artifact a whole run of the set
-writes, ``_meta.created`` aside (the earliest shard's). The golden set and the baseline are
+writes, ``_meta.created`` aside (the earliest shard's), with ``_meta.shards`` (each shard merged, with its
+attempt of the run) and ``_meta.retried`` (the shards a re-run made). The golden set and the baseline are
 read from the checkout the merge runs in, and refused unless they are the ones the shards ran
 with (the golden set's sha256, the baseline's bytes).
 """
@@ -33,17 +34,18 @@ from pytest_ragmetrics.golden import GoldenSet, load_golden
 from pytest_ragmetrics.measures import MeasureError, MeasurementConfig
 
 __all__ = ["Shard", "Merged", "load_shards", "check_shards", "merge_shards", "refresh_baseline", "write_refreshed",
-           "shown_path", "check_run", "MAX_SPREAD_HOURS"]
+           "shown_path", "check_run", "retried_shards", "MAX_SPREAD_HOURS"]
 
 #: ``_meta`` keys a run's artifact adds to the run's fingerprint (:func:`build_artifact`); the
 #: rest is what a baseline's ``_meta`` holds too
-_ARTIFACT_KEYS = ("format", "subset", "baseline", "baseline_retriever", "judgments", "seal", "run_id", "smoke")
+_ARTIFACT_KEYS = ("format", "subset", "baseline", "baseline_retriever", "judgments", "seal", "run_id", "smoke",
+                  "attempt")
 #: ``_meta`` keys of a run's artifact that a baseline does not take (the run's identity, its subset)
 _RUN_KEYS = ("run_id", "smoke")
 #: how far apart (hours) the shards of one run may have run when none records a run id
 MAX_SPREAD_HOURS = 6.0
-#: ``_meta`` keys that differ between shards of one run
-_PER_SHARD = ("created", "seal")
+#: ``_meta`` keys that differ between shards of one run (a re-run shard's attempt is higher)
+_PER_SHARD = ("created", "seal", "attempt")
 
 
 @dataclass
@@ -60,6 +62,17 @@ class Shard:
     @property
     def spec(self) -> str:
         return f"{self.section['index']}/{self.section['count']}"
+
+    @property
+    def attempt(self) -> int | None:
+        """Which attempt of the run made this shard (``_meta.attempt``, 1 for the first); None: not recorded."""
+        value = self.data["_meta"].get("attempt")
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+    def entry(self) -> dict[str, Any]:
+        """This shard as the merged artifact's ``_meta.shards`` lists it."""
+        return {"index": self.section["index"], "count": self.section["count"], "attempt": self.attempt,
+                "file": self.path}
 
 
 @dataclass
@@ -180,6 +193,8 @@ def check_shards(shards: Sequence[Shard], max_spread: float = MAX_SPREAD_HOURS) 
     seen: dict[int, Shard] = {}
     for shard in shards:
         index = shard.section["index"]
+        if index in seen and seen[index].attempt != shard.attempt:
+            raise RagMetricsError(_two_attempts(seen[index], shard))
         if index in seen:
             raise InputError(shard.path, "shard.index", f"is {index}: shard {shard.spec} is given twice (also as "
                                                         f"{seen[index].path}); pass each shard once")
@@ -201,6 +216,24 @@ def check_shards(shards: Sequence[Shard], max_spread: float = MAX_SPREAD_HOURS) 
     if len(dealt) != first.section["of"]:
         raise InputError(first.path, "shard.of", f"is {first.section['of']}, but the shards were dealt {len(dealt)} "
                                                  "queries together: they do not cover the set exactly once")
+
+
+def _two_attempts(a: Shard, b: Shard) -> str:
+    """Why the same shard from two attempts of the run cannot be merged, naming both files."""
+    def attempt(shard: Shard) -> str:
+        return f"attempt {shard.attempt}" if shard.attempt is not None else "attempt not recorded"
+
+    latest = max((a, b), key=lambda s: s.attempt or 0) if a.attempt is not None and b.attempt is not None else None
+    return (f"shard {b.spec} is given twice, from two attempts of the run: {a.path} ({attempt(a)}) and {b.path} "
+            f"({attempt(b)}); give only the latest attempt of each shard"
+            + (f" (here {latest.path})" if latest is not None else "")
+            + ": merging both would judge its queries twice, and an earlier attempt is not this run's verdict")
+
+
+def retried_shards(shards: Sequence[Shard]) -> list[Shard]:
+    """The shards a re-run made (attempt above 1): a shard re-run until it passes can hide a flaky
+    regression that failed its earlier attempt, so the merge names them."""
+    return [s for s in shards if s.attempt is not None and s.attempt > 1]
 
 
 def _resolved(path: str | Path) -> Path:
@@ -354,12 +387,15 @@ def merge_shards(paths: Sequence[str | Path], *, golden: str | Path | None = Non
     labels = label_ages(run_golden, thresholds, today)
     compared = None if updating else base
     answer = meta.get("answer_threshold")
+    # a query a shard skipped is not judged: named with its reason, as a whole run names it
+    skipped = {q.qid: str(why) for s in shards for q in run_golden if q.qid not in records
+               and isinstance(why := (s.data["comparison"].get("skipped") or {}).get(q.qid), str)}
     verdict = judge_run(RunInputs(
         records=records, golden=run_golden, full_golden=full, baseline=compared, baseline_path=str(base_path),
         thresholds=thresholds, metrics=tuple(metrics), relevance_level=config.relevance_level,
         reference="the baseline", labels=labels, artifact_path=shown_path(Path(out)) if out else None,
         answer_threshold=float(answer) if isinstance(answer, (int, float)) else None, lacking={},
-        scope=ScopeCheck.recorded(meta, bool(full.scoped())), skipped={}))
+        scope=ScopeCheck.recorded(meta, bool(full.scoped())), skipped=skipped))
     gold_check, gold_unchecked = _gold(shards)
     run_meta = {k: v for k, v in meta.items() if k not in _ARTIFACT_KEYS}
     if created is not None:
@@ -386,6 +422,9 @@ def artifact_of(merged: Merged, baseline_file: Any, updating: bool) -> dict[str,
                           baseline_file, before, retriever_changes(before, meta.get("retriever")),
                           judgments.get("from", "default"))
     data["_meta"].update({key: meta[key] for key in _RUN_KEYS if key in meta})  # as the plugin adds them
+    # which shards, from which attempt of the run: a retried shard is named in every report
+    data["_meta"]["shards"] = [s.entry() for s in merged.shards]
+    data["_meta"]["retried"] = [s.section["index"] for s in retried_shards(merged.shards)]
     return data
 
 

@@ -157,8 +157,9 @@ def test_a_shard_runs_its_share_and_fails_on_its_own_queries_only(baselined: Rag
 
 @pytest.mark.parametrize("case", ["passing", "failing", "smoke", "no-baseline", "pooled"])
 def test_merged_shards_are_the_whole_run(project: RagProject, capsys: pytest.CaptureFixture[str],
-                                         monkeypatch: pytest.MonkeyPatch, case: str) -> None:
-    """3 shards merged give the artifact, verdict, exit code and report of one whole run, times aside."""
+                                         monkeypatch: pytest.MonkeyPatch, case: str, no_ci: None) -> None:
+    """3 shards merged give the artifact, verdict, exit code and report of one whole run, times aside, and
+    name the shards they merged (_meta.shards)."""
     if case == "pooled":  # unlisted documents are unjudged: a drop they may explain is inconclusive
         project.ini(rag_judgments="pooled")
     if case != "no-baseline":
@@ -179,6 +180,11 @@ def test_merged_shards_are_the_whole_run(project: RagProject, capsys: pytest.Cap
     failed = case in ("failing", "no-baseline", "pooled")
     assert code == int(failed) == int(whole.ret != 0)
     merged, reference = _read(project, "run.json"), _read(project, "whole.json")
+    assert merged["_meta"].pop("shards") == [{"index": i, "count": 3, "attempt": None, "file": f"shard{i}.json"}
+                                             for i in (1, 2, 3)]
+    assert merged["_meta"].pop("retried") == []
+    for data in (merged, reference):
+        data["_meta"]["seal"].pop("_meta")  # the merged _meta names its shards too
     assert _normalised(merged) == _normalised(reference)
     # the earliest shard's time; sealed like any artifact: the schema (and its seal) holds
     assert merged["_meta"]["created"] == min(_read(project, f"shard{i}.json")["_meta"]["created"] for i in (1, 2, 3))
@@ -306,6 +312,8 @@ def test_merge_refreshes_the_baseline_like_a_whole_run(project: RagProject, caps
         assert data["_meta"]["baseline"].pop("updated") is True
         data["_meta"]["baseline"].pop("sha256"), data["_meta"]["baseline"].pop("created")
         data["_meta"]["seal"].pop("_meta")
+    assert [s["index"] for s in artifacts[0]["_meta"].pop("shards")] == [1, 2, 3]  # the merged one names them
+    assert artifacts[0]["_meta"].pop("retried") == []
     assert artifacts[0] == artifacts[1]
 
 
@@ -415,7 +423,7 @@ def test_compare_and_history_refuse_a_shard_as_a_whole_run(baselined: RagProject
 
 #: the CI variables a run id is taken from: cleared, so that a test sets the one it means
 _CI_VARIABLES = ("GITHUB_RUN_ID", "GITHUB_RUN_ATTEMPT", "CI_PIPELINE_ID", "BUILDKITE_BUILD_ID", "CIRCLE_WORKFLOW_ID",
-                 "BUILD_TAG")
+                 "BUILD_TAG", "BUILDKITE_RETRY_COUNT")
 
 #: appended to the project's conftest: the retriever's process dies at q-004 when asked to
 _DIES = r'''

@@ -268,8 +268,8 @@ def test_a_partial_run_never_passes_the_gate(baselined: RagProject) -> None:
     assert ids_with(result, "failed") == ["golden.yaml::gate::baseline"]
     summary = rag_summary(result)
     assert "All gates passed" not in summary
-    assert ("gate baseline: partial run: 1 query meant to run did not (q-005; deselected with -k or "
-            "--deselect, or the run stopped early); the gate judges the whole set, so run it unfiltered") in summary
+    assert ("gate baseline: partial run: 1 query meant to run did not (q-005; deselected with -k, --deselect "
+            "or --lf, or the run stopped early); the gate judges the whole set, so run it unfiltered") in summary
     artifact = json.loads((baselined.path / "run.json").read_text())
     assert artifact["comparison"]["passed"] is False and artifact["comparison"]["not_run"] == ["q-005"]
 

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from pytest_ragmetrics.errors import listed
 from pytest_ragmetrics.gate.registry import GateSpec, Outcome, register
+from pytest_ragmetrics.gate.skipped import skipped_text
 
 if TYPE_CHECKING:
     from pytest_ragmetrics.gate.inputs import RunInputs
@@ -34,17 +35,14 @@ class BaselineGate(GateSpec):
         where = f" at {inputs.baseline_path}" if inputs.baseline_path else ""
         unmet = [] if inputs.baseline is not None else [
             f"no baseline{where} to compare with; create it with `pytest --rag-eval --rag-update-baseline`"]
-        skipped = [q for q in verdict.not_run if q in inputs.skipped]
+        skipped = {q: inputs.skipped[q] for q in verdict.not_run if q in inputs.skipped}
         not_run = [q for q in verdict.not_run if q not in inputs.skipped]
         if skipped:
-            why = [f"{q} ({inputs.skipped[q]})" if inputs.skipped[q] else q for q in skipped]
-            unmet.append(f"{_queries(len(skipped))} {'was' if len(skipped) == 1 else 'were'} skipped, so not "
-                         f"judged: {listed(why, 5)}; a skipped query cannot pass for a judged one: fix what skipped "
-                         "it, or remove it from the golden set and refresh the baseline")
+            unmet.append(skipped_text(skipped, len(inputs.golden)))
         if not_run:
             n = len(not_run)
             unmet.append(f"partial run: {_queries(n)} meant to run did not "
-                         f"({', '.join(not_run[:5])}{' …' if n > 5 else ''}; deselected with -k or --deselect, "
+                         f"({', '.join(not_run[:5])}{' …' if n > 5 else ''}; deselected with -k, --deselect or --lf, "
                          "or the run stopped early); the gate judges the whole set, so run it unfiltered")
         if verdict.removed:
             n = len(verdict.removed)
