@@ -5,6 +5,7 @@ Without ``--rag-eval`` every hook returns at once and nothing heavy is imported.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -53,7 +54,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if not config.getoption("rag_eval"):
         return
     from pytest_ragmetrics._plugin.items import RAG_SESSION
-    from pytest_ragmetrics._plugin.options import build_options
+    from pytest_ragmetrics._plugin.options import build_options, check_outputs
     from pytest_ragmetrics._plugin.session import RagSession
     from pytest_ragmetrics.errors import RagMetricsError
 
@@ -81,6 +82,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
         progress_settings()  # RAGMETRICS_PROGRESS*: a bad value stops the run now, not at the first query
         options = build_options(get, resolve, origin)
+        check_outputs(options, config.inipath, os.environ.get("GITHUB_STEP_SUMMARY"))  # before anything is read
         rag = config.stash[RAG_SESSION] = RagSession(options, hasattr(config, "workerinput"), config.rootpath)
     except RagMetricsError as exc:
         raise pytest.UsageError(f"ragmetrics: {exc}") from None

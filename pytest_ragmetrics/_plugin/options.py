@@ -20,8 +20,8 @@ from pytest_ragmetrics.errors import RagMetricsError
 from pytest_ragmetrics.measures import DEFAULT_ID_SEPARATOR, MeasurementConfig, parse_measures
 from pytest_ragmetrics.unanswerable import parse_threshold
 
-__all__ = ["OPTIONS", "OptionSpec", "RagOptions", "build_options", "DEFAULT_THRESHOLDS", "PATH_OPTIONS",
-           "THRESHOLDS_DEFAULTS"]
+__all__ = ["OPTIONS", "OptionSpec", "RagOptions", "build_options", "check_outputs", "DEFAULT_THRESHOLDS",
+           "PATH_OPTIONS", "THRESHOLDS_DEFAULTS"]
 
 _DEFAULT_K = 10
 
@@ -384,6 +384,31 @@ def build_options(get: Callable[[str, str], Any], resolve: Callable[[str, bool],
         run_id=run_id or ci_run_id(os.environ),
         usual_thresholds=resolve(DEFAULT_THRESHOLDS, False),
     )
+
+
+def check_outputs(options: RagOptions, ini_file: Path | None, step_summary: str | None) -> None:
+    """Refuse, at configure time, an output that is one of the run's inputs (the golden set, the
+    baseline, a thresholds file, the corpus, the ini file, a conftest.py), a file of this package,
+    or another output (see :func:`pytest_ragmetrics.files.check_output_paths`)."""
+    from pytest_ragmetrics.files import check_output_paths
+
+    inputs: list[tuple[str, Path | None]] = [
+        ("the golden set", options.golden),
+        ("the baseline", options.baseline),
+        ("the thresholds file", options.thresholds),
+        ("a thresholds file", options.usual_thresholds),
+        ("the corpus", options.corpus),
+        ("the ini file", ini_file),
+    ]
+    outputs: list[tuple[str, Path | str | None]] = [
+        ("--rag-report", options.report), ("--rag-html", options.html), ("--rag-markdown", options.markdown)]
+    if step_summary:  # appended to once when --rag-markdown names it too
+        same = options.markdown is not None and os.path.realpath(options.markdown) == os.path.realpath(step_summary)
+        if not same:
+            outputs.append(("$GITHUB_STEP_SUMMARY", step_summary))
+    if options.update_baseline:  # the one input a run rewrites, on purpose
+        outputs.insert(0, ("--rag-update-baseline", options.baseline))
+    check_output_paths(outputs, inputs, may_replace={"--rag-update-baseline": "the baseline"})
 
 
 def _count(flag: str, raw: Any, default: int | None, minimum: int) -> Any:
