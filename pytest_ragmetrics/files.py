@@ -390,14 +390,15 @@ def check_output_paths(outputs: Sequence[tuple[str, str | Path | None]],
     the same file as another output. The message names the option, the path and which input it
     is; ``--force`` never overrides it (``force``: the verb has a --force, so say so).
     ``may_replace`` maps an option to the input (by what it is) that it rewrites on purpose
-    (``export --golden-out`` over ``--golden``); any other input the same file is still refused. ``-`` and a device or FIFO (``/dev/stdout``) pass.
+    (``export --golden-out`` over ``--golden``); any other input the same file is still refused.
+    ``-`` and a device or FIFO (``/dev/stdout``) pass.
     """
     tail = " (--force does not change that)" if force else ""
-    checked: list[tuple[str, Path]] = []
+    checked: list[tuple[str, Path, str]] = []
     for option, given in outputs:
         if given is None or str(given) == "-":
             continue
-        out = Path(given)
+        out, shown = Path(given), str(given)  # named as the user spelled it
         if _in_place(out):
             continue
         real = os.path.realpath(out)
@@ -409,24 +410,25 @@ def check_output_paths(outputs: Sequence[tuple[str, str | Path | None]],
             if what == allowed and _same_file(out, src):
                 continue
             if _same_file(out, src):
-                raise RagMetricsError(f"{option} {out} is {what} ({source}): an output is never written over an "
+                spelled = "" if shown == str(source) else f" ({source})"
+                raise RagMetricsError(f"{option} {shown} is {what}{spelled}: an output is never written over an "
                                       f"input{tail}; give another path")
             if src.is_dir() and _inside(real, os.path.realpath(src)):
-                raise RagMetricsError(f"{option} {out} is inside {what} ({source}), a folder that is read whole: an "
+                raise RagMetricsError(f"{option} {shown} is inside {what} ({source}), a folder that is read whole: an "
                                       f"output is never written among the inputs{tail}; give a path outside it")
         for name in dict.fromkeys((out.name, Path(real).name)):
             if name in PROJECT_FILES:
-                raise RagMetricsError(f"{option} {out} is a project configuration file ({name}), which the run "
+                raise RagMetricsError(f"{option} {shown} is a project configuration file ({name}), which the run "
                                       f"reads: an output is never written over an input{tail}; give another path")
         if _inside(real, str(_PACKAGE)):
-            raise RagMetricsError(f"{option} {out} is a file of pytest-ragmetrics itself ({_PACKAGE}): an output is "
+            raise RagMetricsError(f"{option} {shown} is a file of pytest-ragmetrics itself ({_PACKAGE}): an output is "
                                   f"never written over the tool's own files{tail}; give another path")
-        for other, path in checked:
+        for other, path, spelled_first in checked:
             if _same_file(out, path):
-                spelled = str(path) if str(path) == str(out) else f"{path}, {out}"
+                spelled = spelled_first if spelled_first == shown else f"{spelled_first}, {shown}"
                 raise RagMetricsError(f"{other} and {option} are the same file ({spelled}): give each output its own "
                                       "path")
-        checked.append((option, out))
+        checked.append((option, out, shown))
 
 
 def shown_filename(exc: OSError) -> str | None:
