@@ -53,6 +53,10 @@ def register(verbs: Any) -> None:
 _GOLDEN = "the golden set (--golden)"
 
 
+def _yaml(path: Path) -> bool:
+    return path.suffix.lower() in (".yaml", ".yml")
+
+
 def _target(path: str, force: bool) -> Path:
     out = Path(path)
     if out.exists() and not force:
@@ -84,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
         outputs.append((out, buffer.getvalue(),
                         f"wrote {sum(map(len, rankings.values()))} lines for {len(rankings)} queries to {out}"))
     if args.golden:
-        golden = load_golden(args.golden)
+        golden = original = load_golden(args.golden)
         if args.scope_from_filters:
             golden = queries_set([scope_from_filters(q) for q in golden], golden)
         if args.qrels_out:
@@ -119,7 +123,17 @@ def run(args: argparse.Namespace) -> int:
                 changed += regraded
             check_scope(args, queries)
             notes += [f"regraded {c}" for c in changed]
-            outputs.append((out, golden_file_text(queries, out),
+            text = golden_file_text(queries, out)
+            if _yaml(out) and _yaml(Path(args.golden)) and Path(args.golden).is_file():
+                from pytest_ragmetrics.tools.export import merged_golden_yaml
+
+                kept = merged_golden_yaml(args.golden, original, queries)
+                if kept is not None:  # the golden set's comments and layout, its changed records aside
+                    text = kept
+                else:
+                    notes.append(f"{args.golden}: its comments and layout could not be kept (its list of questions is "
+                                 f"empty or in flow style), so {out} is written without them")
+            outputs.append((out, text,
                             f"wrote {len(queries)} questions ({sum(len(q.judgments) for q in queries)} judgments, "
                             f"judgments: pooled) to {out}"))
         if args.yaml_out:
