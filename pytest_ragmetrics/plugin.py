@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 
-from pytest_ragmetrics._plugin.options import OPTIONS
+from pytest_ragmetrics._plugin.options import OPTIONS, PATH_OPTIONS
 
 if TYPE_CHECKING:
     from pytest_ragmetrics.protocol import Retriever
@@ -115,8 +115,7 @@ def _getini(config: pytest.Config, name: str) -> Any:
     return value
 
 
-_PATH_FLAGS = ("--rag-golden", "--rag-baseline", "--rag-thresholds", "--rag-report", "--rag-html", "--rag-markdown",
-               "--rag-corpus")
+_PATH_FLAGS = tuple(f"--{dest.replace('_', '-')}" for dest, _, _ in PATH_OPTIONS)
 
 
 def _refuse_misread_rootdir(config: pytest.Config) -> None:
