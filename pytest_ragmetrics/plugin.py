@@ -82,7 +82,9 @@ def pytest_configure(config: pytest.Config) -> None:
 
         progress_settings()  # RAGMETRICS_PROGRESS*: a bad value stops the run now, not at the first query
         options = build_options(get, resolve, origin)
-        check_outputs(options, config.inipath, os.environ.get("GITHUB_STEP_SUMMARY"))  # before anything is read
+        junit = getattr(config.option, "xmlpath", None)
+        check_outputs(options, config.inipath, os.environ.get("GITHUB_STEP_SUMMARY"),  # before anything is read
+                      str(cwd / junit) if junit else None)
         rag = config.stash[RAG_SESSION] = RagSession(options, hasattr(config, "workerinput"), config.rootpath)
     except RagMetricsError as exc:
         raise pytest.UsageError(f"ragmetrics: {exc}") from None

@@ -386,10 +386,12 @@ def build_options(get: Callable[[str, str], Any], resolve: Callable[[str, bool],
     )
 
 
-def check_outputs(options: RagOptions, ini_file: Path | None, step_summary: str | None) -> None:
+def check_outputs(options: RagOptions, ini_file: Path | None, step_summary: str | None,
+                  junit_xml: str | None = None) -> None:
     """Refuse, at configure time, an output that is one of the run's inputs (the golden set, the
     baseline, a thresholds file, the corpus, the ini file, a conftest.py), a file of this package,
-    or another output (see :func:`pytest_ragmetrics.files.check_output_paths`)."""
+    or another output (see :func:`pytest_ragmetrics.files.check_output_paths`). pytest's own
+    ``--junitxml``, which records every query's metrics, is one of the run's outputs too."""
     from pytest_ragmetrics.files import check_output_paths
 
     inputs: list[tuple[str, Path | None]] = [
@@ -401,7 +403,8 @@ def check_outputs(options: RagOptions, ini_file: Path | None, step_summary: str 
         ("the ini file", ini_file),
     ]
     outputs: list[tuple[str, Path | str | None]] = [
-        ("--rag-report", options.report), ("--rag-html", options.html), ("--rag-markdown", options.markdown)]
+        ("--rag-report", options.report), ("--rag-html", options.html), ("--rag-markdown", options.markdown),
+        ("--junitxml", junit_xml)]
     if step_summary:  # appended to once when --rag-markdown names it too
         same = options.markdown is not None and os.path.realpath(options.markdown) == os.path.realpath(step_summary)
         if not same:

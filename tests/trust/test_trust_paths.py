@@ -79,8 +79,9 @@ def test_an_empty_value_from_pytest_addopts_is_refused(baselined: TrustProject,
     (["--rag-report=sub/../golden.yaml"], ["--rag-report", "is the golden set"]),
     (["--rag-report=out.json", "--rag-html=out.json"], ["--rag-report and --rag-html are the same file"]),
     (["--rag-update-baseline", "--rag-baseline=golden.yaml"], ["--rag-update-baseline", "is the golden set"]),
+    (["--junitxml=baselines/baseline.json"], ["--junitxml", "baselines/baseline.json is the baseline"]),
 ], ids=["report-baseline", "html-conftest", "markdown-golden", "report-ini", "html-thresholds", "dotdot",
-        "two-outputs", "update-baseline-golden"])
+        "two-outputs", "update-baseline-golden", "junitxml-baseline"])
 def test_an_output_that_is_an_input_is_refused_before_anything(baselined: TrustProject, args: list[str],
                                                                needles: list[str]) -> None:
     baselined.thresholds({"max_regressed_queries": 0})
