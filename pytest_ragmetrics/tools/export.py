@@ -216,10 +216,13 @@ def merged_golden_yaml(source: str | Path, before: Any, queries: Any, judgments:
     from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
     text = read_text(Path(source))
-    yaml = YAML()  # round-trip: comments, key order, flow style and quotes survive
-    yaml.preserve_quotes = True
-    yaml.width = 4096  # never re-fold a line the file has
-    doc = yaml.load(text)
+    # Round-trip mode keeps comments, key order, flow style and quotes. It builds only maps, lists
+    # and scalars: a tag is kept as data, never turned into an object or run (the set was also
+    # read by the safe loader of pytest_ragmetrics.golden before).
+    rt = YAML(typ="rt")
+    rt.preserve_quotes = True
+    rt.width = 4096  # never re-fold a line the file has
+    doc = rt.load(text)
     records = doc.get("queries") if isinstance(doc, CommentedMap) else doc
     if not isinstance(records, CommentedSeq) or not records or records.fa.flow_style():
         return None
@@ -236,11 +239,11 @@ def merged_golden_yaml(source: str | Path, before: Any, queries: Any, judgments:
     while end > starts[-1] + 1 and lines[end - 1].strip() in ("...", "---"):
         end -= 1
     dash, content = _dash_column(lines[starts[0]]), records.lc.item(0)[1]
-    yaml.indent(mapping=_mapping_indent(records, content), sequence=content, offset=dash)
+    rt.indent(mapping=_mapping_indent(records, content), sequence=content, offset=dash)
 
     def dumped(value: Any) -> str:
         out = io.StringIO()
-        yaml.dump(value, out)
+        rt.dump(value, out)
         return out.getvalue()
 
     was = {q.qid: e for q, e in zip(before, _entries(before))}
