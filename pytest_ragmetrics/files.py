@@ -20,7 +20,7 @@ import subprocess
 import sys
 import tempfile
 import unicodedata
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +42,8 @@ __all__ = [
     "atomic_write_json",
     "write_problem",
     "check_output",
+    "check_output_paths",
+    "PROJECT_FILES",
     "shown_filename",
     "git_commit",
 ]
@@ -364,6 +366,69 @@ def check_output(path: str | Path, *, inputs: Sequence[str | Path] = (), force: 
         raise RagMetricsError(f"cannot write {out}: {folder} is a file, not a folder")
     if not os.access(folder, os.W_OK | os.X_OK):
         raise RagMetricsError(f"cannot write {out}: {folder} is not a folder this user may write to")
+
+
+#: Files that configure a project (pytest's ini files, conftest.py): never an output, wherever they are.
+PROJECT_FILES = frozenset({"conftest.py", "pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg"})
+
+_PACKAGE = Path(__file__).resolve().parent
+
+
+def _inside(path: str, folder: str) -> bool:
+    return path.startswith(folder.rstrip(os.sep) + os.sep)
+
+
+def check_output_paths(outputs: Sequence[tuple[str, str | Path | None]],
+                       inputs: Sequence[tuple[str, str | Path | None]], *,
+                       may_replace: Mapping[str, str] | None = None, force: bool = False) -> None:
+    """The one rule for every output path, in the plugin and in every verb, checked before any work.
+
+    ``outputs`` are (option, path) pairs, ``inputs`` (what it is, path) pairs; a None path is
+    not given. An output is refused when it is one of the inputs (the same file, links and ``..``
+    resolved), lies inside an input folder (a folder golden set or corpus is read whole), is a
+    project configuration file (:data:`PROJECT_FILES`) or one of this package's own files, or is
+    the same file as another output. The message names the option, the path and which input it
+    is; ``--force`` never overrides it (``force``: the verb has a --force, so say so).
+    ``may_replace`` maps an option to the input (by what it is) that it rewrites on purpose
+    (``export --golden-out`` over ``--golden``); any other input the same file is still refused.
+    ``-`` and a device or FIFO (``/dev/stdout``) pass.
+    """
+    tail = " (--force does not change that)" if force else ""
+    checked: list[tuple[str, Path, str]] = []
+    for option, given in outputs:
+        if given is None or str(given) == "-":
+            continue
+        out, shown = Path(given), str(given)  # named as the user spelled it
+        if _in_place(out):
+            continue
+        real = os.path.realpath(out)
+        allowed = (may_replace or {}).get(option)
+        for what, source in inputs:
+            if source is None or str(source) == "-":
+                continue
+            src = Path(source)
+            if what == allowed and _same_file(out, src):
+                continue
+            if _same_file(out, src):
+                spelled = "" if shown == str(source) else f" ({source})"
+                raise RagMetricsError(f"{option} {shown} is {what}{spelled}: an output is never written over an "
+                                      f"input{tail}; give another path")
+            if src.is_dir() and _inside(real, os.path.realpath(src)):
+                raise RagMetricsError(f"{option} {shown} is inside {what} ({source}), a folder that is read whole: an "
+                                      f"output is never written among the inputs{tail}; give a path outside it")
+        for name in dict.fromkeys((out.name, Path(real).name)):
+            if name in PROJECT_FILES:
+                raise RagMetricsError(f"{option} {shown} is a project configuration file ({name}), which the run "
+                                      f"reads: an output is never written over an input{tail}; give another path")
+        if _inside(real, str(_PACKAGE)):
+            raise RagMetricsError(f"{option} {shown} is a file of pytest-ragmetrics itself ({_PACKAGE}): an output is "
+                                  f"never written over the tool's own files{tail}; give another path")
+        for other, path, spelled_first in checked:
+            if _same_file(out, path):
+                spelled = spelled_first if spelled_first == shown else f"{spelled_first}, {shown}"
+                raise RagMetricsError(f"{other} and {option} are the same file ({spelled}): give each output its own "
+                                      "path")
+        checked.append((option, out, shown))
 
 
 def shown_filename(exc: OSError) -> str | None:

@@ -5,12 +5,13 @@ Without ``--rag-eval`` every hook returns at once and nothing heavy is imported.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generator, cast
 
 import pytest
 
-from pytest_ragmetrics._plugin.options import OPTIONS
+from pytest_ragmetrics._plugin.options import OPTIONS, PATH_OPTIONS
 
 if TYPE_CHECKING:
     from pytest_ragmetrics.protocol import Retriever
@@ -53,7 +54,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if not config.getoption("rag_eval"):
         return
     from pytest_ragmetrics._plugin.items import RAG_SESSION
-    from pytest_ragmetrics._plugin.options import build_options
+    from pytest_ragmetrics._plugin.options import build_options, check_outputs
     from pytest_ragmetrics._plugin.session import RagSession
     from pytest_ragmetrics.errors import RagMetricsError
 
@@ -68,12 +69,22 @@ def pytest_configure(config: pytest.Config) -> None:
     def resolve(value: str, from_cli: bool) -> Path:
         return (cwd if from_cli else ini_base) / value
 
+    def origin(ini: str) -> str:
+        """How an ini key was given, for a message: ``-o rag_golden=`` or ``rag_golden in pytest.ini``."""
+        overrides = getattr(config.option, "override_ini", None) or []
+        if any(str(o).partition("=")[0].strip() == ini for o in overrides):  # -o, also from PYTEST_ADDOPTS
+            return f"-o {ini}="
+        return f"{ini} in {config.inipath.name if config.inipath else 'the ini file'}"
+
     _refuse_misread_rootdir(config)
     try:
         from pytest_ragmetrics.progress import settings as progress_settings
 
         progress_settings()  # RAGMETRICS_PROGRESS*: a bad value stops the run now, not at the first query
-        options = build_options(get, resolve)
+        options = build_options(get, resolve, origin)
+        junit = getattr(config.option, "xmlpath", None)
+        check_outputs(options, config.inipath, os.environ.get("GITHUB_STEP_SUMMARY"),  # before anything is read
+                      str(cwd / junit) if junit else None)
         rag = config.stash[RAG_SESSION] = RagSession(options, hasattr(config, "workerinput"), config.rootpath)
     except RagMetricsError as exc:
         raise pytest.UsageError(f"ragmetrics: {exc}") from None
@@ -95,8 +106,8 @@ _UNSET_IS_NONE = frozenset(spec.ini for spec in OPTIONS if spec.ini and spec.ini
 def _getini(config: pytest.Config, name: str) -> Any:
     """``config.getini(name)``, with None for an unset key declared with default None.
 
-    pytest before 8.0 returns "" for it, which reads as ``rag_thresholds = ""``
-    (the built-in defaults on purpose): baselines/thresholds.json would be ignored.
+    pytest before 8.0 returns "" for it, which reads as a key set empty (refused as an
+    empty path) rather than as a key left out.
     """
     value = config.getini(name)
     if value == "" and name in _UNSET_IS_NONE and _PYTEST_BEFORE_8:
@@ -106,8 +117,7 @@ def _getini(config: pytest.Config, name: str) -> Any:
     return value
 
 
-_PATH_FLAGS = ("--rag-golden", "--rag-baseline", "--rag-thresholds", "--rag-report", "--rag-html", "--rag-markdown",
-               "--rag-corpus")
+_PATH_FLAGS = tuple(f"--{dest.replace('_', '-')}" for dest, _, _ in PATH_OPTIONS)
 
 
 def _refuse_misread_rootdir(config: pytest.Config) -> None:
@@ -142,14 +152,16 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
     base = "none (the baseline gate fails)" if rag.baseline is None else str(rag.options.baseline)
     if rag.options.update_baseline:
         base = f"{rag.options.baseline} (being updated)"
+    unread = rag.unused_thresholds
     if rag.thresholds.path:
         thresholds = rag.thresholds.path
     elif rag.options.thresholds:
-        thresholds = f"defaults (no {rag.options.thresholds})"
-    elif rag.unused_thresholds is not None:
-        thresholds = f"defaults (rag_thresholds is empty: {rag.unused_thresholds} is not used)"
+        thresholds = f"defaults (no {rag.options.thresholds}" + (
+            f"; {unread} exists but is not read: it is not beside the baseline in use" if unread else "") + ")"
+    elif unread is not None:
+        thresholds = f"defaults (rag_thresholds = defaults: {unread} is not read)"
     else:
-        thresholds = "defaults"
+        thresholds = "defaults (rag_thresholds = defaults)"
     from pytest_ragmetrics.evaluation import id_rule
 
     subset = f"smoke: {rag.options.smoke_rule}" if rag.options.subset == "smoke" else rag.options.subset

@@ -271,3 +271,116 @@ def test_export_merge_refuses_grades_judged_under_another_text(tmp_path: Path,
     err = capsys.readouterr().err
     assert code == 0, err
     assert "note: regraded q\\u202e1: a 2 -> 0" in err and "\u202e" not in err
+
+
+# ------------------------------------------------- a merge keeps the golden YAML's comments and layout
+
+COMMENTED_GOLDEN = """\
+# The bike shop's golden set.
+# Reviewed every quarter; ask Ana before changing a grade.
+
+- id: q-001   # the first question we ever asked
+  question: how do I fix a flat tire
+  gold_chunks: [tire-repair]
+  tags: [standard, smoke]
+
+# Brakes: two documents, graded.
+- id: q-002
+  question: "why do my brakes squeal"
+  gold_chunks:
+    brake-pads: 2   # the main answer
+    brake-cable: 1  # a partial one
+  tags: [paraphrase]
+
+- id: q-003
+  question: what tire pressure for gravel   # asked by the gravel team
+  gold_chunks: [tire-pressure]
+  judged_at: 2026-01-05
+"""
+
+ANNOTATED = """\
+- id: q-002
+  question: why do my brakes squeal
+  gold_chunks: {brake-pads: 1, rim-wear: 2}
+- id: q-004
+  question: cleaning a dirty cassette
+  gold_chunks: {cassette: 2, degreaser: 1}
+  tags: [paraphrase]
+"""
+
+
+def _merge_into(golden: Path, capsys: pytest.CaptureFixture[str]) -> str:
+    grades = golden.parent / "alice.yaml"
+    grades.write_text(ANNOTATED, encoding="utf-8")
+    assert main(["export", "--golden", str(golden), "--merge", str(grades), "--golden-out", str(golden),
+                 "--force"]) == 0, capsys.readouterr().err
+    return golden.read_text(encoding="utf-8")
+
+
+def _comments(text: str) -> list[str]:
+    return [line[line.index("#"):].rstrip() for line in text.splitlines() if "#" in line]
+
+
+def test_a_merge_into_a_golden_yaml_keeps_its_comments_and_layout(tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    golden = tmp_path / "golden.yaml"
+    golden.write_text(COMMENTED_GOLDEN, encoding="utf-8")
+    merged = _merge_into(golden, capsys)
+    assert _comments(merged) == _comments(COMMENTED_GOLDEN)  # top, per-record and end-of-line, in order
+    lines = merged.splitlines()
+    # the top comments stay on top; the records are where they were, under the declaration
+    assert lines[:5] == ["# The bike shop's golden set.", "# Reviewed every quarter; ask Ana before changing a "
+                         "grade.", "", "judgments: pooled", "queries:"]
+    untouched = COMMENTED_GOLDEN.split("# Brakes")[0].split("\n\n", 1)[1]  # q-001, as written
+    assert untouched in merged
+    assert COMMENTED_GOLDEN.split("\n\n")[-1] in merged  # q-003, its date and its comment, as written
+    assert "    brake-pads: 1   # the main answer\n    brake-cable: 1  # a partial one\n    rim-wear: 2\n" in merged
+    assert merged.index("id: q-003") < merged.index("id: q-004")  # a new question is appended
+
+
+def test_a_merged_golden_yaml_loads_as_the_golden_set_plus_the_changes(tmp_path: Path,
+                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """The same merge of the set without its comments (written afresh) is the golden set expected."""
+    from pytest_ragmetrics.golden import load_golden
+
+    golden = tmp_path / "golden.yaml"
+    golden.write_text(COMMENTED_GOLDEN, encoding="utf-8")
+    plain = tmp_path / "plain.yaml"
+    plain.write_text("\n".join(line.split("#")[0].rstrip() for line in COMMENTED_GOLDEN.splitlines()) + "\n",
+                     encoding="utf-8")
+    _merge_into(golden, capsys)
+    grades = tmp_path / "alice.yaml"
+    assert main(["export", "--golden", str(plain), "--merge", str(grades), "--golden-out",
+                 str(tmp_path / "expected.jsonl")]) == 0
+    kept, expected = load_golden(golden), load_golden(tmp_path / "expected.jsonl")
+    assert kept.judgments == expected.judgments == "pooled"
+    assert [(q.qid, q.text, dict(q.judgments), q.tags, q.judgment_dates()) for q in kept] == \
+           [(q.qid, q.text, dict(q.judgments), q.tags, q.judgment_dates()) for q in expected]
+    assert dict(kept["q-002"].judgments) == {"brake-pads": 1, "brake-cable": 1, "rim-wear": 2}
+    assert dict(kept["q-004"].judgments) == {"cassette": 2, "degreaser": 1}
+
+
+def test_a_merge_into_a_golden_mapping_sets_its_judgments_and_keeps_the_rest(tmp_path: Path,
+                                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    golden = tmp_path / "golden.yaml"
+    text = ("# header\njudgments: closed   # every relevant document is listed\nqueries:\n"
+            + "".join(f"  {line}\n" if line else "\n" for line in COMMENTED_GOLDEN.split("\n\n", 1)[1].splitlines()))
+    golden.write_text(text, encoding="utf-8")
+    merged = _merge_into(golden, capsys)
+    assert merged.startswith("# header\njudgments: pooled   # every relevant document is listed\nqueries:\n"
+                             "  - id: q-001   # the first question we ever asked\n")
+    assert _comments(merged) == _comments(text)
+    assert "      rim-wear: 2\n" in merged and "  - id: q-004\n" in merged
+
+
+def test_a_golden_yaml_whose_layout_cannot_be_kept_is_written_afresh_and_says_so(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    golden = tmp_path / "golden.yaml"
+    golden.write_text("# one line of questions\n[{id: q-002, question: why do my brakes squeal, gold_chunks: "
+                      "[brake-pads]}]\n", encoding="utf-8")
+    merged = _merge_into(golden, capsys)
+    assert f"note: {golden}: its comments and layout could not be kept" in capsys.readouterr().err
+    from pytest_ragmetrics.golden import load_golden
+
+    assert dict(load_golden(golden)["q-002"].judgments) == {"brake-pads": 1, "rim-wear": 2}
+    assert "judgments: pooled" in merged

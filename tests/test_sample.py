@@ -407,7 +407,7 @@ def test_the_draft_never_replaces_the_log_even_with_force(tmp_path: Path, capsys
     link.symlink_to(log)
     for out in (log, link, tmp_path / "sub" / ".." / "log.jsonl"):
         assert main(["sample", str(log), "--n", "1", "--out", str(out), "--force"]) == 2
-        assert f"{out} is the input {log}" in capsys.readouterr().err
+        assert f"--out {out} is the query log" in capsys.readouterr().err
     assert log.read_bytes() == before
     assert main(["sample", str(log), "--n", "1", "--out", str(tmp_path)]) == 2
     assert f"{tmp_path} is a directory; give a file name such as draft.jsonl" in capsys.readouterr().err

@@ -424,9 +424,10 @@ def test_output_paths_are_checked_before_any_search(extra: Path, capsys: pytest.
     for option, path, words in [
         ("--html", folder, f"{folder} is a directory; give a file name such as shadow.html"),
         ("--json", extra / "file" / "s.json", "is a file, not a folder"),
-        ("--json", queries, f"{queries} is the input {queries}"),
-        ("--html", queries, f"{queries} is the input {queries}"),
-        ("--candidates", queries, f"{queries} is the input {queries}"),
+        ("--json", queries, f"--json {queries} is the questions (--queries): an output is never written over an "
+                            "input (--force does not change that)"),
+        ("--html", queries, f"--html {queries} is the questions (--queries)"),
+        ("--candidates", queries, f"--candidates {queries} is the questions (--queries)"),
     ]:
         assert main(extra_shadow(extra, "Full", "Few", queries, option, str(path), "--force")) == 2, option
         err = capsys.readouterr().err
@@ -448,7 +449,7 @@ def test_a_run_artifact_is_never_overwritten_by_the_report(tmp_path: Path, capsy
     before = b.read_bytes()
     for option in ("--json", "--html"):
         assert main(["shadow", "--run-a", str(a), "--run-b", str(b), option, str(b), "--force"]) == 2
-        assert f"{b} is the input {b}" in capsys.readouterr().err
+        assert f"{option} {b} is run B (--run-b)" in capsys.readouterr().err
     assert b.read_bytes() == before
 
 

@@ -20,12 +20,35 @@ from pytest_ragmetrics.errors import RagMetricsError
 from pytest_ragmetrics.measures import DEFAULT_ID_SEPARATOR, MeasurementConfig, parse_measures
 from pytest_ragmetrics.unanswerable import parse_threshold
 
-__all__ = ["OPTIONS", "OptionSpec", "RagOptions", "build_options", "DEFAULT_THRESHOLDS"]
+__all__ = ["OPTIONS", "OptionSpec", "RagOptions", "build_options", "check_outputs", "DEFAULT_THRESHOLDS",
+           "PATH_OPTIONS", "THRESHOLDS_DEFAULTS"]
 
 _DEFAULT_K = 10
 
-#: Read when neither --rag-thresholds nor ini rag_thresholds names a file; may be absent.
+#: Where the thresholds file usually lives (beside the default baseline). When rag_thresholds is
+#: unset, the file read is ``thresholds.json`` beside the baseline in use, which may be absent.
 DEFAULT_THRESHOLDS = "baselines/thresholds.json"
+
+#: The value of rag_thresholds (or --rag-thresholds) that gates with the built-in defaults on
+#: purpose, in words a reviewer sees; a file of that name is written ``./defaults``.
+THRESHOLDS_DEFAULTS = "defaults"
+
+DEFAULT_GOLDEN = "eval/golden.yaml"
+DEFAULT_BASELINE = "baselines/baseline.json"
+
+#: Every option whose value is a path: (flag dest, ini key, what it names, how to get the default).
+#: An empty value for any of them is refused, never read as "use the default".
+PATH_OPTIONS: tuple[tuple[str, str | None, str], ...] = (
+    ("rag_golden", "rag_golden", f"name the golden set, or leave it out for the default {DEFAULT_GOLDEN}"),
+    ("rag_baseline", "rag_baseline", f"name the baseline file, or leave it out for the default {DEFAULT_BASELINE}"),
+    ("rag_thresholds", "rag_thresholds", f"name a thresholds file, write {THRESHOLDS_DEFAULTS!r} to gate with the "
+                                         "built-in defaults on purpose, or leave it out to read thresholds.json "
+                                         "beside the baseline"),
+    ("rag_corpus", "rag_corpus", "name the corpus, or leave it out to check against none"),
+    ("rag_report", None, "name the file, or leave the flag out"),
+    ("rag_html", None, "name the file, or leave the flag out"),
+    ("rag_markdown", None, "name the file, or leave the flag out"),
+)
 
 
 @dataclass(frozen=True)
@@ -88,16 +111,18 @@ OPTIONS: tuple[OptionSpec, ...] = (
                help="run the golden set through rag_retriever, one test item per query, and gate on the baseline"),
     OptionSpec("--rag-golden", "rag_golden", metavar="PATH", help="golden set (overrides ini rag_golden)",
                ini_help="golden set: YAML, JSONL, a queries.jsonl+qrels folder or qrels file",
-               ini_default="eval/golden.yaml"),
+               ini_default=DEFAULT_GOLDEN),
     OptionSpec("--rag-baseline", "rag_baseline", metavar="PATH", help="baseline.json (overrides ini)",
-               ini_help="baseline file", ini_default="baselines/baseline.json"),
-    # No ini default: a path the user sets must exist, while the conventional
-    # baselines/thresholds.json is read only when present (else the defaults apply).
+               ini_help="baseline file", ini_default=DEFAULT_BASELINE),
+    # No ini default: a path the user sets must exist, while thresholds.json beside the
+    # baseline is read only when present (else the defaults apply).
     OptionSpec("--rag-thresholds", "rag_thresholds", metavar="PATH",
-               help="thresholds.json, which must exist (overrides ini)",
-               ini_help="thresholds file; a path set here must exist (unset: baselines/thresholds.json when present, "
-                        "else the default tolerances)",
-               ini_default=None, shown_default=f"`{DEFAULT_THRESHOLDS}` if present, else built-in defaults"),
+               help=f"thresholds.json, which must exist, or '{THRESHOLDS_DEFAULTS}' for the built-in defaults "
+                    "(overrides ini)",
+               ini_help=f"thresholds file, which must exist; '{THRESHOLDS_DEFAULTS}': the built-in defaults on "
+                        "purpose (unset: thresholds.json beside the baseline when present, else the defaults)",
+               ini_default=None, shown_default="`thresholds.json` beside the baseline if present, else built-in "
+                                               "defaults"),
     OptionSpec("--rag-metrics", "rag_metrics", metavar="LIST", help="metrics, comma or space separated",
                ini_help="metrics, e.g. 'recall@10 ndcg@10' (default recall, hit_rate, mrr, ndcg at rag_k)",
                shown_default="recall, hit_rate, mrr, ndcg at `rag_k`"),
@@ -152,7 +177,7 @@ OPTIONS: tuple[OptionSpec, ...] = (
                     "questions for leakage (overrides ini rag_corpus)",
                ini_help="corpus the retriever indexes; gold ids it lacks and golden questions found in it are "
                         "warned about",
-               shown_default="none"),
+               ini_default=None, shown_default="none"),
     OptionSpec("--rag-answer-threshold", "rag_answer_threshold", metavar="SCORE",
                help="a result scoring at or above this counts as an answer to a question marked answerable: "
                     "false (a false retrieval); overrides ini rag_answer_threshold",
@@ -214,16 +239,24 @@ class RagOptions:
     run_id: str | None = None
     #: which attempt of the run this is, 1 for the first (--rag-attempt, else the CI's); None: not known
     attempt: int | None = None
+    #: the thresholds file at its usual place (baselines/thresholds.json), told apart from the one read
+    usual_thresholds: Path | None = None
 
 
 def _metrics_for(k: int) -> list[str]:
     return [f"recall@{k}", f"hit_rate@{k}", f"mrr@{k}", f"ndcg@{k}"]
 
 
-def build_options(get: Callable[[str, str], Any], resolve: Callable[[str, bool], Path]) -> RagOptions:
+def _ini_origin(ini: str) -> str:
+    return f"ini {ini}"
+
+
+def build_options(get: Callable[[str, str], Any], resolve: Callable[[str, bool], Path],
+                  origin: Callable[[str], str] = _ini_origin) -> RagOptions:
     """Resolve options from ``get(option, ini)`` (flag wins over ini) into RagOptions.
 
-    ``resolve(value, from_cli)`` turns a path into an absolute one.
+    ``resolve(value, from_cli)`` turns a path into an absolute one; ``origin(ini)`` says how an
+    ini key was given (``-o rag_golden=``, ``rag_golden in pytest.ini``), for messages.
     """
 
     def pick(flag: str, ini: str) -> tuple[Any, bool]:
@@ -232,6 +265,27 @@ def build_options(get: Callable[[str, str], Any], resolve: Callable[[str, bool],
             if value not in (None, ""):
                 return value, True
         return get("", ini), False
+
+    hints = {dest: hint for dest, _, hint in PATH_OPTIONS}
+
+    def path(flag: str, ini: str | None) -> tuple[str | None, bool]:
+        """A path option's value and whether it came from the command line. An empty value,
+        however given, is refused: an unset variable must never mean "use the default"."""
+        value = get(flag, "")
+        if value is not None:
+            if not str(value).strip():
+                raise RagMetricsError(f"--{flag.replace('_', '-')} was given an empty path (an unset variable?); "
+                                      f"an empty value is never read as the default: {hints[flag]}")
+            return str(value), True
+        if ini is None:
+            return None, False
+        value = get("", ini)
+        if value is not None and not str(value).strip():
+            raise RagMetricsError(f"{origin(ini)} is an empty path (an unset variable?); an empty value is never "
+                                  f"read as the default: {hints[flag]}")
+        return (str(value) if value is not None else None), False
+
+    paths = {flag: path(flag, ini) for flag, ini, _ in PATH_OPTIONS}
 
     raw_k, _ = pick("rag_k", "rag_k")
     raw_metrics, _ = pick("rag_metrics", "rag_metrics")
@@ -256,22 +310,24 @@ def build_options(get: Callable[[str, str], Any], resolve: Callable[[str, bool],
     sep, _ = pick("rag_id_separator", "rag_id_separator")
     measurement = MeasurementConfig(measures, relevance_level=level, gain=gain or "exponential",
                                     id_separator=sep if sep not in (None, "none") else None)
-    golden, g_cli = pick("rag_golden", "rag_golden")
-    baseline, b_cli = pick("rag_baseline", "rag_baseline")
-    thresholds, t_cli = pick("rag_thresholds", "rag_thresholds")
-    if get("rag_thresholds", "") == "":  # `--rag-thresholds=$UNSET` must not switch the gates off
-        raise RagMetricsError(
-            "--rag-thresholds was given an empty path (an unset variable?); name a thresholds file, or set "
-            "ini rag_thresholds = \"\" to gate with the built-in defaults on purpose")
+    golden, g_cli = paths["rag_golden"]
+    baseline, b_cli = paths["rag_baseline"]
+    baseline_path = resolve(baseline or DEFAULT_BASELINE, b_cli)
+    thresholds, t_cli = paths["rag_thresholds"]
     thresholds_given = thresholds is not None  # the ini default is None: only the user sets it
-    if thresholds is None:
-        thresholds = DEFAULT_THRESHOLDS
+    thresholds_path: Path | None
+    if thresholds is None:  # unset: the file beside the baseline in use, when it exists
+        thresholds_path = baseline_path.parent / "thresholds.json"
+    elif thresholds.strip() == THRESHOLDS_DEFAULTS:  # the built-in defaults, on purpose
+        thresholds_path, thresholds_given = None, False
+    else:
+        thresholds_path = resolve(thresholds, t_cli)
     subset, _ = pick("rag_subset", "rag_subset")
     smoke, _ = pick("", "rag_smoke")
-    report = get("rag_report", "")
-    html = get("rag_html", "")
-    markdown = get("rag_markdown", "")
-    corpus, c_cli = pick("rag_corpus", "rag_corpus")
+    report, _ = paths["rag_report"]
+    html, _ = paths["rag_html"]
+    markdown, _ = paths["rag_markdown"]
+    corpus, c_cli = paths["rag_corpus"]
     repeat = _count("--rag-repeat", get("rag_repeat", ""), 1, minimum=1)
     batch_size = _count("--rag-batch-size", get("rag_batch_size", ""), 32, minimum=1)
     worst = _count("--rag-worst", get("rag_worst", ""), None, minimum=0)
@@ -313,9 +369,9 @@ def build_options(get: Callable[[str, str], Any], resolve: Callable[[str, bool],
         # a typo must not switch the leakage check off with one line at the end of the summary
         raise RagMetricsError(f"--rag-corpus / rag_corpus: {corpus_path}: no such corpus file or folder")
     return RagOptions(
-        golden=resolve(golden, g_cli),
-        baseline=resolve(baseline, b_cli),
-        thresholds=resolve(thresholds, t_cli) if thresholds else None,
+        golden=resolve(golden or DEFAULT_GOLDEN, g_cli),
+        baseline=baseline_path,
+        thresholds=thresholds_path,
         measurement=measurement,
         k=k,
         subset=subset or "full",
@@ -331,7 +387,7 @@ def build_options(get: Callable[[str, str], Any], resolve: Callable[[str, bool],
         batch_size=batch_size,
         timeout=timeout,
         setup_timeout=setup_timeout,
-        thresholds_given=thresholds_given and bool(thresholds),
+        thresholds_given=thresholds_given,
         allow_missing_gold=bool(get("rag_allow_missing_gold", "")),
         judgments=judgments or None,
         judgments_from="--rag-judgments" if j_cli else "ini rag_judgments",
@@ -339,7 +395,36 @@ def build_options(get: Callable[[str, str], Any], resolve: Callable[[str, bool],
         shard=shard,
         run_id=run_id or ci_run_id(os.environ),
         attempt=attempt,
+        usual_thresholds=resolve(DEFAULT_THRESHOLDS, False),
     )
+
+
+def check_outputs(options: RagOptions, ini_file: Path | None, step_summary: str | None,
+                  junit_xml: str | None = None) -> None:
+    """Refuse, at configure time, an output that is one of the run's inputs (the golden set, the
+    baseline, a thresholds file, the corpus, the ini file, a conftest.py), a file of this package,
+    or another output (see :func:`pytest_ragmetrics.files.check_output_paths`). pytest's own
+    ``--junitxml``, which records every query's metrics, is one of the run's outputs too."""
+    from pytest_ragmetrics.files import check_output_paths
+
+    inputs: list[tuple[str, Path | None]] = [
+        ("the golden set", options.golden),
+        ("the baseline", options.baseline),
+        ("the thresholds file", options.thresholds),
+        ("a thresholds file", options.usual_thresholds),
+        ("the corpus", options.corpus),
+        ("the ini file", ini_file),
+    ]
+    outputs: list[tuple[str, Path | str | None]] = [
+        ("--rag-report", options.report), ("--rag-html", options.html), ("--rag-markdown", options.markdown),
+        ("--junitxml", junit_xml)]
+    if step_summary:  # appended to once when --rag-markdown names it too
+        same = options.markdown is not None and os.path.realpath(options.markdown) == os.path.realpath(step_summary)
+        if not same:
+            outputs.append(("$GITHUB_STEP_SUMMARY", step_summary))
+    if options.update_baseline:  # the one input a run rewrites, on purpose
+        outputs.insert(0, ("--rag-update-baseline", options.baseline))
+    check_output_paths(outputs, inputs, may_replace={"--rag-update-baseline": "the baseline"})
 
 
 def _count(flag: str, raw: Any, default: int | None, minimum: int) -> Any:

@@ -32,10 +32,47 @@ from pytest_ragmetrics.report.text import REFRESH_COMMAND
 from pytest_ragmetrics.scope import check_gold_scope
 from pytest_ragmetrics.unjudged import top_grade
 
-__all__ = ["RagSession", "RECORD_KEY"]
+__all__ = ["RagSession", "RECORD_KEY", "UnreadThresholds", "unread_thresholds"]
 
 #: The user_properties key a query item's record travels under.
 RECORD_KEY = "ragmetrics"
+
+
+_DEFAULTS_GATE = "the built-in defaults gate this run (only recall@k)"
+
+
+@dataclasses.dataclass(frozen=True)
+class UnreadThresholds:
+    """A thresholds file that exists and that this run does not read, and why (for the header and
+    the summary: a reader must not take the defaults for the team's thresholds)."""
+
+    path: Path
+    why: str
+
+    def __str__(self) -> str:
+        return str(self.path)
+
+
+def unread_thresholds(options: RagOptions) -> UnreadThresholds | None:
+    """The thresholds file a reader may think is in force and is not, or None.
+
+    With ``rag_thresholds = defaults``: a thresholds file beside the baseline, or at its usual
+    place. With rag_thresholds unset, the file read is the one beside the baseline in use; when
+    that one is absent, a file at the usual place (``baselines/thresholds.json``) is not read.
+    """
+    if options.thresholds is None:
+        for path in dict.fromkeys((options.baseline.parent / "thresholds.json", options.usual_thresholds)):
+            if path is not None and path.is_file():
+                return UnreadThresholds(path, f"rag_thresholds is set to defaults, so {_DEFAULTS_GATE}")
+        return None
+    usual = options.usual_thresholds
+    if options.thresholds_given or options.thresholds.exists() or usual is None or not usual.is_file():
+        return None
+    if usual.resolve() == options.thresholds.resolve():
+        return None
+    return UnreadThresholds(usual, f"the thresholds file read is the one beside the baseline in use, "
+                                   f"{options.thresholds}, which does not exist, so {_DEFAULTS_GATE}; move the "
+                                   "file beside the baseline, or name it with rag_thresholds")
 
 
 class RagSession:
@@ -79,13 +116,8 @@ class RagSession:
         check_tags(self.thresholds, self.full_golden.tags())
         #: how old this run's labels are under the age limits (None: thresholds.json sets none)
         self.labels: LabelAges | None = label_ages(self.golden, self.thresholds)
-        #: a thresholds file at the default path that an empty rag_thresholds keeps out of this run
-        self.unused_thresholds: Path | None = None
-        if options.thresholds is None:
-            from pytest_ragmetrics._plugin.options import DEFAULT_THRESHOLDS
-
-            default = rootdir / DEFAULT_THRESHOLDS
-            self.unused_thresholds = default if default.exists() else None
+        #: a thresholds file that exists and that this run does not read (the header and summary say so)
+        self.unused_thresholds: UnreadThresholds | None = unread_thresholds(options)
         self.baseline: Baseline | None = None
         #: why an existing baseline could not be read when --rag-update-baseline replaces it
         self.unreadable_baseline: str | None = None

@@ -10,7 +10,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_ragmetrics.cli.argtypes import chunk_size_arg
+from pytest_ragmetrics.cli.argtypes import chunk_size_arg, path_arg
 from pytest_ragmetrics.errors import RagMetricsError
 
 #: The stack's ENCODER_BACKENDS, spelled out so the CLI starts without importing the stack (a test keeps them equal).
@@ -25,14 +25,14 @@ CORPUS_HELP = "corpus: a folder of .md/.txt files, a corpus.jsonl, or a folder h
 def stack_arguments(parser: argparse._ActionsContainer, *, corpus_required: bool = True,
                     corpus_help: str = CORPUS_HELP) -> None:
     """Options shared by the verbs that build the reference stack (on a parser or an argument group)."""
-    parser.add_argument("--corpus", required=corpus_required, help=corpus_help)
+    parser.add_argument("--corpus", required=corpus_required, type=path_arg, help=corpus_help)
     parser.add_argument("--chunk-size", type=chunk_size_arg, default=300, metavar="N",
                         help="characters per chunk, or 'whole' for whole documents (default 300)")
     parser.add_argument("--overlap", type=int, default=60, metavar="N",
                         help="characters shared by consecutive chunks (default 60)")
-    parser.add_argument("--rerank-model", default=None, metavar="PATH",
+    parser.add_argument("--rerank-model", default=None, metavar="PATH", type=path_arg,
                         help="a sentence-transformers CrossEncoder folder (none ships with the package)")
-    parser.add_argument("--model", default=None, metavar="PATH",
+    parser.add_argument("--model", default=None, metavar="PATH", type=path_arg,
                         help="embedding model: a sentence-transformers folder, or multilingual-e5-small (the "
                              "'multilingual' extra). Default: chosen for the corpus, all-MiniLM-L6-v2 (English) "
                              "unless the corpus is in a script it does not cover")
@@ -51,7 +51,7 @@ def stack_arguments(parser: argparse._ActionsContainer, *, corpus_required: bool
                         help="BM25 tokenisation: en (English analyser), zh (jieba over whole texts) or "
                              "mixed (jieba for Chinese runs, the English analyser for the rest); default "
                              "auto: en without Chinese characters in the corpus, else mixed")
-    parser.add_argument("--data-dir", default=None, metavar="DIR",
+    parser.add_argument("--data-dir", default=None, metavar="DIR", type=path_arg,
                         help="index directory (one subdirectory per chunking); default: "
                              "RAGMETRICS_HOME/.ragmetrics, one settings-hashed directory per chunking")
 

@@ -16,7 +16,7 @@ from pytest_ragmetrics.cli._stack import (
     quiet_argument,
     stack_arguments,
 )
-from pytest_ragmetrics.cli.argtypes import measurement_arguments
+from pytest_ragmetrics.cli.argtypes import measurement_arguments, path_arg
 from pytest_ragmetrics.errors import RagMetricsError
 from pytest_ragmetrics.measures import DEFAULT_METRICS, MeasurementConfig
 
@@ -35,7 +35,7 @@ def register(verbs: Any) -> None:
     )
     parser.set_defaults(command=run)
     stack_arguments(parser)
-    parser.add_argument("--golden", required=True,
+    parser.add_argument("--golden", required=True, type=path_arg,
                         help="golden set: YAML, JSONL or a folder with queries.jsonl + qrels")
     parser.add_argument("-m", "--metric", action="append", dest="metrics", metavar="NAME@K",
                         help=f"metric column, repeatable; NAME@k follows each row's top_k "

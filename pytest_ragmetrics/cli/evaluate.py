@@ -8,7 +8,7 @@ import json
 import sys
 from typing import Any
 
-from pytest_ragmetrics.cli.argtypes import measurement_arguments
+from pytest_ragmetrics.cli.argtypes import measurement_arguments, path_arg
 from pytest_ragmetrics.evaluation import evaluate, id_rule
 from pytest_ragmetrics.golden import load_qrels
 from pytest_ragmetrics.measures import DEFAULT_METRICS, MeasurementConfig
@@ -19,8 +19,9 @@ from pytest_ragmetrics.trec import read_run
 def register(verbs: Any) -> None:
     parser = verbs.add_parser("evaluate", help="score a TREC run file against qrels")
     parser.set_defaults(command=run)
-    parser.add_argument("--qrels", required=True, help="qrels: TREC (qid iter doc grade) or TSV (qid doc grade)")
-    parser.add_argument("--run", required=True, help="TREC run file (qid Q0 doc rank score tag)")
+    parser.add_argument("--qrels", required=True, type=path_arg,
+                        help="qrels: TREC (qid iter doc grade) or TSV (qid doc grade)")
+    parser.add_argument("--run", required=True, type=path_arg, help="TREC run file (qid Q0 doc rank score tag)")
     parser.add_argument("-m", "--metric", action="append", dest="metrics", metavar="NAME@K",
                         help=f"metric to compute, repeatable (default: {' '.join(DEFAULT_METRICS)})")
     measurement_arguments(parser)

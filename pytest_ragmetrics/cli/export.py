@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from pytest_ragmetrics.cli.argtypes import check_outputs, output_argument, path_arg
 from pytest_ragmetrics.errors import InputError, RagMetricsError, brief_repr, shown
 from pytest_ragmetrics.files import atomic_write_text
 from pytest_ragmetrics.golden import load_golden
@@ -20,30 +21,40 @@ HELP = "write a run artifact as a TREC run, and a golden set as TREC qrels or go
 def register(verbs: Any) -> None:
     parser = verbs.add_parser("export", help=HELP)
     parser.set_defaults(command=run)
-    parser.add_argument("--artifact", help="run artifact written by --rag-report")
-    parser.add_argument("--run-out", help="where to write the TREC run (with --artifact)")
-    parser.add_argument("--golden",
+    parser.add_argument("--artifact", type=path_arg, help="run artifact written by --rag-report")
+    output_argument(parser, "--run-out", help="where to write the TREC run (with --artifact)")
+    parser.add_argument("--golden", type=path_arg,
                         help="golden set in any supported format (YAML, JSONL, a queries.jsonl + qrels folder)")
-    parser.add_argument("--qrels-out", help="where to write TREC qrels (with --golden)")
-    parser.add_argument("--yaml-out", help="where to write the golden set as golden YAML entries (with --golden); "
-                                           "the text appends to an existing golden YAML file as it is")
-    parser.add_argument("--merge", action="append", default=[], metavar="JUDGMENTS",
+    output_argument(parser, "--qrels-out", help="where to write TREC qrels (with --golden)")
+    output_argument(parser, "--yaml-out", help="where to write the golden set as golden YAML entries (with --golden); "
+                                               "the text appends to an existing golden YAML file as it is")
+    parser.add_argument("--merge", action="append", default=[], metavar="JUDGMENTS", type=path_arg,
                         help="with --golden and --golden-out: merge the grades of an annotator's (or adjudicated) "
                              "file into the golden set, its grade winning for a document both judge; repeatable")
     parser.add_argument("--accept-changed-text", action="store_true",
                         help="with --merge: merge the grades of a question judged under another text than the "
                              "golden set's (refused by default: they may judge another question); the golden set's "
                              "text is kept")
-    parser.add_argument("--golden-out", help="where to write the whole (merged) golden set, declaring "
-                                             "judgments: pooled (.yaml/.yml: YAML; else JSONL)")
+    output_argument(parser, "--golden-out", help="where to write the whole (merged) golden set, declaring "
+                                                 "judgments: pooled (.yaml/.yml: YAML; else JSONL); it may be "
+                                                 "--golden itself, never another input")
     parser.add_argument("--scope-from-filters", action="store_true",
                         help="give each question that has filters but no scope its filters as its scope, in every "
                              "golden file written (--yaml-out, --golden-out): the gate then fails a query that "
                              "returns a document outside them (a leak)")
-    parser.add_argument("--corpus", help="the corpus (a corpus.jsonl with metadata): refuse a relevant gold document "
-                                         "outside its question's scope before anything is written")
+    parser.add_argument("--corpus", type=path_arg,
+                        help="the corpus (a corpus.jsonl with metadata): refuse a relevant gold document outside its "
+                             "question's scope before anything is written")
     parser.add_argument("--tag", default="ragmetrics", help="run tag, the sixth column (default ragmetrics)")
-    parser.add_argument("--force", action="store_true", help="overwrite existing output files")
+    parser.add_argument("--force", action="store_true", help="overwrite existing output files (never an input, "
+                                                             "--golden-out over --golden aside)")
+
+
+_GOLDEN = "the golden set (--golden)"
+
+
+def _yaml(path: Path) -> bool:
+    return path.suffix.lower() in (".yaml", ".yml")
 
 
 def _target(path: str, force: bool) -> Path:
@@ -61,6 +72,10 @@ def run(args: argparse.Namespace) -> int:
         raise RagMetricsError("give --artifact with --run-out, and/or --golden with --qrels-out or --yaml-out")
     if bool(args.artifact) != bool(args.run_out) or bool(args.golden) != golden_out:
         raise RagMetricsError("--artifact goes with --run-out, --golden with --qrels-out and/or --yaml-out")
+    # before anything is read: no output is an input, --force or not; --golden-out may replace --golden
+    check_outputs(args, [("the run artifact (--artifact)", args.artifact), (_GOLDEN, args.golden),
+                         *(("the judgments (--merge)", extra) for extra in args.merge),
+                         ("the corpus (--corpus)", args.corpus)], may_replace={"--golden-out": _GOLDEN})
     # Every output is made in memory first: an id a TREC file cannot hold, or a bad file a note
     # reads, stops the command before anything is written.
     outputs: list[tuple[Path, str, str]] = []
@@ -73,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
         outputs.append((out, buffer.getvalue(),
                         f"wrote {sum(map(len, rankings.values()))} lines for {len(rankings)} queries to {out}"))
     if args.golden:
-        golden = load_golden(args.golden)
+        golden = original = load_golden(args.golden)
         if args.scope_from_filters:
             golden = queries_set([scope_from_filters(q) for q in golden], golden)
         if args.qrels_out:
@@ -108,7 +123,17 @@ def run(args: argparse.Namespace) -> int:
                 changed += regraded
             check_scope(args, queries)
             notes += [f"regraded {c}" for c in changed]
-            outputs.append((out, golden_file_text(queries, out),
+            text = golden_file_text(queries, out)
+            if _yaml(out) and _yaml(Path(args.golden)) and Path(args.golden).is_file():
+                from pytest_ragmetrics.tools.export import merged_golden_yaml
+
+                kept = merged_golden_yaml(args.golden, original, queries)
+                if kept is not None:  # the golden set's comments and layout, its changed records aside
+                    text = kept
+                else:
+                    notes.append(f"{args.golden}: its comments and layout could not be kept (its list of questions is "
+                                 f"empty or in flow style), so {out} is written without them")
+            outputs.append((out, text,
                             f"wrote {len(queries)} questions ({sum(len(q.judgments) for q in queries)} judgments, "
                             f"judgments: pooled) to {out}"))
         if args.yaml_out:

@@ -7,7 +7,7 @@ import secrets
 from pathlib import Path
 from typing import Any
 
-from pytest_ragmetrics.cli.argtypes import seed_arg
+from pytest_ragmetrics.cli.argtypes import check_outputs, output_argument, path_arg, seed_arg
 from pytest_ragmetrics.errors import RagMetricsError, listed, shown
 from pytest_ragmetrics.files import check_output
 from pytest_ragmetrics.report.tables import counted
@@ -25,14 +25,15 @@ def register(verbs: Any) -> None:
                     "and the golden records exported from them keep. Harvested questions over-fit known "
                     "failures: the report warns when they exceed max_harvested_share of a golden set.")
     parser.set_defaults(command=run)
-    parser.add_argument("artifacts", nargs="+", metavar="ARTIFACT", help="run artifacts of one golden set")
-    parser.add_argument("-o", "--out", required=True, help="output candidates JSONL (refused if it exists, unless "
-                                                           "--force)")
-    parser.add_argument("--golden", default=None,
+    parser.add_argument("artifacts", nargs="+", metavar="ARTIFACT", type=path_arg,
+                        help="run artifacts of one golden set")
+    output_argument(parser, "-o", "--out", required=True,
+                    help="output candidates JSONL (refused if it exists, unless --force; never one of the inputs)")
+    parser.add_argument("--golden", default=None, type=path_arg,
                         help="the golden set the runs were judged with, for texts, tags and every known judgment "
                              "(default: the one the artifacts name in _meta.golden.source, when found; else "
                              "the artifacts' own question texts and gold)")
-    parser.add_argument("--corpus", default=None,
+    parser.add_argument("--corpus", default=None, type=path_arg,
                         help="a folder of .md/.txt files or a corpus.jsonl: candidates get their document's text "
                              "from it (annotate shows it)")
     parser.add_argument("--seed", type=seed_arg, default=None, metavar="N",
@@ -82,7 +83,10 @@ def run(args: argparse.Namespace) -> int:
         raise RagMetricsError(f"{twice[0]} is given twice; give each run artifact once")
     out = Path(args.out)
     # an input is never overwritten, --force or not
-    check_output(out, inputs=[*args.artifacts, *([args.golden] if args.golden else [])], example="candidates.jsonl")
+    check_outputs(args, [*(("a run artifact", path) for path in args.artifacts), ("the golden set (--golden)",
+                                                                                args.golden),
+                         ("the corpus (--corpus)", args.corpus)])
+    check_output(out, example="candidates.jsonl")
     if out.exists() and not args.force:
         raise RagMetricsError(f"{out} already exists; pass --force to overwrite it (it may hold annotations)")
     names = night_names(args.artifacts)
@@ -91,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
     check_one_golden(nights)
     golden, golden_path = _golden(args, nights)
     if golden_path:
-        check_output(out, inputs=[golden_path], example="candidates.jsonl")
+        check_outputs(args, [("the golden set the runs name", golden_path)])
     for once in run_of(nights)[1]:
         print(f"note: {shown(once)}")
     found = harvest(nights, golden)

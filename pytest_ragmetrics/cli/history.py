@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_ragmetrics.cli import decided
+from pytest_ragmetrics.cli.argtypes import check_outputs, output_argument, path_arg
 from pytest_ragmetrics.errors import RagMetricsError
 from pytest_ragmetrics.files import atomic_write_text, dumps_stable, write_problem
 from pytest_ragmetrics.report.history import history_text
@@ -21,11 +22,12 @@ __all__ = ["HELP", "register", "run"]
 def register(verbs: Any) -> None:
     parser = verbs.add_parser("history", help=HELP, description=HELP)
     parser.set_defaults(command=run)
-    parser.add_argument("artifacts", metavar="ARTIFACT", nargs="+",
+    parser.add_argument("artifacts", metavar="ARTIFACT", nargs="+", type=path_arg,
                         help="run artifacts written by --rag-report, or folders (every *.json in them)")
     parser.add_argument("--format", choices=("text", "json", "markdown"), default="text",
                         help="text for the terminal (default), json for scripts, markdown for a job summary")
-    parser.add_argument("--html", metavar="PATH", help="also write a self-contained HTML page with the charts")
+    output_argument(parser, "--html", metavar="PATH", help="also write a self-contained HTML page with the charts "
+                                                           "(never one of the artifacts, nor inside a folder of them)")
     parser.add_argument("--fail-on-drift", action="store_true",
                         help="exit 1 when drift is flagged in the latest baseline period of the newest run's group")
     parser.add_argument("--skip-bad", action="store_true",
@@ -35,6 +37,7 @@ def register(verbs: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    check_outputs(args, [("the run artifact", path) for path in args.artifacts])
     if args.min_flips < 1:
         raise RagMetricsError(f"--min-flips must be at least 1, got {args.min_flips}")
     artifacts, skipped = load_artifacts(args.artifacts, skip_bad=args.skip_bad)

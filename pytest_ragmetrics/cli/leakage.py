@@ -8,7 +8,7 @@ import sys
 from typing import Any
 
 from pytest_ragmetrics.cli import decided
-from pytest_ragmetrics.cli.argtypes import chunk_size_arg
+from pytest_ragmetrics.cli.argtypes import chunk_size_arg, path_arg
 from pytest_ragmetrics.errors import RagMetricsError
 from pytest_ragmetrics.report.tables import counted
 from pytest_ragmetrics.tools.leakage import CHAR_N, DEFAULT_THRESHOLD, WORD_N, check_leakage, render_table
@@ -19,9 +19,9 @@ HELP = 'find golden questions that appear verbatim or nearly so in the corpus'
 def register(verbs: Any) -> None:
     parser = verbs.add_parser('leakage', help=HELP)
     parser.set_defaults(command=run)
-    parser.add_argument("--golden", required=True,
+    parser.add_argument("--golden", required=True, type=path_arg,
                         help="golden set: YAML, JSONL or a folder with queries.jsonl + qrels")
-    parser.add_argument("--corpus", required=True,
+    parser.add_argument("--corpus", required=True, type=path_arg,
                         help="corpus: a folder of .md/.txt files, a corpus.jsonl, or a folder holding one")
     parser.add_argument("--threshold", type=float, default=DEFAULT_THRESHOLD, metavar="SHARE",
                         help="near-verbatim when at least this share of a question's n-grams occur in one "

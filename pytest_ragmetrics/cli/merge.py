@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from pytest_ragmetrics.cli import decided
+from pytest_ragmetrics.cli.argtypes import check_outputs, output_argument, path_arg
 from pytest_ragmetrics.errors import BaselineError, RagMetricsError
 from pytest_ragmetrics.files import atomic_write_json, atomic_write_text, check_output, write_problem
 from pytest_ragmetrics.gate.artifact import seal_artifact
@@ -29,12 +30,13 @@ def register(verbs: Any) -> None:
                               "golden set and the baseline are read from there, and refused unless they are the "
                               "ones the shards ran with.")
     parser.set_defaults(command=run)
-    parser.add_argument("shards", nargs="+", metavar="SHARD", help="every shard's run artifact (--rag-report)")
-    parser.add_argument("--out", metavar="PATH", help="write the merged run artifact here: the one a whole run "
-                                                      "writes, its time aside")
-    parser.add_argument("--markdown", metavar="PATH", help="append the verdict as Markdown here (e.g. "
-                                                           "\"$GITHUB_STEP_SUMMARY\")")
-    parser.add_argument("--html", metavar="PATH", help="write the self-contained HTML report here")
+    parser.add_argument("shards", nargs="+", metavar="SHARD", type=path_arg,
+                        help="every shard's run artifact (--rag-report)")
+    output_argument(parser, "--out", metavar="PATH", help="write the merged run artifact here: the one a whole run "
+                                                          "writes, its time aside")
+    output_argument(parser, "--markdown", metavar="PATH", help="append the verdict as Markdown here (e.g. "
+                                                               "\"$GITHUB_STEP_SUMMARY\")")
+    output_argument(parser, "--html", metavar="PATH", help="write the self-contained HTML report here")
     parser.add_argument("--worst", type=int, metavar="N", help="worst regressed queries to list (default: worst_n)")
     parser.add_argument("--update-baseline", action="store_true",
                         help="refresh the baseline from the merged shards, with the plugin's refusals (a query "
@@ -42,28 +44,25 @@ def register(verbs: Any) -> None:
     parser.add_argument("--allow-missing-gold", action="store_true",
                         help="let --update-baseline write a baseline although relevant gold ids are not in the "
                              "corpus (as --rag-allow-missing-gold)")
-    parser.add_argument("--golden", metavar="PATH", help="the golden set (default: the path the shards recorded, "
-                                                         "from the current folder)")
-    parser.add_argument("--baseline", metavar="PATH", help="the baseline (default: the path the shards recorded, "
-                                                           "from the current folder)")
+    parser.add_argument("--golden", metavar="PATH", type=path_arg,
+                        help="the golden set (default: the path the shards recorded, from the current folder)")
+    parser.add_argument("--baseline", metavar="PATH", type=path_arg,
+                        help="the baseline (default: the path the shards recorded, from the current folder)")
     parser.add_argument("--max-spread", type=float, metavar="HOURS", default=MAX_SPREAD_HOURS,
                         help="when no shard records a run id (_meta.run_id, from --rag-run-id or the CI's run "
                              "variables), refuse shards whose times lie more than this apart, as not one run "
                              f"(default: {MAX_SPREAD_HOURS:g})")
 
 
-def _check_outputs(args: argparse.Namespace, also: Sequence[str | Path] = ()) -> None:
+def _check_outputs(args: argparse.Namespace, also: Sequence[tuple[str, str | Path | None]] = ()) -> None:
     """Refuse, before anything is read or written, an output that is one of the inputs (a shard, the
-    golden set, the baseline) or cannot be written: a refresh must not write the baseline and then
-    fail on --out."""
-    inputs = [*args.shards, *(p for p in (args.golden, args.baseline) if p), *also]
-    outputs = [(flag, getattr(args, flag)) for flag in ("out", "html", "markdown") if getattr(args, flag)]
-    for flag, path in outputs:
-        check_output(path, inputs=inputs, example="run.json" if flag == "out" else f"report.{flag[:4]}")
-    for i, (flag, path) in enumerate(outputs):
-        same = next((other for other, p in outputs[i + 1:] if Path(p).absolute() == Path(path).absolute()), None)
-        if same:
-            raise RagMetricsError(f"--{flag} and --{same} are the same file {path}; give each its own")
+    golden set, the baseline), another output, or cannot be written: a refresh must not write the
+    baseline and then fail on --out."""
+    check_outputs(args, [*(("a shard", shard) for shard in args.shards), ("the golden set", args.golden),
+                         ("the baseline", args.baseline), *also])
+    for flag in ("out", "html", "markdown"):
+        if getattr(args, flag):
+            check_output(getattr(args, flag), example="run.json" if flag == "out" else f"report.{flag[:4]}")
 
 
 def _header(merged: Merged) -> str:
@@ -87,7 +86,8 @@ def run(args: argparse.Namespace) -> int:
     _check_outputs(args)
     merged = merge_shards(args.shards, golden=args.golden, baseline=args.baseline, out=args.out,
                           updating=args.update_baseline, max_spread=args.max_spread)
-    _check_outputs(args, [merged.baseline_path, *([merged.full_golden.source] if merged.full_golden.source else [])])
+    _check_outputs(args, [("the baseline", merged.baseline_path),
+                          ("the golden set", merged.full_golden.source or None)])
     if args.update_baseline:
         return _refresh(args, merged)
     verdict = merged.verdict

@@ -16,7 +16,7 @@ from pytest_ragmetrics.cli._stack import (
     quiet_argument,
     stack_arguments,
 )
-from pytest_ragmetrics.cli.argtypes import seed_arg
+from pytest_ragmetrics.cli.argtypes import check_outputs, module_arg, output_argument, path_arg, seed_arg
 from pytest_ragmetrics.errors import RagMetricsError, listed
 from pytest_ragmetrics.measures import DEFAULT_ID_SEPARATOR
 from pytest_ragmetrics.report.tables import counted
@@ -26,7 +26,7 @@ DEFAULT_MODES = "bm25,vector,hybrid"
 
 def _source(kind: str) -> Any:
     def parse(raw: str) -> tuple[str, str]:
-        return kind, raw
+        return kind, module_arg(raw) if kind == "retriever" else path_arg(raw)
     parse.__name__ = kind  # argparse names the type in its messages
     return parse
 
@@ -43,10 +43,11 @@ def register(verbs: Any) -> None:
                     "candidates it contributed and how many only it found.",
     )
     parser.set_defaults(command=run)
-    parser.add_argument("--queries",
+    parser.add_argument("--queries", type=path_arg,
                         help="a golden set (YAML, JSONL, folder), a candidates file to re-pool, a queries.jsonl, "
                              "or a text file of questions")
-    parser.add_argument("-o", "--out", required=True, help="output JSONL (refused if it exists, unless --force)")
+    output_argument(parser, "-o", "--out", required=True,
+                    help="output JSONL (refused if it exists, unless --force; never one of the inputs)")
     parser.add_argument("--unjudged-only", action="store_true",
                         help="with one --run run artifact (pytest --rag-report): write the documents its gate "
                              "unjudged asks to judge (those of the inconclusive queries), or, when it asks for "
@@ -56,7 +57,7 @@ def register(verbs: Any) -> None:
     parser.add_argument("--all", action="store_true", dest="all_unjudged",
                         help="with --unjudged-only: every unjudged document of the top k, even when the gate "
                              "asks to judge only some")
-    parser.add_argument("--golden", default=None,
+    parser.add_argument("--golden", default=None, type=path_arg,
                         help="with --unjudged-only: the golden set the run was judged with (default: the one the "
                              "artifact names in _meta.golden.source)")
     parser.add_argument("--retriever", action="append", dest="sources", type=_source("retriever"),
@@ -86,7 +87,7 @@ def register(verbs: Any) -> None:
                         help="map ranked ids to documents by the prefix before SEP ('none': ids as given); "
                              f"default {DEFAULT_ID_SEPARATOR!r} for retrievers, as the plugin; run files are "
                              "document-level and kept as given unless this is set")
-    parser.add_argument("--rootdir", default=".", metavar="DIR",
+    parser.add_argument("--rootdir", default=".", metavar="DIR", type=path_arg,
                         help="project root put first on sys.path to import --retriever modules (default: the "
                              "current directory)")
     parser.add_argument("--force", action="store_true", help="overwrite --out if it exists")
@@ -113,6 +114,14 @@ def _separators(raw: str | None) -> tuple[str | None, str | None]:
     return sep, sep
 
 
+def _check_outputs(args: argparse.Namespace, inputs: list[tuple[str, str | None]]) -> None:
+    """Refuse --out when it is one of the inputs (--force or not), before any retrieval."""
+    check_outputs(args, [("the questions (--queries)", args.queries), ("the golden set (--golden)", args.golden),
+                         ("the corpus (--corpus)", args.corpus), ("the rerank model (--rerank-model)",
+                                                                   args.rerank_model),
+                         ("the model (--model)", args.model), *inputs])
+
+
 def run_unjudged(args: argparse.Namespace) -> int:
     """``pool --run run.json --unjudged-only``: a run artifact's unjudged top-k documents, for annotate."""
     from pytest_ragmetrics.gate.artifact import load_artifact
@@ -125,6 +134,7 @@ def run_unjudged(args: argparse.Namespace) -> int:
         raise RagMetricsError("--unjudged-only reads one run artifact: give exactly one --run FILE (written by "
                               "pytest --rag-eval --rag-report=FILE), and no other source")
     name, spec = _named("run", runs[0])
+    _check_outputs(args, [("the run artifact (--run)", spec)])
     artifact = load_artifact(spec)
     golden_path = args.golden
     if golden_path is None:
@@ -142,6 +152,7 @@ def run_unjudged(args: argparse.Namespace) -> int:
                                   f"relative to the project root it ran in), is not found: tried {where}; pass "
                                   "--golden PATH to name it")
         golden_path = str(found)
+        _check_outputs(args, [("the golden set the run was judged with", golden_path)])
     out = Path(args.out)
     if out.exists() and not args.force:
         raise RagMetricsError(f"{out} already exists; pass --force to overwrite it (it may hold annotations)")
@@ -216,6 +227,7 @@ def run(args: argparse.Namespace) -> int:
                               "NAME=, e.g. --retriever small=mymodule:small_chunks")
     if args.depth < 1:
         raise RagMetricsError(f"--depth must be >= 1, got {args.depth}")
+    _check_outputs(args, [(f"the run {name!r} (--run)", spec) for kind, name, spec in given if kind == "run"])
     out = Path(args.out)
     if out.exists() and not args.force:  # before any retrieval: it may hold an annotator's work
         raise RagMetricsError(f"{out} already exists; pass --force to overwrite it (it may hold annotations)")

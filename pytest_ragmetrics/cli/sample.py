@@ -6,7 +6,7 @@ import argparse
 import secrets
 from typing import Any
 
-from pytest_ragmetrics.cli.argtypes import count_arg, seed_arg
+from pytest_ragmetrics.cli.argtypes import check_outputs, count_arg, output_argument, path_arg, seed_arg
 from pytest_ragmetrics.files import check_output
 from pytest_ragmetrics.report.tables import counted
 from pytest_ragmetrics.tools.sample import DEFAULT_NEAR, draft_summary, sample_log, write_draft
@@ -34,7 +34,7 @@ def register(verbs: Any) -> None:
                     "duplicates, and draw a seeded sample stratified by --by. Writes a draft golden set "
                     "(source: log, no labels yet) for `ragmetrics pool --queries DRAFT`, then `annotate`.")
     parser.set_defaults(command=run)
-    parser.add_argument("log", metavar="LOG.jsonl", help="the query log, one JSON object a line")
+    parser.add_argument("log", metavar="LOG.jsonl", type=path_arg, help="the query log, one JSON object a line")
     parser.add_argument("--n", type=count_arg, required=True, metavar="N", help="questions to draw")
     parser.add_argument("--by", default=None, metavar="FIELD",
                         help="stratify by this field of each line (a dotted path reaches into an object, e.g. "
@@ -51,7 +51,7 @@ def register(verbs: Any) -> None:
     parser.add_argument("--keep-pii", action="store_true",
                         help="keep e-mail addresses, phone numbers, ID numbers and long digit runs as logged "
                              "(by default they are replaced by [email], [phone], [id], [number] and counted)")
-    parser.add_argument("-o", "--out", required=True, metavar="DRAFT.jsonl",
+    output_argument(parser, "-o", "--out", required=True, metavar="DRAFT.jsonl",
                         help="the draft golden set to write (refused if it exists, unless --force; never the log "
                              "itself)")
     parser.add_argument("--force", action="store_true", help="overwrite --out if it exists")
@@ -59,7 +59,8 @@ def register(verbs: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Draw and write the draft: 0 done, 2 bad input (the message names the file and line)."""
-    check_output(args.out, inputs=[args.log], force=args.force, example="draft.jsonl")  # before the work
+    check_outputs(args, [("the query log", args.log)])  # before the work, --force or not
+    check_output(args.out, force=args.force, example="draft.jsonl")
     seed = args.seed if args.seed is not None else secrets.randbelow(2**31)
     draft = sample_log(args.log, args.n, by=args.by, seed=seed, by_missing=args.by_missing, near=args.near,
                        keep_pii=args.keep_pii)

@@ -9,7 +9,7 @@ from typing import Any
 
 from pytest_ragmetrics.cli import decided
 from pytest_ragmetrics.cli._stack import log, progress_for, quiet_argument
-from pytest_ragmetrics.cli.argtypes import count_arg, seed_arg
+from pytest_ragmetrics.cli.argtypes import check_outputs, count_arg, module_arg, output_argument, path_arg, seed_arg
 from pytest_ragmetrics.errors import RagMetricsError
 from pytest_ragmetrics.files import check_output
 from pytest_ragmetrics.measures import DEFAULT_ID_SEPARATOR
@@ -27,15 +27,16 @@ def register(verbs: Any) -> None:
                     "never returned, most-changed questions first. --candidates writes the most-changed questions' "
                     "documents from both sides for `ragmetrics annotate`: where to label next.")
     parser.set_defaults(command=run)
-    parser.add_argument("--a", metavar="[NAME=]MODULE:ATTR", default=None,
+    parser.add_argument("--a", metavar="[NAME=]MODULE:ATTR", default=None, type=module_arg,
                         help="retriever A (the one in production): an object with search(query, k), or a class or "
                              "zero-argument function returning one, imported with --rootdir first on sys.path")
-    parser.add_argument("--b", metavar="[NAME=]MODULE:ATTR", default=None, help="retriever B (the candidate)")
-    parser.add_argument("--run-a", metavar="[NAME=]FILE", default=None,
+    parser.add_argument("--b", metavar="[NAME=]MODULE:ATTR", default=None, type=module_arg,
+                        help="retriever B (the candidate)")
+    parser.add_argument("--run-a", metavar="[NAME=]FILE", default=None, type=path_arg,
                         help="instead of --a/--b: a run artifact (pytest --rag-report) or baseline for A; its _top "
                              "rankings are compared")
-    parser.add_argument("--run-b", metavar="[NAME=]FILE", default=None, help="the run artifact for B")
-    parser.add_argument("--queries", default=None,
+    parser.add_argument("--run-b", metavar="[NAME=]FILE", default=None, type=path_arg, help="the run artifact for B")
+    parser.add_argument("--queries", default=None, type=path_arg,
                         help="the questions: a query log or a draft from `ragmetrics sample` (JSONL with query, "
                              "optional qid and filters), a golden set, or a text file of questions; required with "
                              "--a/--b, optional with runs (their question texts, and which questions to compare)")
@@ -47,18 +48,18 @@ def register(verbs: Any) -> None:
                              "a retriever may rank its top K differently when asked for more)")
     parser.add_argument("--top", type=count_arg, default=10, metavar="N",
                         help="most-changed questions listed on the terminal (default 10)")
-    parser.add_argument("--html", default=None, metavar="PATH",
+    output_argument(parser, "--html", default=None, metavar="PATH",
                         help="write a self-contained HTML page (replaced if it exists, as every report; never an "
                              "input file)")
-    parser.add_argument("--json", default=None, metavar="PATH",
+    output_argument(parser, "--json", default=None, metavar="PATH",
                         help="write every number as JSON (replaced if it exists; never an input file)")
-    parser.add_argument("--candidates", default=None, metavar="OUT.jsonl",
+    output_argument(parser, "--candidates", default=None, metavar="OUT.jsonl",
                         help="write the most-changed questions with both sides' top-K documents as a candidates file "
                              "for `ragmetrics annotate` (refused if it exists, unless --force)")
     parser.add_argument("--label", type=count_arg, default=20, metavar="N",
                         help="how many most-changed questions go to --candidates and get both rankings in --html "
                              "(default 20)")
-    parser.add_argument("--corpus", default=None,
+    parser.add_argument("--corpus", default=None, type=path_arg,
                         help="with --candidates: a folder of .md/.txt files or a corpus.jsonl giving candidates "
                              "their text")
     parser.add_argument("--seed", type=seed_arg, default=None, metavar="N",
@@ -66,7 +67,7 @@ def register(verbs: Any) -> None:
     parser.add_argument("--id-separator", default=None, metavar="SEP",
                         help=f"map ranked ids to documents by the prefix before SEP ('none': as given; default "
                              f"{DEFAULT_ID_SEPARATOR!r}, as the plugin)")
-    parser.add_argument("--rootdir", default=".", metavar="DIR",
+    parser.add_argument("--rootdir", default=".", metavar="DIR", type=path_arg,
                         help="project root put first on sys.path to import --a/--b (default: the current directory)")
     parser.add_argument("--force", action="store_true", help="overwrite --candidates if it exists")
     quiet_argument(parser)
@@ -90,18 +91,16 @@ def _pair(a: tuple[str, str], b: tuple[str, str]) -> tuple[tuple[str, str], tupl
     return a, b
 
 
-def _check_outputs(args: argparse.Namespace, inputs: list[str]) -> None:
-    """Every output path checked before any search: a folder, an input file (even with --force), two
-    outputs on one file, a --candidates that exists without --force, a folder that cannot be written."""
+def _check_outputs(args: argparse.Namespace, inputs: list[tuple[str, str | None]]) -> None:
+    """Every output path checked before any search: an input file (even with --force), two outputs
+    on one file, a folder, a --candidates that exists without --force, a folder that cannot be written."""
+    check_outputs(args, inputs)
     outputs = [(option, path) for option, path in (("--json", args.json), ("--html", args.html),
                                                    ("--candidates", args.candidates)) if path is not None]
-    for i, (option, path) in enumerate(outputs):
-        for other, earlier in outputs[:i]:
-            if Path(path).resolve() == Path(earlier).resolve():
-                raise RagMetricsError(f"{option} and {other} are the same file {path}: give each its own")
+    for option, path in outputs:
         example = {"--json": "shadow.json", "--html": "shadow.html"}.get(option, "label-next.jsonl")
         # reports are replaced as every verb's are; a candidates file may hold annotations
-        check_output(path, inputs=inputs, force=args.force or option != "--candidates", example=example)
+        check_output(path, force=args.force or option != "--candidates", example=example)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -128,7 +127,9 @@ def run(args: argparse.Namespace) -> int:
         (name_a, spec_a), (name_b, spec_b) = _pair(_named(args.run_a, "run", "A"), _named(args.run_b, "run", "B"))
     else:
         (name_a, spec_a), (name_b, spec_b) = _pair(_named(args.a, "retriever", "A"), _named(args.b, "retriever", "B"))
-    inputs = [p for p in (args.queries, args.corpus, *((spec_a, spec_b) if runs else ())) if p is not None]
+    inputs = [("the questions (--queries)", args.queries), ("the corpus (--corpus)", args.corpus)]
+    if runs:
+        inputs += [("run A (--run-a)", spec_a), ("run B (--run-b)", spec_b)]
     _check_outputs(args, inputs)
     sep: Any = None if args.id_separator is not None and args.id_separator.strip().lower() in ("", "none") else (
         args.id_separator or DEFAULT_ID_SEPARATOR)

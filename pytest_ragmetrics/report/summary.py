@@ -32,8 +32,8 @@ def session_summary(verdict: Verdict, worst_n: int, *, lost: Collection[str] = (
     """The summary of a run judged against its baseline.
 
     ``lost``: queries whose gold the corpus lacks (the gold warning lists them, with why, so the
-    verdict does not); ``unused_thresholds``: a thresholds file that an empty rag_thresholds keeps
-    out of the run; ``gold_warning``: the gold check's warning; ``retriever_before``/``retriever_now``:
+    verdict does not); ``unused_thresholds``: a thresholds file that exists and that the run does not
+    read (its ``why`` says why); ``gold_warning``: the gold check's warning; ``retriever_before``/``retriever_now``:
     the baseline's and this run's retriever descriptions; ``not_started``: queries the busy retriever
     could not start; ``late_gold``: what the gold check found after the header was printed;
     ``pooled``: the pooled set's part; ``mismatch``: what was measured differently
@@ -45,8 +45,8 @@ def session_summary(verdict: Verdict, worst_n: int, *, lost: Collection[str] = (
         if lost else verdict
     summary = verdict_text(shown_verdict, worst_n)
     if unused_thresholds is not None:  # said beside the verdict, not only in the header
-        summary = _under_headline(summary, f"WARNING: {unused_thresholds} exists but is not used: rag_thresholds is "
-                                           "set empty, so the built-in defaults gate this run (only recall@k)")
+        why = getattr(unused_thresholds, "why", "the built-in defaults gate this run")
+        summary = _under_headline(summary, f"WARNING: {unused_thresholds} exists but this run does not read it: {why}")
     if gold_warning:  # near the top, once: a gold id the corpus lacks scores 0 forever and hides
         summary = _under_headline(summary, gold_warning)
     hint = retriever_hint(retriever_before, retriever_now) if not verdict.passed else None

@@ -14,7 +14,8 @@ from pytest_ragmetrics.files import loads_json, read_text, split_lines
 from pytest_ragmetrics.gate.artifact import load_artifact, parse_artifact
 from pytest_ragmetrics.golden import DEFAULT_SOURCE
 
-__all__ = ["artifact_rankings", "golden_yaml", "judgments_gaps", "merge_judgments", "golden_file_text", "changed_texts"]
+__all__ = ["artifact_rankings", "golden_yaml", "judgments_gaps", "merge_judgments", "golden_file_text", "changed_texts",
+           "merged_golden_yaml"]
 
 
 def artifact_rankings(path: str | Path, text: str | None = None) -> dict[str, list[str]]:
@@ -194,3 +195,168 @@ def golden_file_text(queries: Any, path: str | Path, judgments: str = "pooled", 
                                 for d, g in q.judgments.items()]
         lines.append(record)
     return "".join(json.dumps(line, ensure_ascii=False, sort_keys=False) + "\n" for line in lines)
+
+
+# ------------------------------------------------- a merged golden set, written over its own YAML
+
+
+def merged_golden_yaml(source: str | Path, before: Any, queries: Any, judgments: str = "pooled") -> str | None:
+    """The golden set ``queries`` written as the YAML file ``source`` (which held ``before``) is
+    laid out: its comments and the text of every record that did not change are kept as they are,
+    a changed record is rewritten field by field (keeping the comments it carries), new questions
+    are appended after the last record, and the file declares ``judgments:`` (a top-level list
+    becomes ``queries:`` under it, each record left where it was).
+
+    Returns None when the file's layout cannot be kept (a flow-style or empty list, or a result
+    that would not read back as ``queries``): the caller then writes the set without its comments.
+    """
+    import io
+
+    from ruamel.yaml import YAML
+    from ruamel.yaml.comments import CommentedMap, CommentedSeq
+
+    text = read_text(Path(source))
+    # Round-trip mode keeps comments, key order, flow style and quotes. It builds only maps, lists
+    # and scalars: a tag is kept as data, never turned into an object or run (the set was also
+    # read by the safe loader of pytest_ragmetrics.golden before).
+    rt = YAML(typ="rt")
+    rt.preserve_quotes = True
+    rt.width = 4096  # never re-fold a line the file has
+    doc = rt.load(text)
+    records = doc.get("queries") if isinstance(doc, CommentedMap) else doc
+    if not isinstance(records, CommentedSeq) or not records or records.fa.flow_style():
+        return None
+    lines = text.splitlines(keepends=True)
+    if lines and not lines[-1].endswith("\n"):
+        lines[-1] += "\n"
+    starts = [records.lc.item(i)[0] for i in range(len(records))]
+    end = len(lines)
+    if isinstance(doc, CommentedMap):
+        keys = list(doc)
+        later = keys[keys.index("queries") + 1:]
+        if later:
+            end = doc.lc.key(later[0])[0]
+    while end > starts[-1] + 1 and lines[end - 1].strip() in ("...", "---"):
+        end -= 1
+    dash, content = _dash_column(lines[starts[0]]), records.lc.item(0)[1]
+    rt.indent(mapping=_mapping_indent(records, content), sequence=content, offset=dash)
+
+    def dumped(value: Any) -> str:
+        out = io.StringIO()
+        rt.dump(value, out)
+        return out.getvalue()
+
+    was = {q.qid: e for q, e in zip(before, _entries(before))}
+    now = dict(zip((q.qid for q in queries), _entries(queries)))
+    body: list[str] = []
+    written: set[str] = set()
+    for i, record in enumerate(records):
+        span = lines[starts[i]: starts[i + 1] if i + 1 < len(records) else end]
+        qid = str(record.get("id")) if isinstance(record, dict) else None
+        if qid is None or qid not in now or qid in written:
+            return None
+        written.add(qid)
+        if was.get(qid) == now[qid]:
+            body += span  # unchanged: as written, comments and all
+            continue
+        _update(record, was.get(qid, {}), now[qid])
+        body += _with_gap(dumped(CommentedSeq([record])), span)
+    added = [now[q.qid] for q in queries if q.qid not in written]
+    tail = [dumped(added)] if added else []
+    head = lines[: starts[0]]
+    rest = lines[end:]
+    if isinstance(doc, CommentedMap):
+        head = _declare(head, judgments, doc)
+    else:
+        blank = max((n + 1 for n, line in enumerate(head) if not line.strip()), default=len(head))
+        head = [*head[:blank], f"judgments: {judgments}\n", "queries:\n", *head[blank:]]
+    result = "".join([*head, *body, *tail, *rest])
+    return result if _reads_back(result, queries, judgments) else None
+
+
+def _entries(queries: Any) -> list[dict[str, Any]]:
+    """Each question as the plain record :func:`golden_yaml` writes: two records are the same question
+    when these are equal, whatever spelling the file used."""
+    import yaml
+
+    return list(yaml.safe_load(golden_yaml(queries)) or [])
+
+
+def _dash_column(line: str) -> int:
+    return len(line) - len(line.lstrip(" "))
+
+
+def _mapping_indent(records: Any, content: int) -> int:
+    """How far the file indents a block mapping inside a record (``gold_chunks:`` then its ids)."""
+    from ruamel.yaml.comments import CommentedMap
+
+    for record in records:
+        for value in (record.values() if isinstance(record, dict) else ()):
+            if isinstance(value, CommentedMap) and value and not value.fa.flow_style():
+                return max(2, value.lc.col - content)
+    return 2
+
+
+def _update(record: Any, was: dict[str, Any], now: dict[str, Any]) -> None:
+    """Rewrite only the fields of ``record`` that changed between ``was`` and ``now``, in place."""
+    for key in [k for k in was if k not in now]:
+        record.pop(key, None)
+    for key, value in now.items():
+        if was.get(key) == value and key in record:
+            continue
+        old = record.get(key)
+        if isinstance(old, dict) and isinstance(value, dict):  # one grade changed: keep the others' comments
+            for doc in [d for d in old if d not in value]:
+                del old[doc]
+            for doc, grade in value.items():
+                if old.get(doc) != grade:
+                    old[doc] = grade
+        elif isinstance(old, list) and isinstance(value, list) and list(old) == value[: len(old)]:
+            old.extend(value[len(old):])
+        else:
+            record[key] = value
+
+
+def _with_gap(text: str, span: list[str]) -> list[str]:
+    """A rewritten record followed by the blank and comment lines that ended its span in the file
+    (what precedes the next record), unless the rewritten text already ends with them."""
+    gap: list[str] = []
+    for line in reversed(span[1:]):
+        if line.strip() and not line.lstrip().startswith("#"):
+            break
+        gap.insert(0, line)
+    out = text.splitlines(keepends=True)
+    for k in range(len(gap), 0, -1):  # the longest run of the gap the rewritten text already ends with
+        if [line.rstrip() for line in out[-k:]] == [line.rstrip() for line in gap[:k]]:
+            return out + gap[k:]
+    return out + gap
+
+
+def _declare(head: list[str], judgments: str, doc: Any) -> list[str]:
+    """The lines before the first record, with the top-level ``judgments:`` set to ``judgments``."""
+    import re
+
+    if "judgments" in doc:
+        line = doc.lc.key("judgments")[0]
+        head = list(head)
+        head[line] = re.sub(r"^(judgments\s*:\s*)(['\"]?)\w+\2", rf"\g<1>{judgments}", head[line])
+        return head
+    line = doc.lc.key("queries")[0]
+    return [*head[:line], f"judgments: {judgments}\n", *head[line:]]
+
+
+def _reads_back(text: str, queries: Any, judgments: str) -> bool:
+    """Whether ``text`` loads as the golden set ``queries``, declared ``judgments``."""
+    import tempfile
+
+    from pytest_ragmetrics.errors import RagMetricsError
+    from pytest_ragmetrics.golden import load_golden
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "golden.yaml"
+        path.write_text(text, encoding="utf-8")
+        try:
+            loaded = load_golden(path)
+        except RagMetricsError:
+            return False
+    return loaded.judgments == judgments and _entries(loaded) == _entries(queries)

@@ -256,14 +256,68 @@ def test_the_header_names_the_thresholds_file_and_the_id_rule_in_force(baselined
                                  "ids: as given (no mapping)"])
 
 
-def test_an_empty_ini_value_means_no_thresholds_file(baselined: RagProject) -> None:
+@pytest.mark.parametrize("how", ["ini", "override-ini", "flag"])
+def test_the_word_defaults_gates_with_the_built_in_defaults_and_names_the_file_left_unread(
+        baselined: RagProject, how: str) -> None:
+    """The built-in defaults on purpose are a word a reviewer sees in the diff, not an empty value."""
     baselined.thresholds({"max_regressed_queries": 0})
-    baselined.ini(rag_thresholds="")
+    args = {"ini": [], "override-ini": ["-o", "rag_thresholds=defaults"], "flag": ["--rag-thresholds=defaults"]}
+    if how == "ini":
+        baselined.ini(rag_thresholds="defaults")
+    baselined.answer(q_005=["noise-doc"])
+    result = baselined.run(*args[how])
+    assert "golden.yaml::gate::regressed-queries" not in outcomes(result)
+    result.stdout.fnmatch_lines(["ragmetrics: thresholds defaults (rag_thresholds = defaults: "
+                                 "*/baselines/thresholds.json is not read); ids map to documents before '#', "
+                                 "repeats dropped (first kept)"])
+    assert (f"WARNING: {baselined.path / 'baselines' / 'thresholds.json'} exists but this run does not read it: "
+            "rag_thresholds is set to defaults, so the built-in defaults gate this run") in rag_summary(result)
+
+
+def test_a_thresholds_file_named_defaults_is_read_when_written_as_a_path(baselined: RagProject) -> None:
+    (baselined.path / "defaults").write_text('{"max_regressed_queries": 0}', encoding="utf-8")
+    baselined.ini(rag_thresholds="./defaults")
+    baselined.answer(q_005=["noise-doc"])
+    result = baselined.run()
+    assert "golden.yaml::gate::regressed-queries" in ids_with(result, "failed")
+    result.stdout.fnmatch_lines([f"ragmetrics: thresholds {baselined.path / 'defaults'}; *"])
+
+
+# ------------------------------------------------ the default thresholds file: beside the baseline in use
+
+
+def _move_baseline(project: RagProject, folder: str) -> Path:
+    """Move the measured baseline to ``folder`` and point rag_baseline at it."""
+    moved = project.path / folder / "baseline.json"
+    moved.parent.mkdir(parents=True, exist_ok=True)
+    project.baseline_path.rename(moved)
+    project.ini(rag_baseline=f"{folder}/baseline.json")
+    return moved
+
+
+def test_the_thresholds_file_beside_the_baseline_in_use_is_read(baselined: RagProject) -> None:
+    _move_baseline(baselined, "gate")
+    beside = baselined.path / "gate" / "thresholds.json"
+    beside.write_text('{"max_regressed_queries": 0}', encoding="utf-8")
+    baselined.answer(q_005=["noise-doc"])
+    result = baselined.run()
+    assert "golden.yaml::gate::regressed-queries" in ids_with(result, "failed")
+    result.stdout.fnmatch_lines([f"ragmetrics: thresholds {beside}; *"])
+
+
+def test_a_thresholds_file_not_beside_the_baseline_in_use_is_named_as_not_read(baselined: RagProject) -> None:
+    """baselines/thresholds.json with the baseline elsewhere: not read, and the header and summary say so."""
+    _move_baseline(baselined, "gate")
+    usual = baselined.thresholds({"max_regressed_queries": 0})
     baselined.answer(q_005=["noise-doc"])
     result = baselined.run()
     assert "golden.yaml::gate::regressed-queries" not in outcomes(result)
-    result.stdout.fnmatch_lines(["ragmetrics: thresholds defaults (rag_thresholds is empty: */baselines/thresholds.json is "
-                                 "not used); ids map to documents before '#', repeats dropped (first kept)"])
+    result.stdout.fnmatch_lines([
+        f"ragmetrics: thresholds defaults (no {baselined.path / 'gate' / 'thresholds.json'}; {usual} exists but is "
+        "not read: it is not beside the baseline in use); *"])
+    assert (f"WARNING: {usual} exists but this run does not read it: the thresholds file read is the one beside "
+            f"the baseline in use, {baselined.path / 'gate' / 'thresholds.json'}, which does not exist") \
+        in rag_summary(result)
 
 
 def test_a_repeated_key_is_refused_not_last_one_wins(baselined: RagProject) -> None:

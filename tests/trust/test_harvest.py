@@ -342,7 +342,8 @@ def test_harvest_never_writes_over_an_input(baselined: TrustProject, capsys: pyt
     for target in ("night.json", "./night.json", "golden.yaml"):
         code, out, err = cli(capsys, "harvest", "night.json", "-o", target, "--force", "--golden", "golden.yaml")
         assert (code, out) == (2, ""), target
-        assert "writing it would replace what is read from it (--force does not allow that)" in err
+        assert f"--out {target} is " in err and "an output is never written over an input (--force does not " \
+               "change that)" in err
     assert Path("night.json").read_bytes() == before
 
 

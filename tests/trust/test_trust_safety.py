@@ -81,6 +81,18 @@ def test_no_source_file_can_execute_data(path: Path) -> None:
     assert problems == [], f"{path.relative_to(REPO)}: {problems}"
 
 
+def test_the_round_trip_of_a_golden_yaml_never_runs_a_tag(tmp_path: Path) -> None:
+    """export --merge re-reads the golden YAML to keep its comments: a tag stays data there too."""
+    from pytest_ragmetrics.tools.export import merged_golden_yaml
+
+    marker = tmp_path / "PWNED"
+    golden = tmp_path / "golden.yaml"
+    golden.write_text(f"- id: q1\n  question: !!python/object/apply:os.system ['touch {marker}']\n"
+                      "  gold_chunks: [a]\n", encoding="utf-8")
+    assert merged_golden_yaml(golden, [], []) is None  # q1 is not in the set given: nothing kept
+    assert not marker.exists()
+
+
 def test_the_golden_yaml_loader_is_a_safe_loader() -> None:
     loader = _golden._yaml_loader()
     assert issubclass(loader, (yaml.SafeLoader, getattr(yaml, "CSafeLoader", yaml.SafeLoader)))

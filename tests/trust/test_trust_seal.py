@@ -362,13 +362,13 @@ def test_an_artifact_of_a_run_compared_despite_other_metrics_is_readable(baselin
     assert done.returncode == 0, done.stderr
 
 
-def test_an_empty_rag_thresholds_says_the_committed_file_is_not_used(baselined: TrustProject) -> None:
+def test_rag_thresholds_defaults_says_the_committed_file_is_not_read(baselined: TrustProject) -> None:
     baselined.thresholds({"mrr@10_tolerance": 0.0})
-    result = baselined.run("-o", "rag_thresholds=")
+    result = baselined.run("-o", "rag_thresholds=defaults")
     summary = rag_summary(result)
-    assert "WARNING: " in summary and "baselines/thresholds.json exists but is not used: rag_thresholds is set " \
-           "empty" in summary
-    assert "rag_thresholds is empty:" in result.stdout.str()  # the header says it too
+    assert "WARNING: " in summary and "baselines/thresholds.json exists but this run does not read it: " \
+           "rag_thresholds is set to defaults" in summary
+    assert "rag_thresholds = defaults:" in result.stdout.str()  # the header says it too
 
 
 def test_edited_and_removed_entries_are_both_named(baselined: TrustProject) -> None:
