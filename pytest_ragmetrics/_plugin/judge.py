@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_ragmetrics._plugin.outputs import meta
 from pytest_ragmetrics.errors import RagMetricsError
 from pytest_ragmetrics.gate.baseline import baseline_from_records, write_baseline
+from pytest_ragmetrics.gate.lowering import author_from_git, gated_metrics, refresh_lowerings
 from pytest_ragmetrics.gate.verdict import QueryRecord, Verdict, build_verdict
 from pytest_ragmetrics.gold import GoldCheck
 from pytest_ragmetrics.report.text import baseline_change_text
@@ -63,13 +64,21 @@ class Judge:
         """Write the baseline from this run's records; return what changed, as text.
 
         Refuses (raising) when the run was partial or a query errored: a baseline
-        must describe the whole golden set as the retriever really answers it.
+        must describe the whole golden set as the retriever really answers it; and when it
+        would lower a gated value without ``--rag-reason`` (see :mod:`pytest_ragmetrics.gate.lowering`).
         """
         rag = self.rag
         new = baseline_from_records(rag.records, rag.full_golden, rag.metrics, rag.config.relevance_level,
                                     lambda: meta(rag), rag.gold_check, rag.options.allow_missing_gold,
                                     rag.options.baseline)
-        change = baseline_change_text(rag.baseline, new, rag.metrics, rag.unreadable_baseline)
+        # a refresh that lowers a gated value needs --rag-reason, which is kept in _meta.lowerings
+        lowerings = refresh_lowerings(rag.baseline, new, gated_metrics(rag.thresholds), rag.options.reason,
+                                      time=rag.created, author=author_from_git(rag.options.baseline.parent),
+                                      path=rag._shown_path(rag.options.baseline))
+        if lowerings.entries:
+            new.meta["lowerings"] = lowerings.entries
+        change = "\n".join([baseline_change_text(rag.baseline, new, rag.metrics, rag.unreadable_baseline),
+                            *lowerings.notes])
         write_baseline(rag.options.baseline, new)
         rag.baseline_written = change
         return change

@@ -1,0 +1,168 @@
+"""A lowered baseline leaves a written trace, through real ``pytest --rag-eval`` sessions.
+
+A refresh that lowers a gated value writes nothing without ``--rag-reason``; with it, the reason
+is kept in ``_meta.lowerings`` and shown by every later run. The pure judgments are tested in
+``tests/test_lowering.py``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+
+import pytest
+
+from ragproject import rag_summary
+from trust_helpers import TrustProject, assert_usage_error, no_traceback
+
+NO_ANSWER = {"id": "q-none", "question": "who won the 1998 world cup", "answerable": False, "tags": ["offtopic"]}
+#: q-002 finds one of its two gold documents: recall@10 1 -> 0.5, the mean 1 -> 11/12
+HALF_OF_Q002 = ["chain-lube#1-2", "noise-doc"]
+
+
+@pytest.fixture(autouse=True)
+def _author(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Who records a lowering, as git would sign a commit; no CI's identity leaks in."""
+    monkeypatch.setenv("GIT_AUTHOR_NAME", "Ann")
+    monkeypatch.setenv("GIT_AUTHOR_EMAIL", "ann@example.com")
+    monkeypatch.delenv("GITHUB_ACTOR", raising=False)
+
+
+def _refresh(project: TrustProject, *args: str) -> pytest.RunResult:
+    result = project.run("--rag-update-baseline", *args)
+    no_traceback(result.stdout.str() + result.stderr.str())
+    return result
+
+
+# ------------------------------------------------------------------ a refresh that lowers
+
+
+def test_a_refresh_that_lowers_a_gated_value_writes_nothing_without_a_reason(baselined: TrustProject) -> None:
+    before = baselined.baseline_path.read_bytes()
+    baselined.answer(q_002=HALF_OF_Q002)
+    result = _refresh(baselined)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert baselined.baseline_path.read_bytes() == before
+    summary = rag_summary(result)
+    assert "not writing baselines/baseline.json: this refresh lowers 2 gated values against the baseline it " \
+           "replaces" in summary
+    assert "  - q-002 recall@10 1.0000 -> 0.5000\n  - mean recall@10 1.0000 -> 0.9167" in summary
+    assert 'run the refresh again with --rag-reason "why it went down"' in summary
+    assert "1 baseline refresh refused" in result.outlines[-1]
+
+
+def test_a_refresh_slipped_into_a_job_by_pytest_addopts_cannot_lower_the_baseline(
+        baselined: TrustProject, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PYTEST_ADDOPTS", os.environ["PYTEST_ADDOPTS"] + " --rag-update-baseline")
+    before = baselined.baseline_path.read_bytes()
+    baselined.answer(q_002=HALF_OF_Q002)
+    result = baselined.run()
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert baselined.baseline_path.read_bytes() == before
+    assert "q-002 recall@10 1.0000 -> 0.5000" in rag_summary(result)
+
+
+def test_a_reason_is_recorded_with_what_it_lowered_and_older_reasons_are_kept(baselined: TrustProject) -> None:
+    baselined.answer(q_002=HALF_OF_Q002)
+    result = _refresh(baselined, "--rag-reason", "  a smaller encoder, for latency  ")
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    summary = rag_summary(result)
+    assert "Lowered on purpose, recorded in _meta.lowerings (entry 1): 'a smaller encoder, for latency' by Ann " \
+           "<ann@example.com>" in summary
+    assert "  - q-002 recall@10 1.0000 -> 0.5000" in summary
+    [entry] = baselined.baseline()["_meta"]["lowerings"]
+    assert entry["reason"] == "a smaller encoder, for latency"
+    assert entry["author"] == "Ann <ann@example.com>"
+    assert entry["lowered"] == [{"qid": "q-002", "metric": "recall@10", "before": 1.0, "after": 0.5},
+                                {"aggregate": True, "metric": "recall@10", "before": 1.0, "after": 0.9166666667}]
+    written = dt.datetime.fromisoformat(entry["time"])
+    assert written.utcoffset() == dt.timedelta(0)
+    assert abs((dt.datetime.now(dt.timezone.utc) - written).total_seconds()) < 600
+
+    baselined.answer(q_001=["tube-patch"])  # a second trade-off, a second reason, after the first
+    assert _refresh(baselined).ret == pytest.ExitCode.TESTS_FAILED
+    assert _refresh(baselined, "--rag-reason", "no tyre documents in the new index").ret == pytest.ExitCode.OK
+    entries = baselined.baseline()["_meta"]["lowerings"]
+    assert [e["reason"] for e in entries] == ["a smaller encoder, for latency", "no tyre documents in the new index"]
+    assert entries[1]["lowered"][0] == {"qid": "q-001", "metric": "recall@10", "before": 1.0, "after": 0.0}
+
+    baselined.restore()  # back up: nothing lowered, the record stays, no reason needed
+    result = _refresh(baselined)
+    assert result.ret == pytest.ExitCode.OK
+    assert baselined.baseline()["_meta"]["lowerings"] == entries
+    assert "Lowered on purpose" not in rag_summary(result)
+
+
+def test_a_reason_that_is_not_needed_is_said_and_not_recorded(baselined: TrustProject) -> None:
+    result = _refresh(baselined, "--rag-reason", "just in case")
+    assert result.ret == pytest.ExitCode.OK
+    assert "--rag-reason was not needed: this refresh lowers no gated value, so the reason was not recorded." in \
+        rag_summary(result)
+    assert "lowerings" not in baselined.baseline()["_meta"]
+
+
+def test_a_first_baseline_needs_no_reason(project: TrustProject) -> None:
+    result = _refresh(project, "--rag-reason", "first")
+    assert result.ret == pytest.ExitCode.OK
+    assert "--rag-reason was not needed: there is no previous baseline to lower" in rag_summary(result)
+    assert "lowerings" not in project.baseline()["_meta"]
+
+
+@pytest.mark.parametrize("args", [("--rag-reason", "   "), ("--rag-reason=",)])
+def test_an_empty_reason_is_refused(baselined: TrustProject, args: tuple[str, ...]) -> None:
+    assert_usage_error(_refresh(baselined, *args), "--rag-reason was given an empty reason")
+
+
+def test_a_reason_without_a_refresh_is_refused(baselined: TrustProject) -> None:
+    assert_usage_error(baselined.run("--rag-reason", "why"), "--rag-reason records why --rag-update-baseline "
+                                                               "lowers the baseline")
+
+
+def test_a_query_removed_from_the_golden_set_is_a_lowering(baselined: TrustProject) -> None:
+    baselined.remove_query("q-006")
+    result = _refresh(baselined)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert "this refresh lowers 1 gated value against the baseline it replaces:\n" \
+           "  - q-006 removed from the golden set (recall@10 was 1.0000)" in rag_summary(result)
+    assert _refresh(baselined, "--rag-reason", "the question was about a discontinued part").ret == 0
+    [entry] = baselined.baseline()["_meta"]["lowerings"]
+    assert entry["lowered"] == [{"qid": "q-006", "metric": "recall@10", "before": 1.0, "after": None}]
+
+
+def test_a_renamed_query_is_no_removal_and_is_compared_under_its_new_id(baselined: TrustProject) -> None:
+    baselined.edit_query("q-006", id="q-006-cassette")
+    baselined.answers["q-006-cassette"] = ["cassette", "noise-doc"]  # finds 1 of its 3 gold documents
+    baselined._write_rankings()
+    result = _refresh(baselined)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    summary = rag_summary(result)
+    assert "  - q-006-cassette (was q-006) recall@10 1.0000 -> 0.3333\n  - mean recall@10" in summary
+    assert "removed" not in summary
+    baselined.answers["q-006-cassette"] = baselined.answers["q-006"]
+    baselined._write_rankings()
+    assert _refresh(baselined).ret == pytest.ExitCode.OK
+
+
+def test_a_question_with_no_answer_that_now_gets_one_is_a_lowering(project: TrustProject) -> None:
+    project.add_query(NO_ANSWER, [])
+    project.make_baseline()
+    project.answer(q_none=["tire-repair"])
+    result = _refresh(project)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    summary = rag_summary(result)
+    assert "  - q-none false_retrieval 0.0000 -> 1.0000\n  - mean false_retrieval_rate 0.0000 -> 1.0000" in summary
+
+
+def test_only_gated_values_need_a_reason(baselined: TrustProject) -> None:
+    """q-002's gold comes back lower in the list: recall@10 holds, ndcg@10 and mrr@10 fall."""
+    baselined.answer(q_002=["noise-doc", "other-doc", "chain-lube", "chain-clean"])
+    assert _refresh(baselined).ret == pytest.ExitCode.OK  # ndcg@10 and mrr@10 are reported, not gated
+    baselined.restore()
+    assert _refresh(baselined).ret == pytest.ExitCode.OK
+    baselined.thresholds({"ndcg@10_tolerance": 0.0})
+    baselined.answer(q_002=["noise-doc", "other-doc", "chain-lube", "chain-clean"])
+    result = _refresh(baselined)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    summary = rag_summary(result)
+    assert "this refresh lowers 1 gated value" in summary and "  - mean ndcg@10 0.9806 -> 0.9224" in summary
+    assert "q-002 ndcg@10" not in summary  # gated as a mean, not per query
