@@ -83,6 +83,18 @@ class Judge:
         rag.baseline_written = change
         return change
 
+    def lowerings_summary(self, markdown: bool = False) -> str | None:
+        """What the baseline in use records it was lowered for (``_meta.lowerings``): the terminal's
+        lines, or the Markdown summary's section; None when it records none (or a refresh replaces it)."""
+        rag = self.rag
+        if rag.baseline is None or rag.options.update_baseline:
+            return None
+        from pytest_ragmetrics.gate.lowering import recorded_lowerings
+        from pytest_ragmetrics.report.lowering import lowerings_markdown, lowerings_summary
+
+        show = lowerings_markdown if markdown else lowerings_summary
+        return show(recorded_lowerings(rag.baseline.meta), rag._shown_path(rag.options.baseline))
+
     def pooled_summary(self) -> str:
         """The report's pooled-set part (see :func:`pytest_ragmetrics.report.pooled.pooled_text`)."""
         rag = self.rag

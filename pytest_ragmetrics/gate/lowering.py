@@ -63,6 +63,7 @@ __all__ = [
     "gated_in_files",
     "gated_metrics",
     "judge_lowerings",
+    "listed_lowerings",
     "new_entry",
     "ratchet_base",
     "recorded_lowerings",
@@ -332,8 +333,9 @@ def refresh_lowerings(old: Baseline | None, new: Baseline, gated: Iterable[str],
             "otherwise fix the retrieval first. Nothing was written.")
     if lowered:
         carried_over.append(new_entry(reason or "", lowered, time, author))
-        notes.append(f"Lowered on purpose, recorded in _meta.lowerings (entry {len(carried_over)}): {reason!r}"
-                     + (f" by {author}" if author else "") + f"\n{listed_lowerings(lowered)}")
+        notes.append(f"Lowered on purpose, recorded in _meta.lowerings (entry {len(carried_over)}): "
+                     f"\"{shown(reason or '')}\"" + (f" by {shown(author)}" if author else "")
+                     + f"\n{listed_lowerings(lowered)}")
     elif reason is not None:
         why = "this refresh lowers no gated value" if old is not None else "there is no previous baseline to lower"
         notes.append(f"{reason_flag} was not needed: {why}, so the reason was not recorded.")

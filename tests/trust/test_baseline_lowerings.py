@@ -67,8 +67,8 @@ def test_a_reason_is_recorded_with_what_it_lowered_and_older_reasons_are_kept(ba
     result = _refresh(baselined, "--rag-reason", "  a smaller encoder, for latency  ")
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()
     summary = rag_summary(result)
-    assert "Lowered on purpose, recorded in _meta.lowerings (entry 1): 'a smaller encoder, for latency' by Ann " \
-           "<ann@example.com>" in summary
+    assert 'Lowered on purpose, recorded in _meta.lowerings (entry 1): "a smaller encoder, for latency" by Ann ' \
+           '<ann@example.com>' in summary
     assert "  - q-002 recall@10 1.0000 -> 0.5000" in summary
     [entry] = baselined.baseline()["_meta"]["lowerings"]
     assert entry["reason"] == "a smaller encoder, for latency"
@@ -166,3 +166,28 @@ def test_only_gated_values_need_a_reason(baselined: TrustProject) -> None:
     summary = rag_summary(result)
     assert "this refresh lowers 1 gated value" in summary and "  - mean ndcg@10 0.9806 -> 0.9224" in summary
     assert "q-002 ndcg@10" not in summary  # gated as a mean, not per query
+
+
+# ------------------------------------------------------------------ shown by every later run
+
+
+def test_the_runs_summaries_show_the_lowerings_of_the_baseline_in_use(baselined: TrustProject) -> None:
+    baselined.answer(q_002=HALF_OF_Q002)
+    assert _refresh(baselined, "--rag-reason", "a smaller encoder").ret == pytest.ExitCode.OK
+    baselined.answer(q_001=["tube-patch"])
+    assert _refresh(baselined, "--rag-reason", "tyre documents moved out").ret == pytest.ExitCode.OK
+    entries = baselined.baseline()["_meta"]["lowerings"]
+    result = baselined.run("--rag-markdown=summary.md")
+    assert result.ret == pytest.ExitCode.OK
+    assert f"Baseline baselines/baseline.json records 2 lowerings made on purpose; the most recent, " \
+           f'{entries[1]["time"]} by Ann <ann@example.com>: "tyre documents moved out" (q-001 recall@10 1.0000 -> ' \
+           "0.0000; mean recall@10 0.9167 -> 0.7500). `ragmetrics baseline baselines/baseline.json` lists them " \
+           "all." in rag_summary(result)
+    markdown = (baselined.path / "summary.md").read_text(encoding="utf-8")
+    assert "### Baseline lowerings: 2 recorded" in markdown
+    rows = [line for line in markdown.splitlines() if line.startswith(f"| {entries[0]['time'][:10]}")]
+    assert [row.split("|")[3].strip() for row in rows] == ["tyre documents moved out", "a smaller encoder"]
+
+
+def test_a_baseline_never_lowered_adds_nothing_to_the_summary(baselined: TrustProject) -> None:
+    assert "lowering" not in rag_summary(baselined.run())
