@@ -373,3 +373,112 @@ def test_the_author_is_whom_git_would_sign_a_commit_as(repo: Path, monkeypatch: 
 
 def test_the_aggregate_prefix_is_what_names_a_mean() -> None:
     assert AGGREGATE + "recall@10" in GATED and "ndcg@10" not in GATED
+
+
+# ------------------------------------------------------------------------ ragmetrics baseline
+
+
+def _hand_edit(path: Path, qid: str, value: float) -> None:
+    """What an editor does: a number changed, the seal left as it was."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    data["per_query"][qid]["recall@10"] = value
+    path.write_text(json.dumps(data, indent=2), encoding="utf-8")
+
+
+def test_a_reseal_in_git_refuses_to_seal_a_lowering_without_a_reason(repo: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    from pytest_ragmetrics.cli import main
+
+    path = repo / "baselines" / "baseline.json"
+    _hand_edit(path, "b", 0.0)
+    before = path.read_bytes()
+    assert main(["baseline", "--reseal", str(path)]) == 1
+    out = capsys.readouterr().out
+    assert "not sealed: against the version committed at HEAD, this edit lowers 2 gated values:\n" \
+           "  - b recall@10 0.5000 -> 0.0000\n  - mean recall@10 0.7500 -> 0.5000" in out
+    assert '--reason "why it went down"' in out
+    assert path.read_bytes() == before
+
+    assert main(["baseline", "--reseal", str(path), "--reason", "b's document left the corpus"]) == 0
+    out = capsys.readouterr().out
+    assert 'Lowered on purpose, recorded in _meta.lowerings (entry 1): "b\'s document left the corpus" by Ann ' \
+           "<ann@example.com>" in out
+    [entry] = recorded_lowerings(load_baseline(path).meta)  # sealed, with the record
+    assert entry.reason == "b's document left the corpus" and entry.author == "Ann <ann@example.com>"
+    assert [x.text() for x in entry.lowered] == ["b recall@10 0.5000 -> 0.0000", "mean recall@10 0.7500 -> 0.5000"]
+
+    assert main(["baseline", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "1 lowering recorded (_meta.lowerings), oldest first:\n" \
+           f"  1. {entry.time} by Ann <ann@example.com>: \"b's document left the corpus\"\n" \
+           "       b recall@10 0.5000 -> 0.0000\n       mean recall@10 0.7500 -> 0.5000" in out
+
+
+def test_a_reseal_that_raises_values_needs_no_reason(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from pytest_ragmetrics.cli import main
+
+    path = repo / "baselines" / "baseline.json"
+    _hand_edit(path, "b", 1.0)
+    assert main(["baseline", "--reseal", str(path), "--reason", "just in case"]) == 0
+    assert "--reason was not needed: against HEAD this seal lowers no gated value" in capsys.readouterr().out
+    assert "lowerings" not in load_baseline(path).meta
+
+
+def test_a_reseal_carries_a_lowering_recorded_since_head(repo: Path) -> None:
+    """A refresh recorded a reason (not yet committed); a later edit elsewhere needs none."""
+    from pytest_ragmetrics.cli import main
+
+    path = repo / "baselines" / "baseline.json"
+    lowered = _lowered_b(0.0)
+    lowered.meta["lowerings"] = [new_entry("recorded", find_lowerings(baseline(GOOD), lowered, GATED), TIME, None)]
+    write_baseline(path, lowered)
+    data = json.loads(path.read_text(encoding="utf-8"))
+    data["per_query"]["a"]["ndcg@10"] = 0.2  # not gated
+    data["aggregate"]["ndcg@10"] = 0.35
+    path.write_text(json.dumps(data), encoding="utf-8")
+    assert main(["baseline", "--reseal", str(path)]) == 0
+    assert len(load_baseline(path).meta["lowerings"]) == 1
+
+
+def test_a_reseal_outside_git_seals_and_says_no_check_was_possible(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    from pytest_ragmetrics.cli import main
+
+    path = tmp_path / "baseline.json"
+    write_baseline(path, baseline(GOOD))
+    _hand_edit(path, "b", 0.0)
+    assert main(["baseline", "--reseal", str(path), "--reason", "r"]) == 0
+    out = capsys.readouterr().out
+    assert "No lowering check was possible: not in a git checkout with a commit" in out
+    assert "--reason was not recorded" in out
+    assert load_baseline(path).per_query["b"]["recall@10"] == 0.0
+
+
+def test_a_reseal_of_a_file_git_does_not_track_says_no_check_was_possible(
+        repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from pytest_ragmetrics.cli import main
+
+    path = repo / "baselines" / "other.json"
+    write_baseline(path, baseline(GOOD))
+    _hand_edit(path, "b", 0.0)
+    assert main(["baseline", "--reseal", str(path)]) == 0
+    assert "No lowering check was possible: the file is not committed at HEAD" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (["--reseal", "--reason", "  "], "--reason was given an empty reason"),
+    (["--reason", "why"], "--reason records why a reseal lowers the baseline; it goes with --reseal"),
+])
+def test_a_bad_reason_is_bad_usage(repo: Path, capsys: pytest.CaptureFixture[str], args: list[str],
+                                   needle: str) -> None:
+    from pytest_ragmetrics.cli import main
+
+    assert main(["baseline", *args, str(repo / "baselines" / "baseline.json")]) == 2
+    assert needle in capsys.readouterr().err
+
+
+def test_the_check_says_when_nothing_was_lowered_on_purpose(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from pytest_ragmetrics.cli import main
+
+    assert main(["baseline", str(repo / "baselines" / "baseline.json")]) == 0
+    assert "No lowering recorded (_meta.lowerings)" in capsys.readouterr().out
