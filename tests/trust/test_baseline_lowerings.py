@@ -8,11 +8,15 @@ is kept in ``_meta.lowerings`` and shown by every later run. The pure judgments 
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
+import subprocess
+from typing import Any
 
 import pytest
 
-from ragproject import rag_summary
+from pytest_ragmetrics.gate.baseline import Baseline, write_baseline
+from ragproject import outcomes, rag_summary
 from trust_helpers import TrustProject, assert_usage_error, no_traceback
 
 NO_ANSWER = {"id": "q-none", "question": "who won the 1998 world cup", "answerable": False, "tags": ["offtopic"]}
@@ -191,3 +195,57 @@ def test_the_runs_summaries_show_the_lowerings_of_the_baseline_in_use(baselined:
 
 def test_a_baseline_never_lowered_adds_nothing_to_the_summary(baselined: TrustProject) -> None:
     assert "lowering" not in rag_summary(baselined.run())
+
+
+# ------------------------------------------------------------------ the ratchet against a git ref
+
+
+def _git(project: TrustProject, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=project.path, check=True, capture_output=True, text=True).stdout
+
+
+@pytest.fixture
+def in_git(baselined: TrustProject, monkeypatch: pytest.MonkeyPatch) -> TrustProject:
+    """The baselined project in a git repository of its own, its baseline committed."""
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(baselined.path / ".no-global-gitconfig"))
+    _git(baselined, "init", "-q")
+    _git(baselined, "config", "user.name", "Ann")
+    _git(baselined, "config", "user.email", "ann@example.com")
+    _git(baselined, "add", ".")
+    _git(baselined, "commit", "-qm", "baseline")
+    return baselined
+
+
+def _header(result: pytest.RunResult) -> str:
+    return "\n".join(line for line in result.outlines if line.startswith("ragmetrics: baseline ratchet"))
+
+
+def test_a_ref_given_that_git_cannot_read_stops_the_run(in_git: TrustProject) -> None:
+    assert_usage_error(in_git.run("--rag-baseline-ref", "no-such-branch"),
+                       "--rag-baseline-ref 'no-such-branch': git cannot read it", "bad revision 'no-such-branch'")
+    in_git.ini(rag_baseline_ref="main~5")
+    assert_usage_error(in_git.run(), "ini rag_baseline_ref 'main~5': git cannot read it")
+
+
+def test_a_ref_given_outside_git_stops_the_run(baselined: TrustProject) -> None:
+    assert_usage_error(baselined.run("--rag-baseline-ref", "HEAD"), "--rag-baseline-ref 'HEAD'",
+                       "not a git repository")
+
+
+@pytest.mark.parametrize(("args", "needle"), [(("--rag-baseline-ref=",), "was given an empty ref"),
+                                              (("--rag-baseline-ref=--cached",), "must be a git ref")])
+def test_a_ref_that_is_no_ref_is_refused(in_git: TrustProject, args: tuple[str, ...], needle: str) -> None:
+    assert_usage_error(in_git.run(*args), needle)
+
+
+def test_a_pull_request_whose_base_is_not_fetched_says_the_ratchet_did_not_run(
+        in_git: TrustProject, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GITHUB_EVENT_NAME", "pull_request")
+    monkeypatch.setenv("GITHUB_BASE_REF", "main")
+    result = in_git.run()
+    assert result.ret == pytest.ExitCode.OK
+    header = _header(result)
+    assert header.startswith("ragmetrics: baseline ratchet: not checked: origin/main (the pull request's base, "
+                             "GITHUB_BASE_REF) is not in this clone")
+    assert "fetch-depth: 0" in header and "git fetch origin main" in header
