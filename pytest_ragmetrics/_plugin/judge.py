@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 from pytest_ragmetrics._plugin.outputs import meta
 from pytest_ragmetrics.errors import RagMetricsError
 from pytest_ragmetrics.gate.baseline import baseline_from_records, write_baseline
-from pytest_ragmetrics.gate.lowering import author_from_git, gated_metrics, refresh_lowerings
-from pytest_ragmetrics.gate.verdict import QueryRecord, Verdict, build_verdict
+from pytest_ragmetrics.gate.lowering import LOWERED_GATE, author_from_git, gated_metrics, refresh_lowerings
+from pytest_ragmetrics.gate.verdict import Gate, QueryRecord, Verdict, build_verdict
 from pytest_ragmetrics.gold import GoldCheck
 from pytest_ragmetrics.report.text import baseline_change_text
 from pytest_ragmetrics.unanswerable import FALSE_RETRIEVAL
@@ -58,6 +58,10 @@ class Judge:
                 from pytest_ragmetrics.gate.shard import defer_gates
 
                 self._verdict = defer_gates(self._verdict, *rag.options.shard)
+            if LOWERED_GATE in rag.gates and rag.ratchet is not None:  # the ratchet (--rag-baseline-ref)
+                outcome = rag.ratchet.judge(rag.baseline, gated_metrics(rag.thresholds),
+                                            rag._shown_path(rag.options.baseline))
+                self._verdict.gates.append(Gate(LOWERED_GATE, outcome.passed, outcome.message))
         return self._verdict
 
     def write_baseline(self) -> str:

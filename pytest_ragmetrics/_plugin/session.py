@@ -21,7 +21,7 @@ from pytest_ragmetrics._plugin.options import RagOptions
 from pytest_ragmetrics._plugin.worker import QueryWorker
 from pytest_ragmetrics.errors import BaselineError, RagMetricsError, brief_repr, listed
 from pytest_ragmetrics.gate.baseline import Baseline, fingerprint_mismatch, load_baseline, threshold_mismatch
-from pytest_ragmetrics.gate.lowering import RatchetBase, ratchet_base
+from pytest_ragmetrics.gate.lowering import LOWERED_GATE, RatchetBase, ratchet_base
 from pytest_ragmetrics.gate.staleness import LabelAges, check_tags, label_ages
 from pytest_ragmetrics.gate.subset import select_smoke
 from pytest_ragmetrics.gate.thresholds import Thresholds, load_thresholds
@@ -135,6 +135,8 @@ class RagSession:
         # a shard collects no gate item: its gates are judged over every shard by `ragmetrics merge`
         self.gates = gate_names(self.metrics, self.thresholds, self.pooled, bool(self.full_golden.scoped())) \
             if options.shard is None else []
+        if self.ratchet is not None and self.ratchet.ref is not None:
+            self.gates.append(LOWERED_GATE)  # judged in Judge.verdict
         golden_path = options.golden.resolve()
         #: The file the golden set's items hang from (a folder's queries.jsonl).
         self.collect_path = golden_path / "queries.jsonl" if golden_path.is_dir() else golden_path
