@@ -111,7 +111,8 @@ def test_a_drop_under_1e_9_is_noise_and_a_rise_is_no_lowering() -> None:
     after["b"]["recall@10"] = 0.75
     assert find_lowerings(baseline(GOOD), baseline(after, **{"recall_at_10": 0.75 - 2e-10}), GATED) == []
     after["a"]["recall@10"] = 1.0 - 2e-9
-    assert [x.text() for x in find_lowerings(baseline(GOOD), baseline(after), GATED)] == ["a recall@10 1.0000 -> 1.0000"]
+    assert [x.text() for x in find_lowerings(baseline(GOOD), baseline(after), GATED)] == \
+        ["a recall@10 1.0000 -> 1.0000"]
 
 
 def test_a_removed_query_is_a_lowering_and_a_renamed_one_is_compared_under_its_new_id() -> None:
@@ -176,7 +177,8 @@ def _lowered_b(to: float, lowerings: list[dict[str, Any]] | None = None) -> Base
 def test_the_ratchet_fails_on_a_lowering_with_no_reason_recorded_since_the_ref() -> None:
     outcome = judge_lowerings(baseline(GOOD), _lowered_b(0.0), GATED, "HEAD~1", "baselines/baseline.json")
     assert not outcome.passed
-    assert [x.text() for x in outcome.unexplained] == ["b recall@10 0.5000 -> 0.0000", "mean recall@10 0.7500 -> 0.5000"]
+    assert [x.text() for x in outcome.unexplained] == ["b recall@10 0.5000 -> 0.0000",
+                                                       "mean recall@10 0.7500 -> 0.5000"]
     assert "lower than at HEAD~1 with no reason recorded since: b recall@10 0.5000 -> 0.0000" in outcome.message
     assert "--rag-reason" in outcome.message and "git checkout HEAD~1 -- baselines/baseline.json" in outcome.message
 

@@ -11,13 +11,12 @@ import datetime as dt
 import json
 import os
 import subprocess
-from typing import Any
 
 import pytest
-
-from pytest_ragmetrics.gate.baseline import Baseline, write_baseline
 from ragproject import outcomes, rag_summary
 from trust_helpers import TrustProject, assert_usage_error, no_traceback
+
+from pytest_ragmetrics.gate.baseline import Baseline, write_baseline
 
 NO_ANSWER = {"id": "q-none", "question": "who won the 1998 world cup", "answerable": False, "tags": ["offtopic"]}
 #: q-002 finds one of its two gold documents: recall@10 1 -> 0.5, the mean 1 -> 11/12
@@ -249,3 +248,123 @@ def test_a_pull_request_whose_base_is_not_fetched_says_the_ratchet_did_not_run(
     assert header.startswith("ragmetrics: baseline ratchet: not checked: origin/main (the pull request's base, "
                              "GITHUB_BASE_REF) is not in this clone")
     assert "fetch-depth: 0" in header and "git fetch origin main" in header
+
+
+def _lower_and_reseal(project: TrustProject, qid: str, value: float) -> None:
+    """Lower one query's recall@10 and seal the file again, as anyone can: the seal is a digest of the
+    content, so it cannot tell a deliberate edit from a measurement."""
+    data = project.baseline()
+    data["per_query"][qid]["recall@10"] = value
+    rows = [e["recall@10"] for e in data["per_query"].values() if "recall@10" in e]
+    data["aggregate"]["recall@10"] = sum(rows) / len(rows)
+    write_baseline(project.baseline_path, Baseline(data["_meta"], data["aggregate"], data["per_query"]))
+
+
+def _lowered_and_degraded(in_git: TrustProject) -> TrustProject:
+    """q-002 now finds half its gold, and the committed baseline was lowered to match: green without
+    the ratchet."""
+    in_git.answer(q_002=HALF_OF_Q002)
+    _lower_and_reseal(in_git, "q-002", 0.5)
+    _git(in_git, "commit", "-qam", "lower q-002")
+    assert in_git.run().ret == pytest.ExitCode.OK
+    return in_git
+
+
+def test_a_lowered_and_resealed_baseline_fails_against_the_ref(in_git: TrustProject) -> None:
+    project = _lowered_and_degraded(in_git)
+    result = project.run("--rag-baseline-ref", "HEAD~1")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert outcomes(result)["golden.yaml::gate::baseline-lowered"] == "failed"
+    assert _header(result) == ("ragmetrics: baseline ratchet: baselines/baseline.json compared with HEAD~1 "
+                               "(--rag-baseline-ref): a gated value lower than there without a recorded reason "
+                               "fails gate baseline-lowered")
+    summary = rag_summary(result)
+    assert "gate baseline-lowered: 2 gated values of baselines/baseline.json lower than at HEAD~1 with no reason " \
+           "recorded since: q-002 recall@10 1.0000 -> 0.5000; mean recall@10 1.0000 -> 0.9167" in summary
+    assert "git checkout HEAD~1 -- baselines/baseline.json" in summary
+    assert 'pytest --rag-eval --rag-update-baseline --rag-reason "why it went down"' in summary
+    assert project.run("--rag-baseline-ref", "HEAD").ret == pytest.ExitCode.OK  # nothing lowered since HEAD
+
+
+def test_a_lowering_with_a_recorded_reason_passes_the_ratchet(in_git: TrustProject) -> None:
+    project = _lowered_and_degraded(in_git)
+    _git(project, "checkout", "HEAD~1", "--", "baselines/baseline.json")  # as the failing gate advises
+    assert _refresh(project).ret == pytest.ExitCode.TESTS_FAILED
+    assert _refresh(project, "--rag-reason", "q-002's second document is out of scope now").ret == 0
+    _git(project, "commit", "-qam", "lower q-002, with a reason")
+    result = project.run("--rag-baseline-ref", "HEAD~2")
+    assert result.ret == pytest.ExitCode.OK, rag_summary(result)
+    assert outcomes(result)["golden.yaml::gate::baseline-lowered"] == "passed"
+    assert "q-002's second document is out of scope now" in rag_summary(result)
+
+
+def test_a_reason_recorded_before_the_ref_does_not_carry_a_new_lowering(in_git: TrustProject) -> None:
+    in_git.answer(q_002=HALF_OF_Q002)
+    assert _refresh(in_git, "--rag-reason", "an old trade-off").ret == pytest.ExitCode.OK
+    _git(in_git, "commit", "-qam", "lower q-002, with a reason")
+    _lower_and_reseal(in_git, "q-002", 0.0)  # lower still, the old entry kept: it does not cover 0
+    in_git.answer(q_002=["noise-doc"])
+    _git(in_git, "commit", "-qam", "lower q-002 again")
+    result = in_git.run("--rag-baseline-ref", "HEAD~1")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert "no reason recorded since: q-002 recall@10 0.5000 -> 0.0000" in rag_summary(result)
+    assert in_git.run("--rag-baseline-ref", "HEAD~2").ret == pytest.ExitCode.TESTS_FAILED  # 1 -> 0, reason covers 0.5
+
+
+def test_a_reseal_with_a_reason_passes_the_ratchet(in_git: TrustProject) -> None:
+    from pytest_ragmetrics.cli import main
+
+    in_git.answer(q_002=HALF_OF_Q002)
+    data = in_git.baseline()
+    data["per_query"]["q-002"]["recall@10"] = 0.5
+    in_git.baseline_path.write_text(json.dumps(data), encoding="utf-8")
+    path = str(in_git.baseline_path)
+    assert main(["baseline", "--reseal", path]) == 1
+    assert main(["baseline", "--reseal", path, "--reason", "q-002 is answered from one document now"]) == 0
+    _git(in_git, "commit", "-qam", "lower q-002 by hand, with a reason")
+    assert in_git.run("--rag-baseline-ref", "HEAD~1").ret == pytest.ExitCode.OK
+
+
+def test_a_pull_request_compares_with_its_base_branch(in_git: TrustProject, monkeypatch: pytest.MonkeyPatch) -> None:
+    project = _lowered_and_degraded(in_git)
+    _git(project, "update-ref", "refs/remotes/origin/main", "HEAD~1")  # as `git fetch origin main` leaves it
+    monkeypatch.setenv("GITHUB_EVENT_NAME", "pull_request")
+    monkeypatch.setenv("GITHUB_BASE_REF", "main")
+    result = project.run()
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert _header(result).startswith("ragmetrics: baseline ratchet: baselines/baseline.json compared with "
+                                      "origin/main (the pull request's base, GITHUB_BASE_REF)")
+    assert "lower than at origin/main with no reason recorded since: q-002" in rag_summary(result)
+
+
+def test_a_baseline_new_at_the_ref_passes_the_ratchet(baselined: TrustProject, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    _git(baselined, "init", "-q")
+    _git(baselined, "-c", "user.name=Ann", "-c", "user.email=ann@example.com", "commit", "-q", "--allow-empty",
+         "-m", "start")
+    _git(baselined, "add", ".")
+    _git(baselined, "-c", "user.name=Ann", "-c", "user.email=ann@example.com", "commit", "-qm", "baseline")
+    result = baselined.run("--rag-baseline-ref", "HEAD~1")
+    assert result.ret == pytest.ExitCode.OK
+    assert "baselines/baseline.json is new there" in _header(result)
+    assert outcomes(result)["golden.yaml::gate::baseline-lowered"] == "passed"
+
+
+def test_the_ratchet_fails_under_xdist_too(in_git: TrustProject) -> None:
+    pytest.importorskip("xdist")
+    project = _lowered_and_degraded(in_git)
+    result = project.run_subprocess("-n", "2", "--rag-baseline-ref", "HEAD~1")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert outcomes(result)["golden.yaml::gate::baseline-lowered"] == "failed"
+    assert "no reason recorded since: q-002 recall@10 1.0000 -> 0.5000" in rag_summary(result)
+
+
+def test_a_refresh_is_not_judged_by_the_ratchet(in_git: TrustProject) -> None:
+    result = _refresh(in_git, "--rag-baseline-ref", "HEAD")
+    assert result.ret == pytest.ExitCode.OK
+    assert "golden.yaml::gate::baseline-lowered" not in outcomes(result)
+
+
+def test_without_a_ref_there_is_no_ratchet(in_git: TrustProject) -> None:
+    result = in_git.run()
+    assert "golden.yaml::gate::baseline-lowered" not in outcomes(result) and _header(result) == ""
