@@ -118,7 +118,7 @@ def test_a_drop_under_1e_9_is_noise_and_a_rise_is_no_lowering() -> None:
 def test_a_removed_query_is_a_lowering_and_a_renamed_one_is_compared_under_its_new_id() -> None:
     after = {"b": GOOD["b"]}
     found = find_lowerings(baseline(GOOD), baseline(after), GATED)
-    assert [x.text() for x in found] == ["a removed from the golden set (recall@10 was 1.0000)",
+    assert [x.text() for x in found] == ["a removed from the baseline (recall@10 was 1.0000)",
                                          "mean recall@10 0.7500 -> 0.5000"]
     assert found[0].to_record()["after"] is None
     renamed = baseline({"a2": {"recall@10": 0.0, "ndcg@10": 0.9}, "b": GOOD["b"]})

@@ -76,9 +76,9 @@ class Judge:
                                     lambda: meta(rag), rag.gold_check, rag.options.allow_missing_gold,
                                     rag.options.baseline)
         # a refresh that lowers a gated value needs --rag-reason, which is kept in _meta.lowerings
+        author = author_from_git(rag.options.baseline.parent) if rag.options.reason else None
         lowerings = refresh_lowerings(rag.baseline, new, gated_metrics(rag.thresholds), rag.options.reason,
-                                      time=rag.created, author=author_from_git(rag.options.baseline.parent),
-                                      path=rag._shown_path(rag.options.baseline))
+                                      time=rag.created, author=author, path=rag._shown_path(rag.options.baseline))
         if lowerings.entries:
             new.meta["lowerings"] = lowerings.entries
         change = "\n".join([baseline_change_text(rag.baseline, new, rag.metrics, rag.unreadable_baseline),

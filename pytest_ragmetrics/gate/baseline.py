@@ -376,7 +376,7 @@ def _check_lowerings(name: str, lowerings: Any) -> None:
     """``_meta.lowerings``: why the baseline went down, one entry a refresh or reseal that lowered it,
     oldest first (see :mod:`pytest_ragmetrics.gate.lowering`). Each ``{"reason", "lowered", "time",
     "author"?}``; each lowered value ``{"qid" | "aggregate": true, "metric", "before", "after"}``, with
-    ``after`` null for a query removed from the golden set."""
+    ``after`` null for a query whose entry is gone (removed from the golden set, or no longer scorable)."""
     if not isinstance(lowerings, list):
         _fail(name, f"_meta.lowerings must be a list of recorded lowerings, got {brief_repr(lowerings)}")
     for i, entry in enumerate(lowerings):

@@ -19,7 +19,8 @@ The reasons are kept in the file, ``_meta.lowerings`` (sealed with the rest of `
                                   {"aggregate": true, "metric": "recall@10", "before": 1.0, "after": 0.9}],
      "time": "2026-12-03T10:00:00+00:00", "author": "Ann <ann@example.com>"}
 
-``after`` is null for a query removed from the golden set; ``author`` is absent when unknown.
+``after`` is null for a query whose entry is gone (removed from the golden set, or no longer
+scorable); ``author`` is absent when unknown.
 
 What is gated comes from the thresholds (:func:`gated_metrics`): per query, the metrics with a
 ``<metric>_query_tolerance`` (every ``recall@k`` by default) and ``false_retrieval`` (a question
@@ -121,7 +122,7 @@ class Lowering:
 
     metric: str
     before: float
-    #: None: the query was removed from the golden set
+    #: None: the query's entry is gone (removed from the golden set, or no longer scorable)
     after: float | None
     #: the query (its id now, when it was renamed); None: the mean
     qid: str | None = None
@@ -129,10 +130,11 @@ class Lowering:
     was: str | None = None
 
     def text(self) -> str:
-        """``q-002 recall@10 1.0000 -> 0.5000``, ``mean recall@10 …``, ``q-006 removed (recall@10 was 1.0000)``."""
+        """``q-002 recall@10 1.0000 -> 0.5000``, ``mean recall@10 …``, ``q-006 removed from the baseline
+        (recall@10 was 1.0000)`` (gone from the golden set, or no longer scorable)."""
         where = "mean" if self.qid is None else shown(self.qid) + (f" (was {shown(self.was)})" if self.was else "")
         if self.after is None:
-            return f"{where} removed from the golden set ({self.metric} was {_value(self.before)})"
+            return f"{where} removed from the baseline ({self.metric} was {_value(self.before)})"
         return f"{where} {self.metric} {_value(self.before)} -> {_value(self.after)}"
 
     def to_record(self) -> dict[str, Any]:

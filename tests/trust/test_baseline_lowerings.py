@@ -126,7 +126,7 @@ def test_a_query_removed_from_the_golden_set_is_a_lowering(baselined: TrustProje
     result = _refresh(baselined)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     assert "this refresh lowers 1 gated value against the baseline it replaces:\n" \
-           "  - q-006 removed from the golden set (recall@10 was 1.0000)" in rag_summary(result)
+           "  - q-006 removed from the baseline (recall@10 was 1.0000)" in rag_summary(result)
     assert _refresh(baselined, "--rag-reason", "the question was about a discontinued part").ret == 0
     [entry] = baselined.baseline()["_meta"]["lowerings"]
     assert entry["lowered"] == [{"qid": "q-006", "metric": "recall@10", "before": 1.0, "after": None}]
