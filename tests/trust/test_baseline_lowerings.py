@@ -196,6 +196,17 @@ def test_a_baseline_never_lowered_adds_nothing_to_the_summary(baselined: TrustPr
     assert "lowering" not in rag_summary(baselined.run())
 
 
+def test_a_record_that_breaks_the_schema_stops_the_run_naming_the_entry_and_field(baselined: TrustProject) -> None:
+    """Sealed as it is (a seal proves nothing about the content): the schema still refuses it."""
+    data = baselined.baseline()
+    data["_meta"]["lowerings"] = [{"reason": "ok", "time": "2026-12-03T10:00:00+00:00",
+                                   "lowered": [{"qid": "q-002", "metric": "recall@10", "before": 1.0, "after": 0.5}]},
+                                  {"reason": "", "time": "2026-12-04T10:00:00+00:00", "lowered": []}]
+    write_baseline(baselined.baseline_path, Baseline(data["_meta"], data["aggregate"], data["per_query"]))
+    assert_usage_error(baselined.run(), "baselines/baseline.json: _meta.lowerings[1].reason must be a non-empty "
+                                        "string, got ''")
+
+
 # ------------------------------------------------------------------ the ratchet against a git ref
 
 
