@@ -186,6 +186,8 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
         f"ragmetrics: {rag.gold_header()}",
         *([f"ragmetrics: {line}"] if (line := rag.scope_header()) else []),
         *([f"ragmetrics: {rag.labels.header()}"] if rag.labels is not None else []),
+        *([f"ragmetrics: {rag.ratchet.header(rag._shown_path(rag.options.baseline))}"]
+          if rag.ratchet is not None else []),
         f"ragmetrics: judgments {rag.full_golden.judgments} ({rag.full_golden.judgments_from}): "
         + ("documents the golden set does not list are unjudged; judged@k, unjudged_new@k and upper bounds "
            "are shown, and a drop they explain is inconclusive" if rag.pooled else

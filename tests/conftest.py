@@ -132,8 +132,11 @@ def pytester(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pyte
 
 @pytest.fixture(autouse=True)
 def _no_step_summary(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Sessions run by the tests must not append to a real CI job summary."""
+    """Sessions run by the tests must not append to a real CI job summary, nor compare their baselines
+    with the base branch of the pull request CI runs for (a test that wants that sets both)."""
     monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    monkeypatch.delenv("GITHUB_EVENT_NAME", raising=False)
+    monkeypatch.delenv("GITHUB_BASE_REF", raising=False)
 
 
 @pytest.hookimpl(hookwrapper=True)

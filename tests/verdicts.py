@@ -18,6 +18,6 @@ def judge(records: Mapping[str, QueryRecord], golden: GoldenSet, baseline: Basel
         records=records, golden=golden, full_golden=full_golden or golden, baseline=baseline, baseline_path=None,
         thresholds=thresholds, metrics=tuple(metrics), relevance_level=relevance_level, reference="the baseline",
         labels=None, artifact_path=None, answer_threshold=None, lacking={},
-        scope=ScopeCheck("results" if (full_golden or golden).scoped() else "none"), skipped={})
+        scope=ScopeCheck("results" if (full_golden or golden).scoped() else "none"), skipped={}, ratchet=None)
     fields.update(overrides)
     return judge_run(RunInputs(**fields))  # type: ignore[arg-type]

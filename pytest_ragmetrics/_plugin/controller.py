@@ -187,7 +187,7 @@ class Controller:
             unjudged=bool(verdict.to_judge),
             late_gold=rag.late_gold_line() if rag.gold_check is not None else None,
             pooled=rag.judge.pooled_summary() if rag.pooled else None, mismatch=rag.mismatch, problems=problems,
-            leakage=outputs.leakage_warning(rag))
+            leakage=outputs.leakage_warning(rag), lowerings=rag.judge.lowerings_summary())
 
     def _write_reports(self, session: pytest.Session, html: bool) -> list[str]:
         """Write the requested reports; return a line for each that could not be written.

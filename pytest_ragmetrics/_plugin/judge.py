@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_ragmetrics._plugin.outputs import meta
 from pytest_ragmetrics.errors import RagMetricsError
 from pytest_ragmetrics.gate.baseline import baseline_from_records, write_baseline
+from pytest_ragmetrics.gate.lowering import author_from_git, gated_metrics, refresh_lowerings
 from pytest_ragmetrics.gate.verdict import QueryRecord, RunInputs, ScopeCheck, Verdict, judge_run
 from pytest_ragmetrics.gold import GoldCheck
 from pytest_ragmetrics.report.text import baseline_change_text
@@ -59,7 +60,7 @@ class Judge:
                 relevance_level=rag.config.relevance_level, reference="the baseline", labels=rag.labels,
                 artifact_path=rag._shown_path(rag.options.report) if rag.options.report else None,
                 answer_threshold=rag.options.answer_threshold, lacking={}, scope=rag.scope_check(),
-                skipped=skipped,
+                skipped=skipped, ratchet=rag.ratchet,
             ))
             if rag.options.shard is not None:  # a part of the set: its gates are judged by `ragmetrics merge`
                 from pytest_ragmetrics.gate.shard import defer_gates
@@ -75,16 +76,36 @@ class Judge:
         """Write the baseline from this run's records; return what changed, as text.
 
         Refuses (raising) when the run was partial or a query errored: a baseline
-        must describe the whole golden set as the retriever really answers it.
+        must describe the whole golden set as the retriever really answers it; and when it
+        would lower a gated value without ``--rag-reason`` (see :mod:`pytest_ragmetrics.gate.lowering`).
         """
         rag = self.rag
         new = baseline_from_records(rag.records, rag.full_golden, rag.metrics, rag.config.relevance_level,
                                     lambda: meta(rag), rag.gold_check, rag.options.allow_missing_gold,
                                     rag.options.baseline)
-        change = baseline_change_text(rag.baseline, new, rag.metrics, rag.unreadable_baseline)
+        # a refresh that lowers a gated value needs --rag-reason, which is kept in _meta.lowerings
+        author = author_from_git(rag.options.baseline.parent) if rag.options.reason else None
+        lowerings = refresh_lowerings(rag.baseline, new, gated_metrics(rag.thresholds), rag.options.reason,
+                                      time=rag.created, author=author, path=rag._shown_path(rag.options.baseline))
+        if lowerings.entries:
+            new.meta["lowerings"] = lowerings.entries
+        change = "\n".join([baseline_change_text(rag.baseline, new, rag.metrics, rag.unreadable_baseline),
+                            *lowerings.notes])
         write_baseline(rag.options.baseline, new)
         rag.baseline_written = change
         return change
+
+    def lowerings_summary(self, markdown: bool = False) -> str | None:
+        """What the baseline in use records it was lowered for (``_meta.lowerings``): the terminal's
+        lines, or the Markdown summary's section; None when it records none (or a refresh replaces it)."""
+        rag = self.rag
+        if rag.baseline is None or rag.options.update_baseline:
+            return None
+        from pytest_ragmetrics.gate.lowering import recorded_lowerings
+        from pytest_ragmetrics.report.lowering import lowerings_markdown, lowerings_summary
+
+        show = lowerings_markdown if markdown else lowerings_summary
+        return show(recorded_lowerings(rag.baseline.meta), rag._shown_path(rag.options.baseline))
 
     def pooled_summary(self) -> str:
         """The report's pooled-set part (see :func:`pytest_ragmetrics.report.pooled.pooled_text`)."""

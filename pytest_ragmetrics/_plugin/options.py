@@ -161,6 +161,16 @@ OPTIONS: tuple[OptionSpec, ...] = (
                help="let --rag-update-baseline write a baseline although relevant gold ids are not in the corpus "
                     "(--rag-corpus or the retriever's doc_ids()); the baseline lists them in "
                     "_meta.allowed_missing_gold"),
+    OptionSpec("--rag-reason", None, metavar="TEXT", shown_default="",
+               help="why --rag-update-baseline lowers the baseline: a refresh that lowers a gated value (a query's "
+                    "or a gated mean) writes nothing without it; with it, the reason is recorded in the baseline's "
+                    "_meta.lowerings"),
+    OptionSpec("--rag-baseline-ref", "rag_baseline_ref", metavar="REF",
+               help="compare the baseline with its version at git REF: a gated value lower than there that no "
+                    "reason recorded since explains fails gate baseline-lowered (default on a GitHub Actions pull "
+                    "request: origin/$GITHUB_BASE_REF, when the clone has it); overrides ini rag_baseline_ref",
+               ini_help="git ref whose baseline a lowering is compared with (gate baseline-lowered)",
+               shown_default="`origin/$GITHUB_BASE_REF` on a GitHub Actions pull request, else none"),
     OptionSpec("--rag-report", None, metavar="PATH", help="write the JSON run artifact here"),
     OptionSpec("--rag-html", None, metavar="PATH",
                help="write a self-contained HTML report (charts, worst-N table) here"),
@@ -241,6 +251,11 @@ class RagOptions:
     attempt: int | None = None
     #: the thresholds file at its usual place (baselines/thresholds.json), told apart from the one read
     usual_thresholds: Path | None = None
+    #: why --rag-update-baseline lowers the baseline (--rag-reason); None: not given
+    reason: str | None = None
+    #: the git ref whose baseline a lowering is compared with (--rag-baseline-ref); None: the default
+    baseline_ref: str | None = None
+    baseline_ref_from: str = ""  # "--rag-baseline-ref" or "ini rag_baseline_ref", for messages
 
 
 def _metrics_for(k: int) -> list[str]:
@@ -364,6 +379,7 @@ def build_options(get: Callable[[str, str], Any], resolve: Callable[[str, bool],
                               "(1 for the first), or leave the option out to take the CI's")
     attempt = _count("--rag-attempt", str(raw_attempt).strip(), None, minimum=1) if raw_attempt is not None \
         else ci_attempt(os.environ)
+    reason, baseline_ref, ref_from = _baseline_trail(get, pick, bool(get("rag_update_baseline", "")))
     corpus_path = resolve(corpus, c_cli) if corpus else None
     if corpus_path is not None and not corpus_path.exists():
         # a typo must not switch the leakage check off with one line at the end of the summary
@@ -396,6 +412,9 @@ def build_options(get: Callable[[str, str], Any], resolve: Callable[[str, bool],
         run_id=run_id or ci_run_id(os.environ),
         attempt=attempt,
         usual_thresholds=resolve(DEFAULT_THRESHOLDS, False),
+        reason=reason,
+        baseline_ref=baseline_ref,
+        baseline_ref_from=ref_from,
     )
 
 
@@ -425,6 +444,34 @@ def check_outputs(options: RagOptions, ini_file: Path | None, step_summary: str 
     if options.update_baseline:  # the one input a run rewrites, on purpose
         outputs.insert(0, ("--rag-update-baseline", options.baseline))
     check_output_paths(outputs, inputs, may_replace={"--rag-update-baseline": "the baseline"})
+
+
+def _baseline_trail(get: Callable[[str, str], Any], pick: Callable[[str, str], tuple[Any, bool]],
+                    update_baseline: bool) -> tuple[str | None, str | None, str]:
+    """--rag-reason and --rag-baseline-ref / rag_baseline_ref: (reason, ref, which option gave the ref).
+
+    An empty value is refused (an unset variable must not read as "no reason" or "no ratchet"), and so is a
+    reason without --rag-update-baseline, which would be ignored without a word."""
+    raw_reason = get("rag_reason", "")
+    reason = None
+    if raw_reason is not None:
+        reason = str(raw_reason).strip()
+        if not reason:
+            raise RagMetricsError("--rag-reason was given an empty reason (an unset variable?); say in words why the "
+                                  "baseline goes down: the reason is kept in the baseline for review")
+        if not update_baseline:
+            raise RagMetricsError("--rag-reason records why --rag-update-baseline lowers the baseline; without "
+                                  "--rag-update-baseline it would record nothing")
+    if get("rag_baseline_ref", "") == "":
+        raise RagMetricsError("--rag-baseline-ref was given an empty ref (an unset variable?); name a git ref such as "
+                              "origin/main, or leave the option out")
+    raw_ref, from_cli = pick("rag_baseline_ref", "rag_baseline_ref")
+    ref = str(raw_ref).strip() if raw_ref not in (None, "") else None
+    where = "--rag-baseline-ref" if from_cli else "ini rag_baseline_ref"
+    if ref is not None and (ref.startswith("-") or any(c.isspace() or not c.isprintable() for c in ref)):
+        raise RagMetricsError(f"{where} must be a git ref (a branch, tag or commit such as origin/main), "
+                              f"got {raw_ref!r}")
+    return reason, ref, where
 
 
 def _count(flag: str, raw: Any, default: int | None, minimum: int) -> Any:

@@ -190,6 +190,7 @@ def append_markdown(rag: RagSession, path: Path) -> None:
             fh.write(verdict_markdown(rag.judge.verdict(), rag.worst_n,
                                       retriever_changes=retriever_changes(baseline_retriever(rag),
                                                                           rag.retriever_description),
-                                      pooled=rag.judge.pooled_markdown() if rag.pooled else None) + "\n")
+                                      pooled=rag.judge.pooled_markdown() if rag.pooled else None,
+                                      lowerings=rag.judge.lowerings_summary(markdown=True)) + "\n")
     except OSError as exc:
         raise RagMetricsError(f"cannot append the Markdown summary to {path}: {write_problem(path, exc)}") from None

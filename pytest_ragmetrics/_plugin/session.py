@@ -21,6 +21,7 @@ from pytest_ragmetrics._plugin.options import RagOptions
 from pytest_ragmetrics._plugin.worker import QueryWorker
 from pytest_ragmetrics.errors import BaselineError, RagMetricsError, brief_repr, listed
 from pytest_ragmetrics.gate.baseline import Baseline, fingerprint_mismatch, load_baseline, threshold_mismatch
+from pytest_ragmetrics.gate.lowering import RatchetBase, ratchet_base
 from pytest_ragmetrics.gate.staleness import LabelAges, check_tags, label_ages
 from pytest_ragmetrics.gate.subset import select_smoke
 from pytest_ragmetrics.gate.thresholds import Thresholds, load_thresholds
@@ -160,10 +161,16 @@ class RagSession:
         self.baseline_id: dict[str, str] = \
             {new: old for old, new in find_renames(self.full_golden, self.baseline).items()} \
             if self.baseline is not None and not options.update_baseline else {}
+        #: what the ratchet compares the baseline with (--rag-baseline-ref, or a pull request's base, read
+        #: from git here, so a ref given that cannot be read stops the run); None: it does not run
+        self.ratchet: RatchetBase | None = None
+        if not is_worker and not options.update_baseline and options.shard is None:
+            self.ratchet = ratchet_base(options.baseline, options.baseline_ref, options.baseline_ref_from,
+                                        self._shown_path(options.baseline))
         # a shard's gate items are skipped: its gates are judged over every shard by `ragmetrics merge`
         #: what decides the run's gates, known before any query runs
         self.plan = GatePlan(tuple(self.metrics), self.thresholds, self.pooled, bool(self.full_golden.scoped()),
-                             ratchet=False)
+                             ratchet=self.ratchet is not None and self.ratchet.ref is not None)
         self.gates = gate_names(self.plan)
         golden_path = options.golden.resolve()
         #: The file the golden set's items hang from (a folder's queries.jsonl).

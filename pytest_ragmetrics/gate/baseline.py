@@ -20,8 +20,10 @@ Schema (``_meta.format`` :data:`FORMAT`; docs/configuration.md, "The baseline", 
 - ``_meta``: ``format``, ``seal`` (digests of ``_meta``, ``aggregate`` and the entries),
   ``measurement`` (its ``metrics`` are the metrics every entry holds), ``golden``
   (``source``, ``sha256``, ``n_queries``), ``k``, ``retriever``, ``package_version``,
-  ``git_commit``, ``thresholds``, ``created``, and when set ``answer_threshold`` and
-  ``allowed_missing_gold``;
+  ``git_commit``, ``thresholds``, ``created``, and when set ``answer_threshold``,
+  ``allowed_missing_gold`` and ``lowerings`` (why the baseline went down, one entry a refresh or
+  reseal that lowered a gated value: ``reason``, ``lowered`` (``qid`` or ``aggregate``, ``metric``,
+  ``before``, ``after``), ``time`` and ``author``; see :mod:`pytest_ragmetrics.gate.lowering`);
 - ``aggregate``: each measured metric's mean over the entries that hold it (and
   ``false_retrieval_rate`` when questions marked answerable: false were measured);
 - ``per_query.<qid>``: every measured metric (finite, in [0, 1]), ``_judgments`` (the digest of
@@ -39,6 +41,7 @@ current format, and says so once (:attr:`Baseline.notes`, in the run's summary).
 
 from __future__ import annotations
 
+import datetime as _dt
 import json
 import math
 from dataclasses import dataclass, field
@@ -61,6 +64,8 @@ __all__ = [
     "load_baseline",
     "write_baseline",
     "reseal_baseline",
+    "prepare_reseal",
+    "parse_baseline",
     "seal_problems",
     "fingerprint_mismatch",
     "measurement_mismatch",
@@ -248,6 +253,15 @@ def load_baseline(path: str | Path, *, sealed: bool = True) -> Baseline:
     return Baseline(data["_meta"], data["aggregate"], data["per_query"], name, notes)
 
 
+def parse_baseline(text: str, name: str) -> Baseline:
+    """A baseline from its text (``name`` says where it comes from in messages, e.g. the file at a
+    git ref), validated as :func:`load_baseline` validates a file, without the seal check: for
+    reading a committed version to compare with, never for gating."""
+    data = _parse(text.removeprefix("\ufeff"), name)
+    _check_schema(data, name)
+    return Baseline(data["_meta"], data["aggregate"], data["per_query"], name)
+
+
 def _read(path: str | Path) -> tuple[dict[str, Any], str]:
     path = Path(path)
     name = str(path)
@@ -260,6 +274,10 @@ def _read(path: str | Path) -> tuple[dict[str, Any], str]:
         ) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise BaselineError(f"{name}: cannot read the baseline: {exc}") from None
+    return _parse(text, name), name
+
+
+def _parse(text: str, name: str) -> dict[str, Any]:
     conflict = next((n for n, line in enumerate(text.split("\n"), 1)
                      if line.startswith(("<<<<<<< ", ">>>>>>> "))
                      or line.rstrip() in ("<<<<<<<", "=======", ">>>>>>>")), None)
@@ -278,7 +296,7 @@ def _read(path: str | Path) -> tuple[dict[str, Any], str]:
         raise BaselineError(f"{name}: {exc}") from None
     if not isinstance(data, dict):
         raise BaselineError(f"{name}: expected a JSON object with _meta, aggregate and per_query")
-    return data, name
+    return data
 
 
 def _check_schema(data: dict[str, Any], name: str, means: bool = True) -> None:
@@ -323,6 +341,8 @@ def _check_schema(data: dict[str, Any], name: str, means: bool = True) -> None:
     k = meta.get("k")
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
         _fail(name, f"_meta.k (results asked per query) must be a positive integer, got {brief_repr(k)}")
+    if "lowerings" in meta:
+        _check_lowerings(name, meta["lowerings"])
     if no_answer and RATE not in data["aggregate"]:
         _fail(name, f"aggregate is missing {RATE!r}, the mean false retrieval of its {len(no_answer)} questions "
                     "marked answerable: false; restore it from version control or re-measure with "
@@ -345,6 +365,71 @@ def _check_schema(data: dict[str, Any], name: str, means: bool = True) -> None:
         _fail(name, "per_query is empty: a baseline must measure at least one query")
     if means:
         _check_means(data, name)
+
+
+#: The fields of one ``_meta.lowerings`` entry (``author`` may be absent) and of one value it lowered.
+_LOWERING_KEYS = ("reason", "lowered", "time", "author")
+_LOWERED_KEYS = ("qid", "aggregate", "metric", "before", "after")
+
+
+def _check_lowerings(name: str, lowerings: Any) -> None:
+    """``_meta.lowerings``: why the baseline went down, one entry a refresh or reseal that lowered it,
+    oldest first (see :mod:`pytest_ragmetrics.gate.lowering`). Each ``{"reason", "lowered", "time",
+    "author"?}``; each lowered value ``{"qid" | "aggregate": true, "metric", "before", "after"}``, with
+    ``after`` null for a query whose entry is gone (removed from the golden set, or no longer scorable)."""
+    if not isinstance(lowerings, list):
+        _fail(name, f"_meta.lowerings must be a list of recorded lowerings, got {brief_repr(lowerings)}")
+    for i, entry in enumerate(lowerings):
+        where = f"_meta.lowerings[{i}]"
+        if not isinstance(entry, dict):
+            _fail(name, f"{where} must be an object with reason, lowered, time and author, got {brief_repr(entry)}")
+        unknown = [key for key in entry if key not in _LOWERING_KEYS]
+        if unknown:
+            _fail(name, f"{where} holds {unknown[0]!r}; an entry holds {', '.join(_LOWERING_KEYS)}")
+        for key in ("reason", "lowered", "time"):
+            if key not in entry:
+                _fail(name, f"{where} is missing {key!r}")
+        for key in ("reason", "time", "author"):
+            value = entry.get(key, "-")
+            if not isinstance(value, str) or not value.strip():
+                _fail(name, f"{where}.{key} must be a non-empty string, got {brief_repr(value)}")
+        try:
+            written = _dt.datetime.fromisoformat(entry["time"])
+        except ValueError:
+            written = None
+        if written is None or written.utcoffset() is None:
+            _fail(name, f"{where}.time must be an ISO 8601 time with its UTC offset, got {brief_repr(entry['time'])}")
+        lowered = entry["lowered"]
+        if not isinstance(lowered, list) or not lowered:
+            _fail(name, f"{where}.lowered must be a non-empty list of the values it lowered, got {brief_repr(lowered)}")
+        for j, value in enumerate(lowered):
+            _check_lowered(name, f"{where}.lowered[{j}]", value)
+
+
+def _check_lowered(name: str, where: str, value: Any) -> None:
+    if not isinstance(value, dict):
+        _fail(name, f"{where} must be an object with qid (or aggregate), metric, before and after, "
+                    f"got {brief_repr(value)}")
+    unknown = [key for key in value if key not in _LOWERED_KEYS]
+    if unknown:
+        _fail(name, f"{where} holds {unknown[0]!r}; a lowered value holds qid or aggregate, metric, before and after")
+    if ("qid" in value) == ("aggregate" in value):
+        _fail(name, f"{where} must name either a query (qid) or the mean (\"aggregate\": true)")
+    if "qid" in value and (not isinstance(value["qid"], str) or not value["qid"]):
+        _fail(name, f"{where}.qid must be a query id (a non-empty string), got {brief_repr(value['qid'])}")
+    if "aggregate" in value and value["aggregate"] is not True:
+        _fail(name, f"{where}.aggregate must be true, got {brief_repr(value['aggregate'])}")
+    for key in ("metric", "before", "after"):
+        if key not in value:
+            _fail(name, f"{where} is missing {key!r}")
+    if not isinstance(value["metric"], str) or not value["metric"]:
+        _fail(name, f"{where}.metric must be a metric name, got {brief_repr(value['metric'])}")
+    check_metric_value(name, f"{where}.before", value["before"])
+    if value["after"] is None:
+        if "qid" not in value:
+            _fail(name, f"{where}.after is null (a removed query), but it names the mean: give the mean it fell to")
+    else:
+        check_metric_value(name, f"{where}.after", value["after"])
 
 
 def _check_top(name: str, where: str, top: Any, k: int) -> None:
@@ -502,6 +587,15 @@ def reseal_baseline(path: str | Path) -> tuple[Baseline, list[str]]:
     the rest of the schema must hold (every metric in every entry, a judgments digest in
     each): a seal vouches for a consistent file, never for a broken one.
     """
+    baseline, changed = prepare_reseal(path)
+    write_baseline(path, baseline)
+    return baseline, changed
+
+
+def prepare_reseal(path: str | Path) -> tuple[Baseline, list[str]]:
+    """What :func:`reseal_baseline` would seal (the means recomputed) and what no longer matched the
+    old seal, without writing: a caller may check it (and add to its ``_meta``) first, then write it
+    with :func:`write_baseline`."""
     data, name = _read(path)
     _check_schema(data, name, means=False)
     changed = seal_problems(data) if data["_meta"].get("format") is not None else \
@@ -515,9 +609,7 @@ def reseal_baseline(path: str | Path) -> tuple[Baseline, list[str]]:
         if abs(mean - data["aggregate"][metric]) > MEAN_SLACK:
             changed.append(f"aggregate.{metric} recomputed from the entries: {data['aggregate'][metric]!r} -> {mean!r}")
             data["aggregate"][metric] = mean
-    baseline = Baseline(data["_meta"], data["aggregate"], data["per_query"], name)
-    write_baseline(path, baseline)
-    return baseline, changed
+    return Baseline(data["_meta"], data["aggregate"], data["per_query"], name), changed
 
 
 # ---------------------------------------------------------------------- comparing

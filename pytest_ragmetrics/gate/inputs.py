@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 if TYPE_CHECKING:
     from pytest_ragmetrics.gate.baseline import Baseline
     from pytest_ragmetrics.gate.evidence import QueryRecord
+    from pytest_ragmetrics.gate.lowering import RatchetBase
     from pytest_ragmetrics.gate.staleness import LabelAges
     from pytest_ragmetrics.gate.thresholds import Thresholds
     from pytest_ragmetrics.golden import GoldenSet
@@ -96,7 +97,10 @@ class RunInputs:
     scope: ScopeCheck
     #: queries the run skipped (a skip marker, or a skip in the retriever fixture), with the reason
     skipped: Mapping[str, str]
+    #: the baseline at a base git ref that lowerings are judged against (None: the ratchet does not run)
+    ratchet: RatchetBase | None
 
     def plan(self) -> GatePlan:
         return GatePlan(tuple(self.metrics), self.thresholds, self.full_golden.judgments == "pooled",
-                        bool(self.full_golden.scoped()), False, frozenset(self.lacking))
+                        bool(self.full_golden.scoped()), self.ratchet is not None and self.ratchet.ref is not None,
+                        frozenset(self.lacking))

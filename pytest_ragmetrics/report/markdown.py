@@ -25,10 +25,12 @@ __all__ = ["verdict_markdown"]
 
 
 def verdict_markdown(v: Verdict, worst_n: int, title: str = "Retrieval gate",
-                     retriever_changes: Sequence[str] = (), pooled: str | None = None) -> str:
+                     retriever_changes: Sequence[str] = (), pooled: str | None = None,
+                     lowerings: str | None = None) -> str:
     """The summary; ``retriever_changes`` (from :func:`.text.retriever_changes`) is shown near the
     top, as the likely cause of a red run, and a failed verdict leads with the terminal's hint;
-    ``pooled`` is a pooled set's part (:func:`.pooled.pooled_markdown`), after the label ages."""
+    ``pooled`` is a pooled set's part (:func:`.pooled.pooled_markdown`), after the label ages;
+    ``lowerings`` the baseline's recorded lowerings (:func:`.lowering.lowerings_markdown`), last."""
     failures = v.failures()
     if failures and (v.fail_on_regression or v.leaks):  # a leak fails in report-only mode too
         head = f"## {title}: failed"
@@ -104,6 +106,8 @@ def verdict_markdown(v: Verdict, worst_n: int, title: str = "Retrieval gate",
         if v.moved:
             moved = _query_rows(v.moved[:worst_n], lambda d: d.metric in v.moved_metrics)
             parts.append(f"### {moved_heading(v, len(moved))}\n\n" + markdown_table(_HEADERS, moved))
+    if lowerings:
+        parts.append(lowerings)
     return "\n\n".join(parts) + "\n"
 
 

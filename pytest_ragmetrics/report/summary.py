@@ -28,7 +28,8 @@ def session_summary(verdict: Verdict, worst_n: int, *, lost: Collection[str] = (
                     unused_thresholds: Any = None, gold_warning: str | None = None,
                     retriever_before: Any = None, retriever_now: Any = None, not_started: Sequence[str] = (),
                     late_gold: str | None = None, pooled: str | None = None, mismatch: Sequence[str] = (),
-                    problems: Sequence[str] = (), leakage: str | None = None, unjudged: bool = False) -> str:
+                    problems: Sequence[str] = (), leakage: str | None = None, unjudged: bool = False,
+                    lowerings: str | None = None) -> str:
     """The summary of a run judged against its baseline.
 
     ``lost``: queries whose gold the corpus lacks (the gold warning lists them, with why, so the
@@ -38,7 +39,8 @@ def session_summary(verdict: Verdict, worst_n: int, *, lost: Collection[str] = (
     could not start; ``late_gold``: what the gold check found after the header was printed;
     ``pooled``: the pooled set's part; ``mismatch``: what was measured differently
     (``--rag-accept-mismatch``); ``problems``: reports that could not be written; ``leakage``: the
-    leakage warning; ``unjudged``: the run waits on documents nobody judged (gate ``unjudged``).
+    leakage warning; ``unjudged``: the run waits on documents nobody judged (gate ``unjudged``);
+    ``lowerings``: what the baseline in use records it was lowered for (:mod:`.lowering`).
     """
     # a query whose gold the corpus lacks is listed, with why, by the gold warning below
     shown_verdict = dataclasses.replace(verdict, unscorable=[q for q in verdict.unscorable if q not in lost]) \
@@ -66,6 +68,8 @@ def session_summary(verdict: Verdict, worst_n: int, *, lost: Collection[str] = (
             "\n  - ".join(mismatch)
     if problems:
         summary += "\n\n" + "\n".join(problems)
+    if lowerings:
+        summary += "\n\n" + lowerings
     retriever = retriever_text(retriever_before, retriever_now, unjudged=unjudged)
     if retriever:
         summary += "\n\n" + retriever

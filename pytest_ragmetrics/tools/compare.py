@@ -497,7 +497,7 @@ def compare(a: RunData, b: RunData, thresholds: Thresholds, metrics: Sequence[st
         labels=labels, artifact_path=b.source if b.pooled is not None else None,
         answer_threshold=b.answer_threshold, lacking={m: f"B ({b.source}) holds no {m} (it measured {measured_by_b})"
                                                       for m in lacking},
-        scope=ScopeCheck.recorded(b.meta, bool(b.scoped)), skipped={}))
+        scope=ScopeCheck.recorded(b.meta, bool(b.scoped)), skipped={}, ratchet=None))
     # a query A scored that B could not (its gold left B's corpus) is named, with why, by the baseline gate
     verdict.unscorable = [q for q in verdict.unscorable if not (b.unscorable_why.get(q) and q in a.metrics)]
     tally: dict[str, tuple[int, int, int]] = {}

@@ -426,7 +426,7 @@ def _means(a: Artifact) -> tuple[int, dict[str, float | None], dict[str, dict[st
         records=records, golden=golden, full_golden=golden, baseline=None, baseline_path=None,
         thresholds=Thresholds.defaults(a.config), metrics=tuple(metrics), relevance_level=a.config.relevance_level,
         reference="the baseline", labels=None, artifact_path=None, answer_threshold=None, lacking={},
-        scope=ScopeCheck(), skipped={}))
+        scope=ScopeCheck(), skipped={}, ratchet=None))
     tags = {tag: {"n": n, "means": now} for tag, (n, now, _) in verdict.strata.items()}
     return verdict.n, {row.metric: row.now for row in verdict.aggregate}, tags
 

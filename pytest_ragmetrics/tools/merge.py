@@ -395,7 +395,7 @@ def merge_shards(paths: Sequence[str | Path], *, golden: str | Path | None = Non
         thresholds=thresholds, metrics=tuple(metrics), relevance_level=config.relevance_level,
         reference="the baseline", labels=labels, artifact_path=shown_path(Path(out)) if out else None,
         answer_threshold=float(answer) if isinstance(answer, (int, float)) else None, lacking={},
-        scope=ScopeCheck.recorded(meta, bool(full.scoped())), skipped=skipped))
+        scope=ScopeCheck.recorded(meta, bool(full.scoped())), skipped=skipped, ratchet=None))
     gold_check, gold_unchecked = _gold(shards)
     run_meta = {k: v for k, v in meta.items() if k not in _ARTIFACT_KEYS}
     if created is not None:

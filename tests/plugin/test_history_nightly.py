@@ -88,7 +88,7 @@ def _build(project: RagProject, root: Path) -> Path:
     night(4, expect=1)
     project.answer(q_002=rank_2("q-002"))
     night(5, expect=1)
-    night(6, "--rag-update-baseline", expect=0)
+    night(6, "--rag-update-baseline", "--rag-reason", "q-001, q-002 and q-004 traded for speed", expect=0)
     project.answer(q_003=rank_2("q-003"))
     night(7, expect=0)
     project.answer(q_004=GOOD["q-004"], q_006={"raise": "index shard offline"})

@@ -211,20 +211,20 @@ def test_gate_messages_say_fell_without_a_double_negative_and_count_right(baseli
 
 def test_a_baseline_update_names_the_queries_that_went_up_and_down(baselined: RagProject) -> None:
     baselined.answer(q_001=["noise-doc"], q_002=["chain-lube"], q_003=["rim-wear"], q_004=["derailleur"])
-    baselined.run("--rag-update-baseline")
+    baselined.run("--rag-update-baseline", "--rag-reason", "a worse retriever, on purpose")
     baselined.restore()
     baselined.answer(q_001=["noise-doc"])
     summary = rag_summary(baselined.run("--rag-update-baseline"))
     assert "recall@10: 0.5000 -> 0.8333 (+0.3333); queries up 3 (q-002, q-003, q-004), down 0" in summary
     assert "hit_rate@10: 0.6667 -> 0.8333 (+0.1667); queries up 1 (q-003), down 0" in summary
     baselined.answer(q_002=["chain-lube"], q_003=["rim-wear"], q_004=["derailleur"], q_005=["noise-doc"])
-    summary = rag_summary(baselined.run("--rag-update-baseline"))
+    summary = rag_summary(baselined.run("--rag-update-baseline", "--rag-reason", "worse again"))
     assert "recall@10: 0.8333 -> 0.3333 (-0.5000); queries up 0, down 4 (q-002, q-003, q-004 … and 1 more)" in summary
 
 
 def test_an_unchanged_metric_reads_plus_minus_zero(baselined: RagProject) -> None:
     baselined.answer(q_002=["chain-lube", "noise-doc"])
-    summary = rag_summary(baselined.run("--rag-update-baseline"))
+    summary = rag_summary(baselined.run("--rag-update-baseline", "--rag-reason", "q-002 finds half its gold"))
     assert "hit_rate@10: 1.0000 -> 1.0000 (±0); queries up 0, down 0" in summary
     assert "-0.0000" not in summary and "+0.0000" not in summary
 
@@ -347,7 +347,7 @@ def test_the_html_chart_shows_the_metric_whose_gate_failed(baselined: RagProject
 def test_a_baseline_written_under_a_floor_is_warned_about(baselined: RagProject) -> None:
     baselined.thresholds({"mrr@10_min": 0.95})
     baselined.answer(**REORDERED)  # MRR falls to about 0.78, under the floor
-    result = baselined.run("--rag-update-baseline")
+    result = baselined.run("--rag-update-baseline", "--rag-reason", "a cheaper ranking")
     assert result.ret == pytest.ExitCode.OK  # the baseline is written: the trade-off may be intended
     summary = rag_summary(result)
     assert "Baseline written:" in summary

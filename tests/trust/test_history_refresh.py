@@ -102,7 +102,7 @@ def test_touching_the_baseline_bytes_is_no_refresh(drifting: tuple[TrustProject,
     assert data["current_drift"] is True
     assert [r["refresh"] for r in data["groups"][0]["runs"]] == [None] * 4
     # a real refresh (new numbers, a new created) still answers the drift
-    project.make_baseline()
+    project.make_baseline("--rag-reason", "the drift is accepted")
     refreshed = json.loads(project.baseline_path.read_text(encoding="utf-8"))
     refreshed["_meta"]["created"] = "2026-03-05T02:00:00+00:00"  # runs here take less than its second
     project.baseline_path.write_text(json.dumps(refreshed), encoding="utf-8")  # created is not sealed

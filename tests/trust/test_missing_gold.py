@@ -224,7 +224,9 @@ def test_a_gold_document_gone_from_the_corpus_does_not_hide_a_regression(project
     assert "--rag-allow-missing-gold" in summary
     # gone on purpose: the refresh records it, and the next run passes
     args = ("--rag-corpus=corpus",) if via == "corpus" else ()
-    assert project.run("--rag-update-baseline", "--rag-allow-missing-gold", *args).ret == 0
+    assert project.run("--rag-update-baseline", "--rag-allow-missing-gold", *args).ret == 1  # q-005 would go
+    assert project.run("--rag-update-baseline", "--rag-allow-missing-gold", "--rag-reason", "q-005's document was "
+                       "withdrawn", *args).ret == 0
     assert project.run(*args).ret == 0
 
 

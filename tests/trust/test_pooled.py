@@ -260,7 +260,7 @@ def test_pool_unjudged_only_writes_exactly_the_pairs_and_the_loop_closes(pooled_
     # the judgments changed, so the baseline is re-measured (with the old retriever, as on the main branch);
     # judged now, the document the new retriever found makes its drop no drop at all
     project.restore()
-    project.make_baseline()
+    project.make_baseline("--rag-reason", "q-004 has a third relevant document now")
     found_unjudged(project)
     result = project.run()
     assert result.ret == 0, rag_summary(result)

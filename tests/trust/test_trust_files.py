@@ -87,7 +87,7 @@ def test_a_symlinked_baseline_is_updated_through_the_link(baselined: TrustProjec
     baselined.baseline_path.rename(target)
     baselined.baseline_path.symlink_to(Path("..") / "shared" / "baseline.json")
     baselined.answer(q_002=["chain-lube", "noise-doc"])  # recall 1 -> 0.5: the refresh changes something
-    result = baselined.run("--rag-update-baseline")
+    result = baselined.run("--rag-update-baseline", "--rag-reason", "q-002 finds half its gold")
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()[-3000:]
     assert baselined.baseline_path.is_symlink()
     assert os.readlink(baselined.baseline_path) == os.path.join("..", "shared", "baseline.json")
@@ -338,7 +338,8 @@ if _PAUSE:
 
 
 def _update(project: TrustProject, **env: str) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-m", "pytest", "--rag-eval", "--rag-update-baseline", *FAST, "-q"],
+    return subprocess.Popen([sys.executable, "-m", "pytest", "--rag-eval", "--rag-update-baseline",
+                             "--rag-reason=a degraded retriever, measured on purpose", *FAST, "-q"],
                             cwd=project.path, env=clean_env(**env), stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
 

@@ -8,6 +8,7 @@ from pytest_ragmetrics.gate.gates import (  # noqa: F401  (imported to register)
     baseline,
     coverage,
     leak,
+    lowered,
     metric,
     no_answer,
     regressed,
@@ -16,5 +17,5 @@ from pytest_ragmetrics.gate.gates import (  # noqa: F401  (imported to register)
     unjudged,
 )
 
-ORDER = ("baseline", "coverage", "metric", "regressed-queries", "significant-drops", "false_retrieval_rate",
-         "stale-labels", "unjudged", "leak")
+ORDER = ("baseline", "coverage", "baseline-lowered", "metric", "regressed-queries", "significant-drops",
+         "false_retrieval_rate", "stale-labels", "unjudged", "leak")

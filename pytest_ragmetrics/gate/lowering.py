@@ -1,0 +1,506 @@
+"""A lowered baseline leaves a written trace: what went down, why, when and who said so.
+
+A baseline may go down on purpose (a smaller model, a cheaper index: a trade-off someone
+chose), but a reviewer must see it. Three places check it, all through this module:
+
+- a refresh (``pytest --rag-eval --rag-update-baseline``) that would lower a gated value
+  against the baseline it replaces writes nothing unless ``--rag-reason`` says why
+  (:func:`refresh_lowerings`);
+- ``ragmetrics baseline --reseal`` compares the file with its committed version and seals a
+  lowering only with ``--reason`` (:func:`find_lowerings`, :func:`unexplained`);
+- the ratchet (``--rag-baseline-ref REF``) compares the baseline in use with the one at a git
+  ref: a lowering that no entry recorded since REF carries fails gate ``baseline-lowered``
+  (:func:`judge_lowerings`, :func:`ratchet_base`).
+
+The reasons are kept in the file, ``_meta.lowerings`` (sealed with the rest of ``_meta``;
+:mod:`pytest_ragmetrics.gate.baseline` checks its schema), oldest first, each::
+
+    {"reason": "...", "lowered": [{"qid": "q-002", "metric": "recall@10", "before": 1.0, "after": 0.5},
+                                  {"aggregate": true, "metric": "recall@10", "before": 1.0, "after": 0.9}],
+     "time": "2026-12-03T10:00:00+00:00", "author": "Ann <ann@example.com>"}
+
+``after`` is null for a query whose entry is gone (removed from the golden set, or no longer
+scorable); ``author`` is absent when unknown.
+
+What is gated comes from the thresholds (:func:`gated_metrics`): per query, the metrics with a
+``<metric>_query_tolerance`` (every ``recall@k`` by default) and ``false_retrieval`` (a question
+marked answerable: false that now gets an answer); for the means, the metrics with a
+``<metric>_tolerance`` or ``<metric>_min``, and ``false_retrieval_rate`` (a rise is the lowering).
+A change smaller than :data:`NOISE` is rounding, not a lowering.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import subprocess
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+from pytest_ragmetrics.errors import BaselineError, RagMetricsError, ThresholdsError, shown
+from pytest_ragmetrics.gate.baseline import FALSE_RETRIEVAL, RATE, Baseline, parse_baseline, round_metric
+from pytest_ragmetrics.gate.thresholds import Thresholds, recorded_thresholds
+from pytest_ragmetrics.measures import MeasurementConfig
+
+__all__ = [
+    "AGGREGATE",
+    "LOWERED_GATE",
+    "NOISE",
+    "REASON_COMMAND",
+    "Lowering",
+    "LoweringEntry",
+    "LoweredOutcome",
+    "RatchetBase",
+    "RefUnreadable",
+    "RefreshLowerings",
+    "author_from_git",
+    "carried",
+    "entries_since",
+    "file_at_ref",
+    "find_lowerings",
+    "gated_in_files",
+    "gated_metrics",
+    "judge_lowerings",
+    "listed_lowerings",
+    "new_entry",
+    "ratchet_base",
+    "recorded_lowerings",
+    "refresh_lowerings",
+    "unexplained",
+    "utc_now",
+]
+
+#: The gate that fails on a lowering without a recorded reason (``--rag-baseline-ref``).
+LOWERED_GATE = "baseline-lowered"
+#: A change smaller than this is rounding (baselines keep 10 decimals), not a lowering.
+NOISE = 1e-9
+#: In :func:`gated_metrics`, a gated mean is named ``aggregate.<metric>``; a bare name is gated per query.
+AGGREGATE = "aggregate."
+#: How a lowering gets its reason recorded.
+REASON_COMMAND = 'pytest --rag-eval --rag-update-baseline --rag-reason "why it went down"'
+#: Higher is worse for these: their "lowering" is a rise.
+_RISING = frozenset({FALSE_RETRIEVAL, RATE})
+#: At most this many lowered values are named in one line of a message (all are in the file).
+_SHOWN = 20
+
+
+def gated_metrics(thresholds: Thresholds) -> frozenset[str]:
+    """The values a lowering of which needs a reason: the names of the metrics gated per query,
+    and ``aggregate.<metric>`` for each gated mean (:data:`AGGREGATE`)."""
+    per_query = {*thresholds.query_tolerance, FALSE_RETRIEVAL}
+    means = {*thresholds.tolerance, *thresholds.minimum, RATE}
+    return frozenset(per_query | {AGGREGATE + m for m in means})
+
+
+def gated_in_files(*metas: Mapping[str, Any]) -> frozenset[str]:
+    """What the thresholds recorded in these baselines' ``_meta`` gate, together (the built-in
+    defaults of each one's measurement when it records none, or none that can be read): for
+    ``ragmetrics baseline --reseal``, which has no thresholds file of its own to go by."""
+    gated: set[str] = set()
+    for meta in metas:
+        try:
+            config = MeasurementConfig.from_dict(meta["measurement"])
+        except (KeyError, TypeError, ValueError, RagMetricsError):
+            continue
+        try:
+            thresholds = recorded_thresholds(dict(meta), config, "the baseline")
+        except ThresholdsError:
+            thresholds = None
+        gated |= gated_metrics(thresholds or Thresholds.defaults(config))
+    return frozenset(gated) or frozenset({FALSE_RETRIEVAL, AGGREGATE + RATE})
+
+
+# --------------------------------------------------------------------------- what went down
+
+
+@dataclass(frozen=True)
+class Lowering:
+    """One gated value that went down (for ``false_retrieval`` and its rate: up)."""
+
+    metric: str
+    before: float
+    #: None: the query's entry is gone (removed from the golden set, or no longer scorable)
+    after: float | None
+    #: the query (its id now, when it was renamed); None: the mean
+    qid: str | None = None
+    #: the query's id before it was renamed (same text and judgments), for messages only
+    was: str | None = None
+
+    def text(self) -> str:
+        """``q-002 recall@10 1.0000 -> 0.5000``, ``mean recall@10 …``, ``q-006 removed from the baseline
+        (recall@10 was 1.0000)`` (gone from the golden set, or no longer scorable)."""
+        where = "mean" if self.qid is None else shown(self.qid) + (f" (was {shown(self.was)})" if self.was else "")
+        if self.after is None:
+            return f"{where} removed from the baseline ({self.metric} was {_value(self.before)})"
+        return f"{where} {self.metric} {_value(self.before)} -> {_value(self.after)}"
+
+    def to_record(self) -> dict[str, Any]:
+        """As ``_meta.lowerings[i].lowered[j]`` holds it."""
+        where: dict[str, Any] = {"aggregate": True} if self.qid is None else {"qid": self.qid}
+        return {**where, "metric": self.metric, "before": round_metric(self.before),
+                "after": None if self.after is None else round_metric(self.after)}
+
+    @classmethod
+    def from_record(cls, data: Mapping[str, Any]) -> Lowering:
+        after = data.get("after")
+        return cls(str(data["metric"]), float(data["before"]), None if after is None else float(after),
+                   None if data.get("aggregate") else str(data["qid"]))
+
+
+def _value(value: float) -> str:
+    return f"{value:.4f}"
+
+
+def _worse(metric: str, before: float, after: float) -> bool:
+    before, after = round_metric(before), round_metric(after)
+    return (after - before if metric in _RISING else before - after) >= NOISE
+
+
+def _values(entry: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in entry.items() if not k.startswith("_")}
+
+
+def _renames(before: Mapping[str, Mapping[str, Any]], after: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
+    """Old id -> new id of queries renamed with the same text and judgments (their ``_judgments``
+    digest), when exactly one entry left and one arrived with it."""
+    gone: dict[Any, list[str]] = {}
+    for qid, entry in before.items():
+        if qid not in after and isinstance(entry.get("_judgments"), str):
+            gone.setdefault(entry["_judgments"], []).append(qid)
+    arrived: dict[Any, list[str]] = {}
+    for qid, entry in after.items():
+        if qid not in before and entry.get("_judgments") in gone:
+            arrived.setdefault(entry["_judgments"], []).append(qid)
+    return {gone[d][0]: new[0] for d, new in arrived.items() if len(new) == 1 and len(gone[d]) == 1}
+
+
+def find_lowerings(before: Baseline, after: Baseline, gated: Iterable[str]) -> list[Lowering]:
+    """Every gated value of ``before`` that ``after`` holds lower (a rise for ``false_retrieval`` and its
+    rate), and every query of ``before`` holding a gated value that ``after`` no longer has (removed);
+    per query in id order, then the means. ``gated`` as :func:`gated_metrics` names them."""
+    gated = frozenset(gated)
+    renamed = _renames(before.per_query, after.per_query)
+    found = []
+    for qid in sorted(before.per_query):
+        old = _values(before.per_query[qid])
+        new_id = qid if qid in after.per_query else renamed.get(qid)
+        if new_id is None:
+            found += [Lowering(m, float(old[m]), None, qid) for m in sorted(old) if m in gated]
+            continue
+        new = _values(after.per_query[new_id])
+        found += [Lowering(m, float(old[m]), float(new[m]), new_id, qid if new_id != qid else None)
+                  for m in sorted(old) if m in gated and m in new and _worse(m, old[m], new[m])]
+    for metric in sorted(before.aggregate):
+        b, a = before.aggregate[metric], after.aggregate.get(metric)
+        if AGGREGATE + metric in gated and a is not None and _worse(metric, b, a):
+            found.append(Lowering(metric, float(b), float(a)))
+    return found
+
+
+# ------------------------------------------------------------------------ the recorded reasons
+
+
+@dataclass(frozen=True)
+class LoweringEntry:
+    """One entry of ``_meta.lowerings``: a refresh or reseal that lowered the baseline, and why."""
+
+    reason: str
+    lowered: tuple[Lowering, ...]
+    time: str
+    author: str | None = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> LoweringEntry:
+        return cls(str(data["reason"]), tuple(Lowering.from_record(x) for x in data["lowered"]), str(data["time"]),
+                   data.get("author"))
+
+
+def recorded_lowerings(meta: Mapping[str, Any]) -> list[LoweringEntry]:
+    """The entries of a loaded (schema-checked) baseline's ``_meta.lowerings``, oldest first."""
+    entries = meta.get("lowerings")
+    return [LoweringEntry.from_dict(e) for e in entries] if isinstance(entries, list) else []
+
+
+def new_entry(reason: str, lowered: Sequence[Lowering], time: str, author: str | None) -> dict[str, Any]:
+    """A ``_meta.lowerings`` entry, as the file holds it."""
+    return {"reason": reason, "lowered": [x.to_record() for x in lowered], "time": time,
+            **({"author": author} if author else {})}
+
+
+def utc_now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
+
+
+def entries_since(then: Mapping[str, Any], now: Mapping[str, Any]) -> list[LoweringEntry]:
+    """The entries of ``now``'s ``_meta.lowerings`` that ``then``'s does not hold (each counted once)."""
+    def key(entry: Any) -> str:
+        return json.dumps(entry, sort_keys=True)
+
+    old = Counter(key(e) for e in then.get("lowerings") or [])
+    added = []
+    for entry in now.get("lowerings") or []:
+        if old[key(entry)]:
+            old[key(entry)] -= 1
+        else:
+            added.append(LoweringEntry.from_dict(entry))
+    return added
+
+
+def carried(lowering: Lowering, entries: Iterable[LoweringEntry]) -> bool:
+    """Whether a recorded entry explains ``lowering``: it names the same query (or the mean) and metric,
+    and the value it lowered to is no higher than the value now (no lower, for a rate that rose). A later
+    refresh that went back up part of the way stays explained; one that went lower still is not. An entry
+    that recorded the query's removal explains whatever the query holds after it."""
+    for entry in entries:
+        for x in entry.lowered:
+            if x.qid != lowering.qid or x.metric != lowering.metric:
+                continue
+            if x.after is None and x.qid is not None:
+                return True
+            if lowering.after is None or x.after is None:
+                continue
+            if not _worse(x.metric, x.after, lowering.after):  # now no worse than it was lowered to
+                return True
+    return False
+
+
+def unexplained(lowered: Iterable[Lowering], entries: Iterable[LoweringEntry]) -> list[Lowering]:
+    entries = list(entries)
+    return [x for x in lowered if not carried(x, entries)]
+
+
+def listed_lowerings(lowered: Sequence[Lowering], indent: str = "  - ") -> str:
+    """One line a lowered value (at most :data:`_SHOWN`, then how many more)."""
+    lines = [indent + x.text() for x in lowered[:_SHOWN]]
+    if len(lowered) > _SHOWN:
+        lines.append(f"{indent}… and {len(lowered) - _SHOWN} more")
+    return "\n".join(lines)
+
+
+def _counted(n: int, one: str, many: str) -> str:
+    return f"{n} {one if n == 1 else many}"
+
+
+# ----------------------------------------------------------------------------- who
+
+def author_from_git(folder: Path, environ: Mapping[str, str] | None = None) -> str | None:
+    """Who records a lowering, as git would sign a commit made here: ``GIT_AUTHOR_NAME`` and
+    ``GIT_AUTHOR_EMAIL``, else ``git config user.name`` and ``user.email``; on GitHub Actions without
+    either, ``GITHUB_ACTOR``. ``Name <email>``; None when nothing says."""
+    env = os.environ if environ is None else environ
+
+    def config(key: str) -> str:
+        done = _git(folder, "config", "--get", key)
+        return done.stdout.strip() if done is not None and done.returncode == 0 else ""
+
+    name = env.get("GIT_AUTHOR_NAME", "").strip() or config("user.name")
+    email = env.get("GIT_AUTHOR_EMAIL", "").strip() or config("user.email")
+    if name or email:
+        return " ".join(part for part in (name, f"<{email}>" if email else "") if part)
+    actor = env.get("GITHUB_ACTOR", "").strip()
+    return actor or None
+
+
+# ----------------------------------------------------------------------------- a refresh
+
+@dataclass(frozen=True)
+class RefreshLowerings:
+    """What a refresh lowers and what it writes in ``_meta.lowerings``."""
+
+    lowered: list[Lowering]
+    #: the new file's ``_meta.lowerings`` (the old entries carried over, and this refresh's); empty: no key
+    entries: list[dict[str, Any]]
+    #: lines for the refresh's summary
+    notes: list[str]
+
+
+def refresh_lowerings(old: Baseline | None, new: Baseline, gated: Iterable[str], reason: str | None, *,
+                      time: str, author: str | None, path: str, reason_flag: str = "--rag-reason") -> RefreshLowerings:
+    """Check a refresh against the baseline it replaces (``old``; None when there was none, or it
+    could not be read). A refresh that lowers a gated value raises :class:`BaselineError` listing what
+    it lowers, unless ``reason`` (``reason_flag`` names the option) says why: then the reason is
+    recorded, after the entries of older refreshes."""
+    carried_over = list(old.meta.get("lowerings") or []) if old is not None else []
+    lowered = find_lowerings(old, new, gated) if old is not None else []
+    notes = []
+    if lowered and reason is None:
+        raise BaselineError(
+            f"not writing {path}: this refresh lowers {_counted(len(lowered), 'gated value', 'gated values')} "
+            f"against the baseline it replaces:\n{listed_lowerings(lowered)}\n"
+            "A baseline only goes down with a written reason, kept in the file (_meta.lowerings) where a reviewer "
+            f"sees it: if this trade-off is meant, run the refresh again with {reason_flag} \"why it went down\"; "
+            "otherwise fix the retrieval first. Nothing was written.")
+    if lowered:
+        carried_over.append(new_entry(reason or "", lowered, time, author))
+        notes.append(f"Lowered on purpose, recorded in _meta.lowerings (entry {len(carried_over)}): "
+                     f"\"{shown(reason or '')}\"" + (f" by {shown(author)}" if author else "")
+                     + f"\n{listed_lowerings(lowered)}")
+    elif reason is not None:
+        why = "this refresh lowers no gated value" if old is not None else "there is no previous baseline to lower"
+        notes.append(f"{reason_flag} was not needed: {why}, so the reason was not recorded.")
+    return RefreshLowerings(lowered, carried_over, notes)
+
+
+# ----------------------------------------------------------------------------- git
+
+class RefUnreadable(RagMetricsError):
+    """A git ref that cannot be read here (git's own message)."""
+
+
+def _git(folder: Path, *args: str) -> subprocess.CompletedProcess[str] | None:
+    try:
+        return subprocess.run(["git", "-C", str(folder), *args], capture_output=True, text=True, timeout=30,
+                              stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def _folder(path: Path) -> Path:
+    folder = Path(path).absolute().parent
+    while not folder.is_dir() and folder != folder.parent:
+        folder = folder.parent
+    return folder
+
+
+def _git_problem(done: subprocess.CompletedProcess[str] | None) -> str:
+    if done is None:
+        return "git could not be run"
+    lines = [line.strip() for line in done.stderr.splitlines() if line.strip()]
+    return lines[0] if lines else f"git exited with {done.returncode}"
+
+
+def ref_exists(path: Path, ref: str) -> bool:
+    """``git rev-parse --verify --quiet REF^{commit}`` from the file's folder."""
+    done = _git(_folder(path), "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
+    return done is not None and done.returncode == 0
+
+
+def file_at_ref(path: Path, ref: str) -> str | None:
+    """The file's text at git ``ref`` (``git cat-file``, from the file's folder); None when the ref holds
+    no such file. Raises :class:`RefUnreadable` with git's message when the ref cannot be read (no git,
+    not a repository, no such ref)."""
+    folder = _folder(path)
+    if not ref_exists(path, ref):
+        why = _git(folder, "show", "-s", "--format=%H", ref, "--")
+        problem = _git_problem(why) if why is None or why.returncode else f"{ref} does not name a commit"
+        raise RefUnreadable(problem)
+    spec = f"{ref}:./{Path(path).name}" if Path(path).absolute().parent == folder else None
+    if spec is None:  # the file's folder does not exist: nothing there at any ref
+        return None
+    if (done := _git(folder, "cat-file", "-e", spec)) is None or done.returncode:
+        return None
+    done = _git(folder, "cat-file", "blob", spec)
+    if done is None or done.returncode:
+        raise RefUnreadable(_git_problem(done))
+    return done.stdout
+
+
+# ----------------------------------------------------------------------------- the ratchet
+
+@dataclass(frozen=True)
+class LoweredOutcome:
+    """Gate ``baseline-lowered``: whether it passed, why, and the lowerings no recorded reason carries."""
+
+    passed: bool
+    message: str
+    unexplained: tuple[Lowering, ...] = ()
+
+
+def judge_lowerings(at_ref: Baseline | None, current: Baseline | None, gated: Iterable[str], ref: str,
+                    path: str = "the baseline") -> LoweredOutcome:
+    """The ratchet: every gated value of ``current`` lower than in ``at_ref`` (the baseline at git
+    ``ref``; None when the file did not exist there) must be carried by a ``_meta.lowerings`` entry
+    recorded since ``ref`` (:func:`carried`)."""
+    if current is None:
+        return LoweredOutcome(True, f"no baseline at {path} to compare with {ref}")
+    if at_ref is None:
+        return LoweredOutcome(True, f"{path} is new at {ref}: nothing there to compare with")
+    lowered = find_lowerings(at_ref, current, gated)
+    since = entries_since(at_ref.meta, current.meta)
+    missing = unexplained(lowered, since)
+    if not missing:
+        if not lowered:
+            return LoweredOutcome(True, f"no gated value of {path} is lower than at {ref}")
+        return LoweredOutcome(True, f"{_counted(len(lowered), 'gated value', 'gated values')} of {path} lower than "
+                                    f"at {ref}, each with a reason recorded since "
+                                    f"({_counted(len(since), 'entry', 'entries')} of _meta.lowerings)")
+    shown_missing = "; ".join(x.text() for x in missing[:_SHOWN]) + (
+        f"; … and {len(missing) - _SHOWN} more" if len(missing) > _SHOWN else "")
+    return LoweredOutcome(
+        False,
+        f"{_counted(len(missing), 'gated value', 'gated values')} of {path} lower than at {ref} with no reason "
+        f"recorded since: {shown_missing}. A baseline only goes down with a written reason: restore the file as "
+        f"it is at {ref} (git checkout {ref} -- {path}) and re-measure it with `{REASON_COMMAND}`, "
+        "which records the reason in _meta.lowerings",
+        tuple(missing))
+
+
+#: Where a ref came from when the pull request's base chose it.
+PULL_REQUEST_BASE = "the pull request's base, GITHUB_BASE_REF"
+
+
+@dataclass(frozen=True)
+class RatchetBase:
+    """What the ratchet compares the baseline in use with: the file at ``ref`` (``at_ref``; None when it
+    did not exist there), or why there is nothing to compare with. ``ref`` None: not checked."""
+
+    ref: str | None
+    given_by: str
+    at_ref: Baseline | None = None
+    #: the file at ``ref`` exists but is not a readable baseline: the gate fails with this
+    unreadable: str | None = None
+    #: why the ratchet did not run (``ref`` None)
+    skipped: str | None = None
+    #: the baseline's path as messages name it (relative to the project)
+    shown: str = ""
+
+    def header(self, path: str) -> str:
+        """The report header's line."""
+        if self.ref is None:
+            return f"baseline ratchet: not checked: {self.skipped}"
+        if self.unreadable is not None:
+            state = f"the file there cannot be read (gate {LOWERED_GATE} fails)"
+        elif self.at_ref is None:
+            state = f"{path} is new there"
+        else:
+            state = f"a gated value lower than there without a recorded reason fails gate {LOWERED_GATE}"
+        return f"baseline ratchet: {path} compared with {self.ref} ({self.given_by}): {state}"
+
+    def judge(self, current: Baseline | None, gated: Iterable[str], path: str) -> LoweredOutcome:
+        ref = self.ref or "?"
+        if self.unreadable is not None:
+            return LoweredOutcome(False, f"the baseline at {ref} cannot be read, so no lowering can be told: "
+                                         f"{self.unreadable}")
+        return judge_lowerings(self.at_ref, current, gated, ref, path)
+
+
+def ratchet_base(path: Path, ref: str | None, given_by: str, shown_path: str,
+                 environ: Mapping[str, str] | None = None) -> RatchetBase | None:
+    """The baseline at ``ref`` (``given_by`` names the option that set it), or on a GitHub Actions pull
+    request without one, at ``origin/$GITHUB_BASE_REF`` when this clone has it; None when the ratchet is
+    off. A ref given that git cannot read raises :class:`RagMetricsError` naming it and git's message;
+    a defaulted one that is missing is said in :meth:`RatchetBase.header` as not checked."""
+    env = os.environ if environ is None else environ
+    if ref is None:
+        base = env.get("GITHUB_BASE_REF", "").strip()
+        if env.get("GITHUB_EVENT_NAME") not in ("pull_request", "pull_request_target") or not base:
+            return None
+        ref, given_by = f"origin/{base}", PULL_REQUEST_BASE
+        if not ref_exists(path, ref):
+            return RatchetBase(None, given_by, shown=shown_path, skipped=(
+                f"{ref} ({given_by}) is not in this clone, so the baseline was not compared with the base "
+                "branch's; actions/checkout fetches one commit by default: give it fetch-depth: 0 (or run "
+                f"`git fetch origin {base}`) to compare, or pass --rag-baseline-ref to make a missing base fail"))
+    try:
+        text = file_at_ref(path, ref)
+    except RefUnreadable as exc:
+        raise RagMetricsError(f"{given_by} {ref!r}: git cannot read it from {_folder(path)}: {exc}") from None
+    if text is None:
+        return RatchetBase(ref, given_by, shown=shown_path)
+    try:
+        return RatchetBase(ref, given_by, parse_baseline(text, f"{shown_path} at {ref}"), shown=shown_path)
+    except BaselineError as exc:
+        return RatchetBase(ref, given_by, unreadable=str(exc), shown=shown_path)
