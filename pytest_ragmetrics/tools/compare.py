@@ -31,6 +31,7 @@ from pytest_ragmetrics.measures import MeasurementConfig
 from pytest_ragmetrics.metrics import document_ranking
 from pytest_ragmetrics.report.pooled import pooled_counts
 from pytest_ragmetrics.unanswerable import FALSE_RETRIEVAL, false_retrieval, false_retrieval_rate
+from pytest_ragmetrics.unjudged import measure_unjudged, top_grade
 
 __all__ = ["RunData", "labels_of", "pooled_text_of", "load_run_data", "is_run_artifact", "run_data_from_artifact",
            "compare", "describe_measurement",
@@ -413,11 +414,36 @@ def gated(metric: str, thresholds: Thresholds) -> bool:
     return metric in thresholds.tolerance or metric in thresholds.minimum or metric in thresholds.query_tolerance
 
 
-def _as_b_found(record: QueryRecord, b: RunData, a: RunData) -> None:
+def _only(bound: dict[str, float] | None, metrics: Sequence[str]) -> dict[str, float] | None:
+    return None if bound is None else {m: v for m, v in bound.items() if m in metrics}
+
+
+def _as_b_found(record: QueryRecord, b: RunData, a: RunData, golden: GoldenSet | None = None, grade: int = 1,
+                metrics: Sequence[str] = ()) -> None:
     """A pooled B's judged@k and unjudged documents on its record; a query B's run found inconclusive
-    stays inconclusive (its new unjudged documents decide it) rather than reading as regressed against A."""
+    stays inconclusive (its new unjudged documents decide it) rather than reading as regressed against A.
+
+    With the ``golden`` set B was judged on, B's ranking and A's are re-scored with B's unjudged
+    documents judged at ``grade`` (new: not in A's ranking), as the plugin re-scores its run and its
+    baseline's top k: the bounds then decide each query and each mean against A, as the plugin's
+    decide them against its baseline, where B's own verdict was reached against another reference."""
     entry = b.unjudged.get(record.qid)
     if entry is None:
+        return
+    recorded = b.meta.get("measurement") if isinstance(b.meta, Mapping) else None
+    query = golden[record.qid] if golden is not None and record.qid in golden else None
+    if query is not None and isinstance(recorded, Mapping) and record.metrics is not None \
+            and b.judgments.get(record.qid) in (None, query.judgments_digest()):
+        leaked = {str(leak.get("doc")): 0 for leak in b.leaks.get(record.qid, []) if isinstance(leak, Mapping)}
+        compared = record.qid in a.metrics
+        found = measure_unjudged(record.ranking, {**leaked, **query.judgments}, record.metrics,
+                                 MeasurementConfig.from_dict(recorded), grade,  # type: ignore[arg-type]
+                                 a.rankings.get(record.qid) if compared else None)
+        record.judged, record.unjudged = found.judged, found.docs
+        record.upper, record.upper_new = _only(found.upper, metrics), _only(found.upper_new, metrics)
+        record.baseline_upper_new = _only(found.baseline_upper_new, metrics)
+        record.baseline_upper = _only(found.baseline_upper, metrics)
+        record.unjudged_new = found.new if compared else None
         return
     k = b.meta.get("k") if isinstance(b.meta, Mapping) else None
     judged = entry.get(f"judged@{k}")
@@ -467,6 +493,7 @@ def compare(a: RunData, b: RunData, thresholds: Thresholds, metrics: Sequence[st
                                  source=b.sources.get(qid) or a.sources.get(qid) or DEFAULT_SOURCE,
                                  filters=filters, scope=scope))
     run_golden = GoldenSet(golden_of_b or "", tuple(queries), judgments="pooled" if b.pooled is not None else "closed")
+    grade = top_grade(golden, relevance_level) if golden is not None and b.pooled is not None else relevance_level
     records = {}
     for qid in qids:
         if qid in b.errors:
@@ -483,7 +510,7 @@ def compare(a: RunData, b: RunData, thresholds: Thresholds, metrics: Sequence[st
             m = {k: v for k, v in b.metrics[qid].items() if k in metrics}
             records[qid] = QueryRecord(qid, "scored", m, b.rankings.get(qid, []), [], len(b.rankings.get(qid, [])),
                                        parent_level=b.parent_levels.get(qid), scores=b.scores.get(qid, []))
-            _as_b_found(records[qid], b, a)
+            _as_b_found(records[qid], b, a, golden, grade, metrics)
     for qid, leaked in b.leaks.items():  # B's documents outside their scope fail the comparison as they failed B
         if qid in records:
             records[qid].leaks = list(leaked)
