@@ -48,6 +48,10 @@ def register(verbs: Any) -> None:
                         help="the golden set (default: the path the shards recorded, from the current folder)")
     parser.add_argument("--baseline", metavar="PATH", type=path_arg,
                         help="the baseline (default: the path the shards recorded, from the current folder)")
+    parser.add_argument("--baseline-ref", metavar="REF",
+                        help="compare the baseline with its version at git REF, as --rag-baseline-ref does: gate "
+                             "baseline-lowered fails on a gated value lower than there with no reason recorded "
+                             "since (default: a GitHub Actions pull request's base branch, when fetched)")
     parser.add_argument("--max-spread", type=float, metavar="HOURS", default=MAX_SPREAD_HOURS,
                         help="when no shard records a run id (_meta.run_id, from --rag-run-id or the CI's run "
                              "variables), refuse shards whose times lie more than this apart, as not one run "
@@ -84,8 +88,11 @@ def run(args: argparse.Namespace) -> int:
     if not args.max_spread >= 0:
         raise RagMetricsError(f"--max-spread must be a number of hours >= 0, got {args.max_spread}")
     _check_outputs(args)
+    if args.baseline_ref is not None and (not args.baseline_ref.strip() or args.baseline_ref.startswith("-")):
+        raise RagMetricsError(f"--baseline-ref must be a git ref such as origin/main, got {args.baseline_ref!r}")
     merged = merge_shards(args.shards, golden=args.golden, baseline=args.baseline, out=args.out,
-                          updating=args.update_baseline, max_spread=args.max_spread)
+                          updating=args.update_baseline, max_spread=args.max_spread,
+                          baseline_ref=args.baseline_ref)
     _check_outputs(args, [("the baseline", merged.baseline_path),
                           ("the golden set", merged.full_golden.source or None)])
     if args.update_baseline:

@@ -25,6 +25,7 @@ from typing import Any, Sequence
 from pytest_ragmetrics.errors import BaselineError, InputError, RagMetricsError, brief_repr, listed
 from pytest_ragmetrics.gate.artifact import ArtifactError, build_artifact, load_artifact
 from pytest_ragmetrics.gate.baseline import Baseline, baseline_from_records, load_baseline, write_baseline
+from pytest_ragmetrics.gate.lowering import ratchet_base
 from pytest_ragmetrics.gate.shard import shard_of
 from pytest_ragmetrics.gate.staleness import label_ages
 from pytest_ragmetrics.gate.thresholds import Thresholds, thresholds_from_mapping
@@ -349,13 +350,16 @@ def shown_path(path: Path) -> str:
 
 def merge_shards(paths: Sequence[str | Path], *, golden: str | Path | None = None,
                  baseline: str | Path | None = None, out: str | Path | None = None,
-                 updating: bool = False, max_spread: float = MAX_SPREAD_HOURS) -> Merged:
+                 updating: bool = False, max_spread: float = MAX_SPREAD_HOURS,
+                 baseline_ref: str | None = None) -> Merged:
     """Check the shards, then judge their records as one run; the artifact is the whole run's (unsealed).
 
     ``golden``/``baseline`` override the paths the shards recorded; ``out`` is where the merged
     artifact goes (named in a pooled set's judging command); ``updating``: the merge refreshes the
     baseline, so, as a ``--rag-update-baseline`` run, it compares with nothing; ``max_spread``: the
-    hours shards without a run id may lie apart (:func:`check_run`).
+    hours shards without a run id may lie apart (:func:`check_run`); ``baseline_ref``: the git ref the
+    baseline is compared with for lowerings (None: a pull request's base, when the CI says so), as the
+    plugin's ``--rag-baseline-ref``.
     """
     shards = load_shards(paths)
     check_shards(shards, max_spread)
@@ -395,7 +399,9 @@ def merge_shards(paths: Sequence[str | Path], *, golden: str | Path | None = Non
         thresholds=thresholds, metrics=tuple(metrics), relevance_level=config.relevance_level,
         reference="the baseline", labels=labels, artifact_path=shown_path(Path(out)) if out else None,
         answer_threshold=float(answer) if isinstance(answer, (int, float)) else None, lacking={},
-        scope=ScopeCheck.recorded(meta, bool(full.scoped())), skipped=skipped, ratchet=None))
+        scope=ScopeCheck.recorded(meta, bool(full.scoped())), skipped=skipped,
+        ratchet=None if compared is None else ratchet_base(Path(base_path), baseline_ref, "--baseline-ref",
+                                                            shown_path(Path(base_path)))))
     gold_check, gold_unchecked = _gold(shards)
     run_meta = {k: v for k, v in meta.items() if k not in _ARTIFACT_KEYS}
     if created is not None:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -35,6 +36,7 @@ from ragproject import outcomes
 from trust_helpers import TrustProject
 
 from pytest_ragmetrics.cli import main
+from pytest_ragmetrics.gate.baseline import Baseline, write_baseline
 from pytest_ragmetrics.gate.registry import registered
 
 # ------------------------------------------------------------------------------ the project's states
@@ -83,6 +85,10 @@ class Scenario:
     fails: str
     good: Callable[[TrustProject], None]
     change: Callable[[TrustProject], None]
+    #: what merge is given beyond the shards
+    merge_args: tuple[str, ...] = ()
+    #: the ways that judge this gate: compare judges two runs, not a baseline file, so it has no ratchet
+    ways: tuple[str, ...] = ("merge", "compare --golden", "compare")
 
 
 def _nothing(project: TrustProject) -> None:
@@ -178,6 +184,30 @@ def _leaked(p: TrustProject) -> None:
     p.answer(q_001=["tire-repair#1-3", "rival-tire-guide"])
 
 
+# baseline-lowered: the committed baseline is lowered by hand to match a degraded run, resealed and committed;
+# against the commit before, the lowering has no recorded reason
+def _git(p: TrustProject, *args: str) -> None:
+    subprocess.run(["git", "-c", "user.name=Ann", "-c", "user.email=ann@example.com", *args], cwd=p.path,
+                   check=True, capture_output=True)
+
+
+def _in_git(p: TrustProject) -> None:
+    _git(p, "init", "-q")
+
+
+def _lowered_and_committed(p: TrustProject) -> None:
+    _git(p, "add", ".")
+    _git(p, "commit", "-qm", "the good baseline")
+    p.answer(q_002=["chain-lube#1-2", "noise-doc"])  # half its gold
+    data = p.baseline()
+    data["per_query"]["q-002"]["recall@10"] = 0.5
+    rows = [e["recall@10"] for e in data["per_query"].values()]
+    data["aggregate"]["recall@10"] = sum(rows) / len(rows)
+    write_baseline(p.baseline_path, Baseline(data["_meta"], data["aggregate"], data["per_query"]))
+    _git(p, "commit", "-qam", "lowered, resealed")
+    p.ini(rag_baseline_ref="HEAD~1")
+
+
 #: gate (its kind in the registry) -> the scenario that fails it
 SCENARIOS: dict[str, Scenario] = {
     "baseline": Scenario("baseline", _full_corpus, _gold_gone),
@@ -189,6 +219,8 @@ SCENARIOS: dict[str, Scenario] = {
     "stale-labels": Scenario("stale-labels", _dated, _aged),
     "unjudged": Scenario("unjudged", _pooled, _unjudged_found),
     "leak": Scenario("leak", _scoped, _leaked),
+    "baseline-lowered": Scenario("baseline-lowered", _in_git, _lowered_and_committed,
+                                 merge_args=("--baseline-ref", "HEAD~1"), ways=("merge",)),
 }
 
 # ------------------------------------------------------------------------------ judging three ways
@@ -211,7 +243,8 @@ def _read(path: Path) -> dict[str, Any]:
 
 
 def judged_three_ways(project: TrustProject, capsys: pytest.CaptureFixture[str],
-                      change: Callable[[TrustProject], None] | None) -> dict[str, Gates]:
+                      change: Callable[[TrustProject], None] | None, merge_args: tuple[str, ...] = (),
+                      ways: tuple[str, ...] = ("merge", "compare --golden", "compare")) -> dict[str, Gates]:
     """The gates of the project after ``change`` (None: the good state against itself), as the plugin,
     merge, and compare with and without ``--golden`` judged them. The good state has been set up."""
     path = project.path
@@ -234,12 +267,14 @@ def judged_three_ways(project: TrustProject, capsys: pytest.CaptureFixture[str],
     for i in (1, 2):
         project.run(f"--rag-shard={i}/2", f"--rag-report=s{i}.json")
     capsys.readouterr()
-    code = main(["merge", "s1.json", "s2.json", "--out", "m.json"])
+    code = main(["merge", "s1.json", "s2.json", "--out", "m.json", *merge_args])
     out, err = capsys.readouterr()
     assert (code, err) == (failed, ""), out + err
     sides = {"plugin": by_plugin, "merge": _gates(_read(path / "m.json")["comparison"])}
 
     for way, extra in (("compare --golden", ["--golden", "golden.yaml"]), ("compare", [])):
+        if way not in ways:
+            continue
         code = main(["compare", "a.json", "b.json", "--format", "json", "--fail-on-regression", *extra])
         out, err = capsys.readouterr()
         assert (code, err) == (failed, ""), out + err
@@ -269,11 +304,11 @@ def test_a_failing_gate_fails_alike_in_the_plugin_compare_and_merge(
         pytest.fail(f"gate {gate!r} has no scenario in SCENARIOS: add a good state and a change that fails it, "
                     "so that the plugin, compare and merge are shown to judge it alike")
     scenario.good(project)
-    sides = judged_three_ways(project, capsys, scenario.change)
+    sides = judged_three_ways(project, capsys, scenario.change, scenario.merge_args, scenario.ways)
     for way, gates in sides.items():
         assert scenario.fails in gates, f"{way} has no gate {scenario.fails}: {sorted(gates)}"
         assert (gates[scenario.fails]["kind"], gates[scenario.fails]["passed"]) == (gate, False), way
-    assert_alike(sides, "merge", "compare --golden", "compare")
+    assert_alike(sides, *scenario.ways)
 
 
 def test_every_scenario_names_a_registered_gate() -> None:
