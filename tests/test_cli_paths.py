@@ -22,7 +22,8 @@ NOT_PATHS = {
     ("ablate", "modes"), ("ablate", "sweep"), ("ablate", "sweep_mode"), ("ablate", "by"),
     ("agreement", "annotators"), ("annotate", "annotator"), ("encoders", "backends"), ("export", "tag"),
     ("pool", "modes"), ("sample", "by"), ("sample", "by_missing"),
-    ("baseline", "reason"),  # text, not a path: a blank one is refused by the verb (test_lowering.py)
+    ("baseline", "reason"), ("merge", "reason"),  # text: a blank one is refused by the verb
+    ("merge", "baseline_ref"),  # a git ref: a blank one is refused by the verb
 }
 
 _NUMBERS = {int, float, count_arg, seed_arg, chunk_size_arg}

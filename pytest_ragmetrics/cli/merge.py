@@ -48,6 +48,9 @@ def register(verbs: Any) -> None:
                         help="the golden set (default: the path the shards recorded, from the current folder)")
     parser.add_argument("--baseline", metavar="PATH", type=path_arg,
                         help="the baseline (default: the path the shards recorded, from the current folder)")
+    parser.add_argument("--reason", metavar="TEXT",
+                        help="with --update-baseline: why it lowers a gated value (as --rag-reason), kept in the "
+                             "baseline's _meta.lowerings; a refresh that lowers one without it writes nothing")
     parser.add_argument("--baseline-ref", metavar="REF",
                         help="compare the baseline with its version at git REF, as --rag-baseline-ref does: gate "
                              "baseline-lowered fails on a gated value lower than there with no reason recorded "
@@ -88,6 +91,14 @@ def run(args: argparse.Namespace) -> int:
     if not args.max_spread >= 0:
         raise RagMetricsError(f"--max-spread must be a number of hours >= 0, got {args.max_spread}")
     _check_outputs(args)
+    if args.reason is not None:
+        args.reason = args.reason.strip()
+        if not args.reason:
+            raise RagMetricsError("--reason was given an empty reason (an unset variable?); say in words why the "
+                                  "baseline goes down: the reason is kept in the baseline for review")
+        if not args.update_baseline:
+            raise RagMetricsError("--reason records why --update-baseline lowers the baseline; it goes with "
+                                  "--update-baseline")
     if args.baseline_ref is not None and (not args.baseline_ref.strip() or args.baseline_ref.startswith("-")):
         raise RagMetricsError(f"--baseline-ref must be a git ref such as origin/main, got {args.baseline_ref!r}")
     merged = merge_shards(args.shards, golden=args.golden, baseline=args.baseline, out=args.out,
@@ -145,7 +156,7 @@ def _refresh(args: argparse.Namespace, merged: Merged) -> int:
 
     meta = merged.recorded
     try:
-        change, new = refresh_baseline(merged, args.allow_missing_gold)
+        change, new = refresh_baseline(merged, args.allow_missing_gold, args.reason)
     except BaselineError as exc:
         change, new = str(exc), None
     written = new is not None

@@ -434,8 +434,9 @@ def artifact_of(merged: Merged, baseline_file: Any, updating: bool) -> dict[str,
     return data
 
 
-def refresh_baseline(merged: Merged, allow_missing_gold: bool) -> tuple[str, Baseline]:
-    """The baseline the merged records make, with the plugin's refusals (:class:`BaselineError`),
+def refresh_baseline(merged: Merged, allow_missing_gold: bool, reason: str | None) -> tuple[str, Baseline]:
+    """The baseline the merged records make, with the plugin's refusals (:class:`BaselineError`), a
+    lowering of a gated value among them unless ``reason`` says why (then kept in ``_meta.lowerings``),
     and what changed, as text; nothing is written. The artifact then names that baseline, so that
     it can be written before it (:func:`write_refreshed`): a failed write leaves the old baseline."""
     from pytest_ragmetrics.files import dumps_stable
@@ -445,7 +446,15 @@ def refresh_baseline(merged: Merged, allow_missing_gold: bool) -> tuple[str, Bas
                                 int(merged.meta.get("measurement", {}).get("relevance_level", 1)),
                                 lambda: dict(merged.meta), merged.gold_check, allow_missing_gold,
                                 merged.baseline_path, allow_flag="--allow-missing-gold")
-    change = baseline_change_text(merged.baseline, new, merged.metrics)
+    from pytest_ragmetrics.gate.lowering import author_from_git, gated_metrics, refresh_lowerings
+
+    lowerings = refresh_lowerings(merged.baseline, new, gated_metrics(merged.thresholds), reason,
+                                  time=merged.created or "", path=shown_path(Path(merged.baseline_path)),
+                                  author=author_from_git(Path(merged.baseline_path).parent) if reason else None,
+                                  reason_flag="--reason")
+    if lowerings.entries:
+        new.meta["lowerings"] = lowerings.entries
+    change = "\n".join([baseline_change_text(merged.baseline, new, merged.metrics), *lowerings.notes])
     text = dumps_stable(new.to_dict())
     data = json.loads(text)  # the file as it will be read back, for its content digest
     written = Baseline(data["_meta"], data["aggregate"], data["per_query"], str(merged.baseline_path), [])

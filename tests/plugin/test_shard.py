@@ -616,3 +616,21 @@ def test_merge_lists_missing_shards_briefly(baselined: RagProject, no_ci: None, 
     baselined.run("--rag-shard=1/1", "--rag-report=one.json")
     code, out, err = _merge(baselined, capsys, monkeypatch, "one.json")
     assert (code, err) == (0, "") and out.startswith("Merged 1 shard of 6 queries")
+
+
+def test_a_merged_refresh_that_lowers_needs_a_reason_as_the_plugin_does(
+        baselined: RagProject, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    before = baselined.baseline_path.read_bytes()
+    baselined.answer(q_004=["rim-wear"])  # q-004 loses its gold: a lowering of recall@10
+    _shards(baselined, 3)
+    shards = ("shard1.json", "shard2.json", "shard3.json")
+    code, out, _ = _merge(baselined, capsys, monkeypatch, *shards, "--update-baseline")
+    assert code == 1
+    assert "this refresh lowers" in out and "q-004" in out and "--reason" in out
+    assert baselined.baseline_path.read_bytes() == before  # nothing written
+    code, out, _ = _merge(baselined, capsys, monkeypatch, *shards, "--update-baseline", "--reason",
+                          "the derailleur guide was retired")
+    assert code == 0, out
+    entries = baselined.baseline()["_meta"]["lowerings"]
+    assert entries[-1]["reason"] == "the derailleur guide was retired"
+    assert any(low.get("qid") == "q-004" for low in entries[-1]["lowered"])
