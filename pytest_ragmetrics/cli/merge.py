@@ -50,7 +50,7 @@ def register(verbs: Any) -> None:
                         help="the baseline (default: the path the shards recorded, from the current folder)")
     parser.add_argument("--reason", metavar="TEXT",
                         help="with --update-baseline: why it lowers a gated value (as --rag-reason), kept in the "
-                             "baseline's _meta.lowerings; a refresh that lowers one without it writes nothing")
+                             "baseline's _meta.lowerings; a refresh that lowers one without it is refused")
     parser.add_argument("--baseline-ref", metavar="REF",
                         help="compare the baseline with its version at git REF, as --rag-baseline-ref does: gate "
                              "baseline-lowered fails on a gated value lower than there with no reason recorded "
