@@ -104,8 +104,8 @@ def test_personal_data_the_default_redaction_missed_is_redacted(tmp_path: Path,
     meta, records = draft_of(out)
     drafted = {r["log"]["line"]: r["query"] for r in records}
     assert [drafted[i + 1] for i in range(len(cases))] == [f"q{i}: {want}" for i, (_, want) in enumerate(cases)]
-    assert meta["redacted"] == {"email": 6, "id_card": 4, "phone": 9, "digits": 4}
-    assert "email 6, id_card 4, phone 9, digits 4" in capsys.readouterr().out
+    assert meta["redacted"] == {"email": 6, "id_card": 4, "phone": 9, "digits": 4, "ip": 0, "mac": 0}
+    assert "email 6, id_card 4, phone 9, digits 4, ip 0, mac 0" in capsys.readouterr().out
 
 
 def test_a_full_width_mobile_number_counts_as_a_phone_number() -> None:
@@ -141,7 +141,7 @@ def test_redaction_is_linear_in_the_length_of_a_line(tmp_path: Path, capsys: pyt
     the patterns themselves, not on a clock."""
     import re._parser as parser  # type: ignore[import-not-found]
 
-    from pytest_ragmetrics.tools.sample import _PII
+    from pytest_ragmetrics.tools.redact import _PII
 
     for kind, pattern in _PII.items():
         assert list(_unbounded_repeats(parser.parse(pattern.pattern))) == [], kind
@@ -241,12 +241,13 @@ def test_sample_writes_a_stratified_redacted_draft(tmp_path: Path, capsys: pytes
     out = tmp_path / "draft.jsonl"
     assert main(["sample", str(log), "--n", "10", "--by", "intent", "--seed", "3", "--out", str(out)]) == 0
     printed = capsys.readouterr().out
-    assert "email 1, id_card 0, phone 1, digits 0" in printed
+    assert "email 1, id_card 0, phone 1, digits 0, ip 0, mac 0" in printed
     meta, records = draft_of(out)
     assert meta["kind"] == "ragmetrics-draft" and meta["seed"] == 3 and meta["by"] == "intent"
     assert meta["strata"] == {"billing": {"lines": 41, "questions": 41, "sampled": 8},
                               "orders": {"lines": 11, "questions": 11, "sampled": 2}}
-    assert meta["redacted"] == {"email": 1, "id_card": 0, "phone": 1, "digits": 0} and meta["pii"] == "redacted"
+    assert meta["redacted"] == {"email": 1, "id_card": 0, "phone": 1, "digits": 0, "ip": 0, "mac": 0}
+    assert meta["pii"] == "redacted"
     assert len(records) == 10
     for r in records:
         assert r["source"] == "log" and r["qid"].startswith("log-") and r["candidates"] == []
