@@ -15,8 +15,9 @@ span one kind took is not looked at again):
 - ``mac`` -> ``[mac]``: a MAC address in six groups of two hex digits (``:`` or ``-``) or Cisco's
   three groups of four (``0012.3456.789a``);
 - ``ip`` -> ``[ip]``: an IPv6 address (full, compressed, with a zone id, IPv4-mapped, in brackets
-  with a port; checked with :mod:`ipaddress`, and holding at least one decimal digit) and an IPv4
-  address (with a port or a prefix length; not after ``version``, ``release``, ``build`` or ``v``);
+  with a port; checked with :mod:`ipaddress`; a short one of letters only, ``dead::beef``, is taken
+  for words) and an IPv4 address (with a port or a prefix length; not after ``version``,
+  ``release``, ``build`` or ``v``);
 - ``id_card`` -> ``[id]``: a Chinese resident ID (18 characters, in 6-8-4 groups too) and a US
   social security number in 3-2-4 groups with any separators (spaces, dots, dashes, doubled or
   mixed);
@@ -42,6 +43,10 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from phonenumbers import PhoneNumberMatch
 
 __all__ = ["PII_KINDS", "PLACEHOLDERS", "PHONE_REGIONS", "redact"]
 
@@ -85,7 +90,7 @@ _PII = {
         r"\d{3}[0-9Xx](?![0-9A-Za-z])"
         # a US social security number (never 000, 666 or 9xx, nor a 00 group or 0000 serial), in 3-2-4 groups
         # with any separators, and not the tail of a longer grouped number
-        rf"|(?<![\d+])(?<!\d[ \t.\-])(?<!\d[ \t.\-]{{2}})(?<!\d[ \t.\-]{{3}})"
+        rf"|(?<![\d+$€£¥])(?<!\d[,.])(?<!\d[ \t.\-])(?<!\d[ \t.\-]{{2}})(?<!\d[ \t.\-]{{3}})"
         rf"(?!000|666|9)\d{{3}}{_GAP}(?!00)\d{{2}}{_GAP}(?!0000)\d{{4}}(?!\d)(?![.\-]\d)"),
     # card numbers in groups (4-4-4-4, 4-4-4-4-3, Amex 4-6-5) and IBANs, looked for before phone numbers, which
     # their groups can resemble; then runs of 8 digits or more (one longer than 64 is matched 64 at a
@@ -98,7 +103,7 @@ _PII = {
     # what phone numbers are written with: runs of it holding enough digits go to the phone library
     "phone_run": re.compile(r"[\d +()\[\]./\-~\t\u2010-\u2015\u2212\u223c\u2053]{1,64}"),
     "phone": re.compile(
-        r"(?<![\d+])(?:"
+        r"(?<![\d+])(?<!\d[.,\-])(?:"
         rf"(?:(?:\+|00)?86{_SEP}?)?1[3-9]\d{_SEP}?\d{{4}}{_SEP}?\d{{4}}"  # a Chinese mobile number
         rf"|\+\d{{1,3}}{_SEP}?\(?\d{{1,4}}\)?(?:{_SEP}?\d{{2,4}}){{2,4}}"  # an international number
         rf"|(?:1{_SEP})?(?:\(\d{{3}}\) ?|\d{{3}}{_SEP})\d{{3}}{_SEP}\d{{4}}"  # a North American one
@@ -106,7 +111,7 @@ _PII = {
         r"|0\d{2,3}[ -]\d{3,4}[ -]\d{4}"  # in groups: 021-6123 4567, 020 7946 0958
         r"|0\d{4} ?\d{6}"  # a British mobile: 07700 900123
         rf"|0[1-9](?:{_SEP}\d{{2}}){{4}}"  # a French one: 06 12 34 56 78
-        r")(?!\d)"),
+        r")(?!\d)(?![.\-]\d)"),  # and not inside a date or a version: 1976-07-18 26.14.25
     "digits": re.compile(r"(?<!\d)\d{8,64}|(?<=\d{64})\d{1,64}"),
 }
 
@@ -183,10 +188,17 @@ def _emails(folded: str) -> list[tuple[int, int]]:
 _MAC_TAIL = re.compile(r"(?:^|\W)[0-9A-Fa-f]{1,4}[:\-]$")
 
 
+_MORE_DIGITS = re.compile(_GAP + r"\d")
+_DIGITS_BEFORE = re.compile(r"\d[ \t.\-]{1,3}$")
+
+
 def _macs(folded: str) -> list[tuple[int, int]]:
-    """MAC addresses, not the tail of a longer run of hex groups (``MAC:00:1a:…`` still counts)."""
+    """MAC addresses, not the tail of a longer run of hex groups (``MAC:00:1a:…`` still counts); one of
+    digits only, not a part of a longer grouped number either (``4111.1111.1111 1111`` is a card)."""
     return [(m.start(), m.end()) for m in _PII["mac"].finditer(folded)
-            if not _MAC_TAIL.search(folded[max(0, m.start() - 6):m.start()])]
+            if not _MAC_TAIL.search(folded[max(0, m.start() - 6):m.start()])
+            and (any(ch in "abcdefABCDEF" for ch in m.group()) or not (
+                _MORE_DIGITS.match(folded, m.end()) or _DIGITS_BEFORE.search(folded[max(0, m.start() - 4):m.start()])))]
 
 
 def _ipv6_ok(candidate: str) -> bool:
@@ -196,8 +208,8 @@ def _ipv6_ok(candidate: str) -> bool:
     if address.startswith("["):
         address = address[1:address.index("]")]
     address = address.split("%", 1)[0]
-    if not any(ch.isdigit() for ch in address):  # Add::add, dead::beef: words more often than addresses
-        return False
+    if not any(ch.isdigit() for ch in address) and len([g for g in address.split(":") if g]) < 4:
+        return False  # Add::add, dead::beef: words more often than addresses
     try:
         ipaddress.IPv6Address(address)
     except ValueError:
@@ -209,16 +221,26 @@ def _ipv6s(folded: str) -> list[tuple[int, int]]:
     return [(m.start(), m.end()) for m in _PII["ipv6"].finditer(folded) if _ipv6_ok(m.group())]
 
 
-_VERSION_BEFORE = re.compile(r"(?i)(?:\bversion|\bver\.?|\brelease|\bbuild|\bv)[ \t]{0,2}$")
-
-
 def _ipv4s(folded: str) -> list[tuple[int, int]]:
     """IPv4 addresses, but not four numbers written as a version (``version 1.2.3.4``, ``v 10.0.0.1``)."""
-    return [(m.start(), m.end()) for m in _PII["ipv4"].finditer(folded)
-            if not _VERSION_BEFORE.search(folded, max(0, m.start() - 10), m.start())]
+    return [(m.start(), m.end()) for m in _PII["ipv4"].finditer(folded) if not _after_version(folded, m.start())]
 
 
 # ------------------------------------------------------------------------------ cards
+
+#: Four numbers written as a version are a version, not an address, a card or a phone number.
+_VERSION_BEFORE = re.compile(r"(?i)(?:\bversion|\bver\.?|\brelease|\bbuild|\bv)[ \t]{0,2}$")
+
+
+def _after_version(folded: str, start: int) -> bool:
+    return bool(_VERSION_BEFORE.search(folded, max(0, start - 10), start))
+
+
+def _grouped_cards(folded: str) -> list[tuple[int, int]]:
+    """Card numbers in their issuers' groups and IBANs, but not a list of years (``1939 1940 1941 1942``)."""
+    return [(m.start(), m.end()) for m in _PII["cards"].finditer(folded)
+            if not all(1900 <= int(g) <= 2099 and len(g) == 4 for g in re.findall(r"\d+", m.group()))]
+
 
 
 def _luhn(digits: str) -> bool:
@@ -260,6 +282,10 @@ def _luhn_cards(folded: str) -> list[tuple[int, int]]:
                 if groups[j][1] - groups[j][0] < 3:  # only the last group may be shorter than 3
                     break
                 j += 1
+        if best is not None and _after_version(folded, start):
+            best = None
+        if best is not None and re.match(r"[.\-]\d", folded[groups[best][1]:groups[best][1] + 2]):
+            best = None  # the head of a date or a version: 264.290.274 1971-04-07
         if best is not None:
             found.append((start, groups[best][1]))
             i = best + 1
@@ -316,7 +342,7 @@ def _phones(folded: str) -> list[tuple[int, int, str]]:
                     _PHONE_CACHE.clear()
                 _PHONE_CACHE[key], spent = _phones_in(*key)
                 budget -= spent
-            spans += [(low + a, low + b) for a, b in _PHONE_CACHE[key]]
+            spans += [(low + a, low + b) for a, b in _PHONE_CACHE[key] if not _after_version(folded, low + a)]
         else:
             found += [(a, b, "phone") for a, b in _merged(spans)]
             continue
@@ -347,34 +373,42 @@ def _phones_in(window: str, first: int, last: int) -> tuple[tuple[tuple[int, int
     for region in PHONE_REGIONS:
         tried += 1
         for m in PhoneNumberMatcher(window, region, leniency=Leniency.VALID, max_tries=_PHONE_TRIES):
-            spans += _accepted(window, m.start, m.raw_string, region)
+            spans += _accepted(window, m, region)
         if spans and all(any(a <= i < b for a, b in spans) for i in digits):
             break
     return tuple(_merged(spans)), tried
 
 
-def _accepted(window: str, offset: int, raw: str, region: str) -> list[tuple[int, int]]:
-    """A valid number's span, if it has an international prefix; else the parts of it that are grouped
-    as the country groups its numbers (strict grouping), of a type a person has (fixed line, mobile,
-    VoIP, personal, toll-free, shared-cost or premium-rate: not a pager or a voicemail access code),
-    and are neither in a decimal, a time or a price nor a date or a list of years."""
+def _accepted(window: str, match: PhoneNumberMatch, region: str) -> list[tuple[int, int]]:
+    """A valid number's span if it has an international prefix. Else the parts of it that are grouped
+    as the country groups its numbers (strict grouping; a number starting with the trunk prefix 0 as
+    it was written), of a type a person has (fixed line, mobile, VoIP, personal, toll-free,
+    shared-cost or premium-rate: not a pager or a voicemail access code), and neither inside a
+    decimal, a time, a price, a date or a metric's cutoff (``@10``), nor holding a date or a list of
+    years."""
     import phonenumbers
     from phonenumbers import Leniency, PhoneNumberMatcher
 
+    raw = match.raw_string
     bare = raw.lstrip("([")
     if bare.startswith(("+", "00")):
-        return [(offset, offset + len(raw))]
+        return [(match.start, match.end)]
+    parts = [(match.start + s.start, s.raw_string, s.number)
+             for s in PhoneNumberMatcher(raw, region, leniency=Leniency.STRICT_GROUPING)]
+    if not parts and bare.startswith("0"):
+        parts = [(match.start, raw, match.number)]
     out = []
-    for s in PhoneNumberMatcher(raw, region, leniency=Leniency.STRICT_GROUPING):
-        a, b = offset + s.start, offset + s.end
-        text = s.raw_string
-        if a >= 2 and window[a - 1] in ".,:" and window[a - 2].isdigit():
+    for a, text, number in parts:
+        b = a + len(text)
+        if a >= 1 and window[a - 1] == "@":
             continue
-        if b + 1 < len(window) and window[b] in ".,:" and window[b + 1].isdigit():
+        if a >= 2 and window[a - 1] in ".,:-/" and window[a - 2].isdigit():
+            continue  # the middle of a decimal, a price, a time or a date
+        if b + 1 < len(window) and window[b] in ".,:-/" and window[b + 1].isdigit():
             continue
         if _DECIMAL_START.match(text) or _DATE.search(text) or len(_YEAR.findall(text)) >= 2:
             continue
-        if phonenumbers.number_type(s.number) > phonenumbers.PhoneNumberType.PERSONAL_NUMBER:
+        if phonenumbers.number_type(number) > phonenumbers.PhoneNumberType.PERSONAL_NUMBER:
             continue
         out.append((a, b))
     return out
@@ -403,10 +437,11 @@ _FINDERS: tuple[_Finder, ...] = (
     _as("ip", _ipv6s),
     _as("ip", _ipv4s),
     _as("id_card", _matches("id_card")),
-    _as("digits", _matches("cards")),
+    _as("digits", _grouped_cards),
     _as("digits", _luhn_cards),
     _phones,
-    _as("phone", _matches("phone")),
+    _as("phone", lambda folded: [(m.start(), m.end()) for m in _PII["phone"].finditer(folded)
+                                 if not _after_version(folded, m.start())]),
     _as("digits", _matches("digits")),
 )
 
