@@ -82,3 +82,21 @@ def test_a_pytest_session_without_rag_eval_stays_light(tmp_path: Path) -> None:
     modules = json.loads(report.read_text(encoding="utf-8"))
     assert "pytest_ragmetrics.plugin" in modules
     assert heavy_in(modules) == []
+
+
+def test_the_phone_number_library_loads_only_when_a_question_is_redacted() -> None:
+    """phonenumbers (pure Python, 48 MB of numbering-plan data) is imported on the first redaction,
+    not by the package, the plugin, the CLI or the sample verb's modules."""
+    code = textwrap.dedent(
+        """
+        import json, sys
+        import pytest_ragmetrics, pytest_ragmetrics.plugin, pytest_ragmetrics.cli
+        import pytest_ragmetrics.cli.sample, pytest_ragmetrics.tools.sample
+        before = "phonenumbers" in sys.modules
+        from pytest_ragmetrics.tools.redact import redact
+        print(json.dumps([before, redact("call +49 30 1234567"), "phonenumbers" in sys.modules]))
+        """
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == [False, "call [phone]", True]

@@ -20,7 +20,7 @@ from pytest_ragmetrics import InputError, RagMetricsError
 from pytest_ragmetrics.cli import main
 from pytest_ragmetrics.tools.candidates import read_candidates
 from pytest_ragmetrics.tools.pool import read_queries
-from pytest_ragmetrics.tools.sample import allocate, deduplicate, read_log, redact, sample_log, token_set
+from pytest_ragmetrics.tools.sample import PII_KINDS, allocate, deduplicate, read_log, redact, sample_log, token_set
 
 
 def write_log(path: Path, records: list[Any]) -> Path:
@@ -57,7 +57,12 @@ def test_each_kind_of_personal_data_is_replaced_and_counted(text: str, expected:
 
 
 @pytest.mark.parametrize("text", ["top 10 results in 2024", "error 404 on page 3", "date 2026-03-01",
-                                  "version 1.2.3", "model gpt-4 with 128 tokens"])
+                                  "version 1.2.3", "model gpt-4 with 128 tokens", "recall@10 fell from 0.95 to 0.80",
+                                  "error 404", "python 3.11", "I bought 3 items in 2024", "from 2024 2025 2026",
+                                  "version 1.2.3.4 broke search", "windows 10 build 19045.3803", "meet at 12:30:45",
+                                  "std::vector and Add::add", "thanks @john.smith for the fix", "ndcg@5 0.812 vs 0.790",
+                                  "1,000,000 users since 2019", "price $1,299.00 or 49.99", "10.5% of 1 200 queries",
+                                  "ISO 9001:2015 and RFC 7231", "between 2019-01-01 and 2024-12-31"])
 def test_ordinary_numbers_are_not_personal_data(text: str) -> None:
     counts: dict[str, int] = {}
     assert redact(text, counts) == text
@@ -104,14 +109,102 @@ def test_personal_data_the_default_redaction_missed_is_redacted(tmp_path: Path,
     meta, records = draft_of(out)
     drafted = {r["log"]["line"]: r["query"] for r in records}
     assert [drafted[i + 1] for i in range(len(cases))] == [f"q{i}: {want}" for i, (_, want) in enumerate(cases)]
-    assert meta["redacted"] == {"email": 6, "id_card": 4, "phone": 9, "digits": 4}
-    assert "email 6, id_card 4, phone 9, digits 4" in capsys.readouterr().out
+    assert meta["redacted"] == {"email": 6, "id_card": 4, "phone": 9, "digits": 4, "ip": 0, "mac": 0}
+    assert "email 6, id_card 4, phone 9, digits 4, ip 0, mac 0" in capsys.readouterr().out
 
 
 def test_a_full_width_mobile_number_counts_as_a_phone_number() -> None:
     counts: dict[str, int] = {}
     assert redact("电话１３８１２３４５６７８", counts) == "电话[phone]"
     assert counts == {"phone": 1}
+
+
+#: Forms of personal data in the formats people write them, each named, with what the draft holds instead and
+#: the kind it counts as: at least two forms for each country's phone numbers, the 00 prefix, SSNs and cards with
+#: any separators, e-mail addresses in odd forms, invisible characters inside each kind, IP and MAC addresses.
+ZW = "\u200b"
+FORMS = [
+    ("de-landline", "ruf 030 12345678 an", "ruf [phone] an", "phone"),
+    ("de-mobile-grouped", "Handy 0176 1234 5678 bitte", "Handy [phone] bitte", "phone"),
+    ("de-slash", "Tel. 030/1234567", "Tel. [phone]", "phone"),
+    ("de-plus-trunk", "call +49 (0)30 1234567", "call [phone]", "phone"),
+    ("in-mobile", "call 98765 43210 now", "call [phone] now", "phone"),
+    ("in-plus", "call +91-9876543210", "call [phone]", "phone"),
+    ("in-landline", "office 022 2345 6789", "office [phone]", "phone"),
+    ("jp-landline", "電話 03-1234-5678 まで", "電話 [phone] まで", "phone"),
+    ("jp-mobile", "携帯 090-1234-5678", "携帯 [phone]", "phone"),
+    ("jp-plus", "call +81 90 1234 5678", "call [phone]", "phone"),
+    ("br-mobile", "ligue (11) 91234-5678", "ligue [phone]", "phone"),
+    ("br-landline", "fixo (21) 2345-6789", "fixo [phone]", "phone"),
+    ("br-plus", "whatsapp +55 11 91234 5678", "whatsapp [phone]", "phone"),
+    ("au-mobile", "ring 0412 345 678", "ring [phone]", "phone"),
+    ("au-landline", "ring (02) 9876 5432", "ring [phone]", "phone"),
+    ("es-mobile", "llama al 612 34 56 78", "llama al [phone]", "phone"),
+    ("es-landline", "llama al 91 123 45 67", "llama al [phone]", "phone"),
+    ("es-plus", "llama al +34 612 345 678", "llama al [phone]", "phone"),
+    ("ru-mobile", "звоните 8 (912) 345-67-89", "звоните [phone]", "phone"),
+    ("ru-landline", "звоните 8-495-123-45-67", "звоните [phone]", "phone"),
+    ("ru-plus", "звоните +7 912 345-67-89", "звоните [phone]", "phone"),
+    ("nl-mobile", "bel 06-12345678", "bel [phone]", "phone"),
+    ("nl-landline", "bel 020 123 4567", "bel [phone]", "phone"),
+    ("nl-plus", "bel +31 6 12345678", "bel [phone]", "phone"),
+    ("00-germany", "call 0049 30 1234567", "call [phone]", "phone"),
+    ("00-britain", "call 0044 20 7946 0958", "call [phone]", "phone"),
+    ("00-france", "call 0033 6 12 34 56 78", "call [phone]", "phone"),
+    ("us-dots", "call 415.555.2671", "call [phone]", "phone"),
+    ("ssn-spaces", "ssn 123 45 6789 lost", "ssn [id] lost", "id_card"),
+    ("ssn-dots", "ssn 123.45.6789", "ssn [id]", "id_card"),
+    ("ssn-doubled", "ssn 123--45--6789", "ssn [id]", "id_card"),
+    ("ssn-mixed", "ssn 123 -45. 6789", "ssn [id]", "id_card"),
+    ("card-doubled-spaces", "card 4111  1111  1111  1111", "card [number]", "digits"),
+    ("card-doubled-dashes", "card 5500--0000--0000--0004", "card [number]", "digits"),
+    ("card-mixed", "card 4111.1111-1111 1111", "card [number]", "digits"),
+    ("card-amex-dots", "amex 3782.822463.10005", "amex [number]", "digits"),
+    ("card-3-groups", "card 4111111 11111 1111", "card [number]", "digits"),
+    ("email-spaced", "mail john.doe @ example.com", "mail [email]", "email"),
+    ("email-space-after", "mail john.doe@ example.com", "mail [email]", "email"),
+    ("email-quoted", 'mail "john doe"@example.com', "mail [email]", "email"),
+    ("email-64", "mail " + "a" * 64 + "@example.com", "mail [email]", "email"),
+    ("email-over-64", "mail " + "b" * 80 + "@example.com now", "mail [email] now", "email"),
+    ("email-full-width-at", "mail john＠example.com", "mail [email]", "email"),
+    ("email-bracketed", "mail john [at] example [dot] com", "mail [email]", "email"),
+    ("zw-phone", f"call 0176{ZW}1234{ZW}5678", "call [phone]", "phone"),
+    ("zw-email", f"mail jo{ZW}hn@exam\u00adple.com", "mail [email]", "email"),
+    ("zw-ssn", "ssn 123-4\u20605-6789", "ssn [id]", "id_card"),
+    ("zw-card", "card 4111 1111\ufeff 1111 1111", "card [number]", "digits"),
+    ("zw-ip", f"host 192.168.{ZW}1.20", "host [ip]", "ip"),
+    ("zw-ipv6", f"host 2001:db8::{ZW}8a2e:370:7334", "host [ip]", "ip"),
+    ("zw-mac", "mac 00:1A:2B\u00ad:3C:4D:5E", "mac [mac]", "mac"),
+    ("zw-phone-plus", f"call +34{ZW} 612 34 56 78\u2060", "call [phone]\u2060", "phone"),
+    ("ipv4", "host 192.168.1.20 down", "host [ip] down", "ip"),
+    ("ipv4-port", "host 10.0.0.7:8080 down", "host [ip] down", "ip"),
+    ("ipv6-full", "host 2001:0db8:85a3:0000:0000:8a2e:0370:7334", "host [ip]", "ip"),
+    ("ipv6-compressed", "host 2001:db8::8a2e:370:7334 down", "host [ip] down", "ip"),
+    ("ipv6-zone", "host fe80::1ff:fe23:4567:890a%eth0 down", "host [ip] down", "ip"),
+    ("ipv6-mapped", "host ::ffff:192.0.2.128 down", "host [ip] down", "ip"),
+    ("ipv6-port", "host [2001:db8::1]:443 down", "host [ip] down", "ip"),
+    ("mac-colon", "mac 00:1A:2B:3C:4D:5E", "mac [mac]", "mac"),
+    ("mac-dash", "mac 00-1a-2b-3c-4d-5e", "mac [mac]", "mac"),
+    ("mac-cisco", "mac 001a.2b3c.4d5e", "mac [mac]", "mac"),
+]
+
+
+@pytest.mark.parametrize("text, expected, kind", [row[1:] for row in FORMS], ids=[row[0] for row in FORMS])
+def test_each_written_form_of_personal_data_is_redacted(text: str, expected: str, kind: str) -> None:
+    counts: dict[str, int] = {}
+    assert redact(text, counts) == expected
+    assert counts == {kind: 1}
+
+
+def test_the_draft_and_the_summary_count_every_kind(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    log = write_log(tmp_path / "log.jsonl", [{"query": f"q{i}: {text}"} for i, (_, text, _, _) in enumerate(FORMS)])
+    out = tmp_path / "draft.jsonl"
+    assert main(["sample", str(log), "--n", "100", "--near", "off", "--seed", "1", "--out", str(out)]) == 0
+    meta, records = draft_of(out)
+    assert sorted(r["query"] for r in records) == sorted(f"q{i}: {want}" for i, (_, _, want, _) in enumerate(FORMS))
+    tally = {kind: sum(1 for row in FORMS if row[3] == kind) for kind in PII_KINDS}
+    assert meta["redacted"] == tally and list(meta["redacted"]) == list(PII_KINDS)
+    assert ", ".join(f"{kind} {n}" for kind, n in tally.items()) in capsys.readouterr().out
 
 
 def _unbounded_repeats(tree: Any) -> Iterator[str]:
@@ -134,6 +227,25 @@ def _unbounded_repeats(tree: Any) -> Iterator[str]:
             yield from _unbounded_repeats(av)
 
 
+def test_a_line_of_numbers_caps_the_phone_library_and_leaves_no_number_unlooked_at(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A line of thousands of numbers would keep the phone library busy for minutes: past the line's
+    budget, its remaining runs of digits are replaced unchecked."""
+    import pytest_ragmetrics.tools.redact as module
+
+    windows: list[str] = []
+    looked_at = module._phones_in
+    monkeypatch.setattr(module, "_phones_in", lambda *key: windows.append(key[0]) or looked_at(*key))
+    monkeypatch.setattr(module, "_PHONE_CACHE", {})
+    rng = random.Random(5)
+    line = " x ".join(" ".join(str(rng.randrange(100, 10**6)) for _ in range(3)) for _ in range(2_500))
+    out = redact(line)
+    assert len(line) > 40_000 and 0 < len(windows) <= module._PHONE_BUDGET
+    tail = out[len(out) // 2:]  # well past the budget: every run of 6 digits or more replaced, the words kept
+    assert [run for run in module._PII["phone_run"].findall(tail) if sum(ch.isdigit() for ch in run) >= 6] == []
+    assert tail.count("[number]") > 500 and tail.count(" x ") > 500
+
+
 def test_redaction_is_linear_in_the_length_of_a_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """An unbounded ``[...]+@`` rescanned a long run of letters from each of its positions: 5 s for a
     40,000-character line, 17.5 s for 80,000. With every repetition bounded (and every lookaround
@@ -141,7 +253,7 @@ def test_redaction_is_linear_in_the_length_of_a_line(tmp_path: Path, capsys: pyt
     the patterns themselves, not on a clock."""
     import re._parser as parser  # type: ignore[import-not-found]
 
-    from pytest_ragmetrics.tools.sample import _PII
+    from pytest_ragmetrics.tools.redact import _PII
 
     for kind, pattern in _PII.items():
         assert list(_unbounded_repeats(parser.parse(pattern.pattern))) == [], kind
@@ -241,12 +353,13 @@ def test_sample_writes_a_stratified_redacted_draft(tmp_path: Path, capsys: pytes
     out = tmp_path / "draft.jsonl"
     assert main(["sample", str(log), "--n", "10", "--by", "intent", "--seed", "3", "--out", str(out)]) == 0
     printed = capsys.readouterr().out
-    assert "email 1, id_card 0, phone 1, digits 0" in printed
+    assert "email 1, id_card 0, phone 1, digits 0, ip 0, mac 0" in printed
     meta, records = draft_of(out)
     assert meta["kind"] == "ragmetrics-draft" and meta["seed"] == 3 and meta["by"] == "intent"
     assert meta["strata"] == {"billing": {"lines": 41, "questions": 41, "sampled": 8},
                               "orders": {"lines": 11, "questions": 11, "sampled": 2}}
-    assert meta["redacted"] == {"email": 1, "id_card": 0, "phone": 1, "digits": 0} and meta["pii"] == "redacted"
+    assert meta["redacted"] == {"email": 1, "id_card": 0, "phone": 1, "digits": 0, "ip": 0, "mac": 0}
+    assert meta["pii"] == "redacted"
     assert len(records) == 10
     for r in records:
         assert r["source"] == "log" and r["qid"].startswith("log-") and r["candidates"] == []

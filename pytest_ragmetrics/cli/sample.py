@@ -49,8 +49,10 @@ def register(verbs: Any) -> None:
                         help="merge questions whose token sets overlap by at least this share (Jaccard; words, "
                              f"character bigrams for CJK); 'off' merges exact duplicates only (default {DEFAULT_NEAR})")
     parser.add_argument("--keep-pii", action="store_true",
-                        help="keep e-mail addresses, phone numbers, ID numbers and long digit runs as logged "
-                             "(by default they are replaced by [email], [phone], [id], [number] and counted)")
+                        help="keep e-mail addresses, phone numbers, ID and card numbers, long digit runs, IP and "
+                             "MAC addresses as logged (by default they are replaced by [email], [phone], [id], "
+                             "[number], [ip], [mac] and counted; ordinary numbers such as years, versions and "
+                             "prices are kept either way)")
     output_argument(parser, "-o", "--out", required=True, metavar="DRAFT.jsonl",
                         help="the draft golden set to write (refused if it exists, unless --force; never the log "
                              "itself)")

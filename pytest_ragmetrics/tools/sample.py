@@ -11,15 +11,15 @@ other field can stratify the sample (``--by intent``, or ``--by filters.product`
 
 What it does, in order:
 
-1. **Redacts personal data** in each question (unless ``keep_pii``), looked for in its NFKC
-   form so full-width characters are caught, replaced in the question as written:
-   e-mail addresses (any script, ``＠`` and ``。`` included) become ``[email]``; Chinese
-   resident IDs (18 characters, in 6-8-4 groups too) and US social security numbers
-   ``[id]``; phone numbers (Chinese mobiles and landlines, international numbers with ``+``,
-   North American, British and French ones) ``[phone]``; card numbers in groups, IBANs and
-   runs of 8 digits or more ``[number]``; each counted by kind (see :data:`_PII`). Filters
-   and the stratifying field are kept as they are: they are the application's own values,
-   replayed to the retriever.
+1. **Redacts personal data** in each question (unless ``keep_pii``) with
+   :func:`~pytest_ragmetrics.tools.redact.redact`: e-mail addresses become ``[email]``, MAC
+   addresses ``[mac]``, IP addresses ``[ip]``, Chinese resident IDs and US social security
+   numbers ``[id]``, phone numbers ``[phone]`` (any country's with ``+`` or ``00``, national ones
+   of the common regions), card numbers, IBANs and runs of 8 digits or more ``[number]``, looked
+   for in the question's NFKC form without its invisible characters and replaced in the question
+   as written; each counted by kind (:data:`PII_KINDS`). Names and street addresses are not
+   recognised. Filters and the stratifying field are kept as they are: they are the
+   application's own values, replayed to the retriever.
 2. **Deduplicates**: questions equal after normalisation (NFKC, case folded, punctuation
    and spacing dropped) with the same filters are one question (their counts add up),
    with the wording asked most and the stratum that wording was asked in most; then
@@ -58,6 +58,7 @@ from pytest_ragmetrics.errors import InputError, RagMetricsError, brief_repr
 from pytest_ragmetrics.files import atomic_write_text, check_output, dumps_line, json_lines
 from pytest_ragmetrics.report.tables import counted, markdown_table
 from pytest_ragmetrics.tools.leakage import normalize, tokens
+from pytest_ragmetrics.tools.redact import PII_KINDS, redact
 
 __all__ = ["DRAFT_KIND", "DRAFT_VERSION", "DEFAULT_NEAR", "PII_KINDS", "LogEntry", "Draft", "read_log", "redact",
            "allocate", "sample_log", "write_draft", "draft_summary"]
@@ -68,108 +69,6 @@ DRAFT_VERSION = 1
 DEFAULT_NEAR = 0.8
 #: The stratum of every question when no ``--by`` is given.
 ALL = "all"
-
-# ------------------------------------------------------------------------- redaction
-
-#: Kinds of personal data replaced, in the order they are looked for (an ID card is not a phone
-#: number, and neither is a mere long number), each with its placeholder.
-PII_KINDS = ("email", "id_card", "phone", "digits")
-_PLACEHOLDER = {"email": "[email]", "id_card": "[id]", "phone": "[phone]", "digits": "[number]"}
-# Every repetition below has an upper bound, and so do the lookarounds: the work at each position of
-# a line is bounded, so a line is redacted in time linear in its length (an unbounded ``[...]+@``
-# rescanned a long run of letters from each of its positions: 5 s for 40,000 characters).
-_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
-_LOCAL = rf"(?:[^\W{_CJK}]|[.%+\-])"  # a local part's character: a letter or digit of any script but CJK, or .%+-
-_LABEL = r"(?:[^\W_]|-){1,63}"  # a domain label, internationalised domains included
-_DOT = "[.\u3002]"  # a full stop, or the ideographic one of a Chinese keyboard
-_SEP = "[ .-]"  # what people put between groups of digits
-_PII = {
-    # the local part: the word before @ (a run of CJK characters, or of other letters, digits and .%+-)
-    "email": re.compile(rf"(?:(?<![\w.%+\-])[{_CJK}]{{1,16}}|(?<!{_LOCAL}){_LOCAL}{{1,64}})"
-                        rf"@{_LABEL}(?:{_DOT}{_LABEL}){{0,8}}{_DOT}[^\W\d_]{{2,63}}"),
-    "id_card": re.compile(
-        # a Chinese resident ID: 6 region digits, a birth date, 3 digits and a check digit or X, maybe in groups
-        r"(?<![0-9A-Za-z])[1-9]\d{5}[ -]?(?:18|19|20)\d{2}(?:0[1-9]|1[0-2])(?:0[1-9]|[12]\d|3[01])[ -]?"
-        r"\d{3}[0-9Xx](?![0-9A-Za-z])"
-        # a US social security number (never 000, 666 or 9xx, nor a 00 group or 0000 serial)
-        r"|(?<![\d-])(?!000|666|9)\d{3}-(?!00)\d{2}-(?!0000)\d{4}(?![\d-])"),
-    "phone": re.compile(
-        r"(?<![\d+])(?:"
-        rf"(?:(?:\+|00)?86{_SEP}?)?1[3-9]\d{_SEP}?\d{{4}}{_SEP}?\d{{4}}"  # a Chinese mobile number
-        rf"|\+\d{{1,3}}{_SEP}?\(?\d{{1,4}}\)?(?:{_SEP}?\d{{2,4}}){{2,4}}"  # an international number
-        rf"|(?:1{_SEP})?(?:\(\d{{3}}\) ?|\d{{3}}{_SEP})\d{{3}}{_SEP}\d{{4}}"  # a North American one
-        r"|\(?0\d{2,3}\)?[ -]?\d{7,8}"  # a number with its area code: 010-62345678, (021)61234567
-        r"|0\d{2,3}[ -]\d{3,4}[ -]\d{4}"  # in groups: 021-6123 4567, 020 7946 0958
-        r"|0\d{4} ?\d{6}"  # a British mobile: 07700 900123
-        rf"|0[1-9](?:{_SEP}\d{{2}}){{4}}"  # a French one: 06 12 34 56 78
-        r")(?!\d)"),
-    # card numbers in groups (4-4-4-4, 4-4-4-4-3, Amex 4-6-5) and IBANs, looked for before phone numbers, which
-    # their groups can resemble; then runs of 8 digits or more (one longer than 64 is matched 64 at a
-    # time, the pieces joined into one placeholder)
-    "cards": re.compile(rf"(?<!\d)(?:\d{{4}}(?:{_SEP}\d{{4}}){{3}}(?:{_SEP}\d{{1,4}})?"
-                        rf"|\d{{4}}{_SEP}\d{{6}}{_SEP}\d{{4,5}})(?!\d)"
-                        r"|(?<![0-9A-Za-z])[A-Z]{2}\d{2} ?[0-9A-Z]{4}(?: ?\d{4}){2,6}(?: ?\d{1,3})?(?![0-9A-Za-z])"),
-    "digits": re.compile(r"(?<!\d)\d{8,64}|(?<=\d{64})\d{1,64}"),
-}
-
-
-#: The order the patterns are tried in: a span one of them found is not looked at again.
-_ORDER = ("email", "id_card", "cards", "phone", "digits")
-#: What a found span is masked with: no pattern matches it, and it is a boundary to them all.
-_MASK = "\x00"
-
-
-def _normalised(text: str) -> tuple[str, list[int]]:
-    """``text`` in Unicode NFKC, character by character (full-width ``＠`` and digits become ``@``
-    and ASCII digits), with the index in ``text`` each of its characters comes from."""
-    if text.isascii():
-        return text, list(range(len(text)))
-    out: list[str] = []
-    origin: list[int] = []
-    for i, ch in enumerate(text):
-        folded = unicodedata.normalize("NFKC", ch)
-        out.append(folded)
-        origin.extend([i] * len(folded))
-    return "".join(out), origin
-
-
-def redact(text: str, counts: dict[str, int] | None = None) -> str:
-    """``text`` with personal data replaced by placeholders; ``counts`` (kind -> replacements) is added to.
-
-    The patterns look at the NFKC form of the text (so full-width characters are caught), and
-    what they find is replaced in the text as it was written, which otherwise stays as it is.
-    """
-    folded, origin = _normalised(text)
-    taken: list[tuple[int, int, str]] = []  # (start, end, kind) in ``folded``, no two overlapping
-    for pattern in _ORDER:
-        kind = "digits" if pattern == "cards" else pattern
-        found = [(m.start(), m.end(), kind) for m in _PII[pattern].finditer(folded) if m.end() > m.start()]
-        if found:  # masked, the same length, so the next patterns neither see nor straddle it
-            pieces, at = [], 0
-            for start, end, _ in found:
-                pieces += [folded[at:start], _MASK * (end - start)]
-                at = end
-            folded = "".join(pieces) + folded[at:]
-            taken += found
-    if not taken:
-        return text
-    taken.sort()
-    merged: list[tuple[int, int, str]] = []
-    for start, end, kind in taken:  # a digit run longer than 64, found in pieces: one placeholder
-        if merged and merged[-1][1] == start and merged[-1][2] == kind == "digits":
-            merged[-1] = (merged[-1][0], end, kind)
-        else:
-            merged.append((start, end, kind))
-    parts: list[str] = []
-    at = 0
-    for start, end, kind in merged:
-        first, last = origin[start], origin[end - 1] + 1
-        parts.append(text[at:first] + _PLACEHOLDER[kind])
-        at = last
-        if counts is not None:
-            counts[kind] = counts.get(kind, 0) + 1
-    return "".join(parts) + text[at:]
-
 
 # --------------------------------------------------------------------------- reading
 

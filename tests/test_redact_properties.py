@@ -1,0 +1,306 @@
+"""Redaction (pytest_ragmetrics.tools.redact) on generated personal data, and on ordinary questions.
+
+Each positive property writes one piece of personal data the way people do (phone numbers of many
+regions formatted by the phonenumbers library with random separators, e-mail addresses in odd
+forms, IPv4 and IPv6 addresses formatted by ``ipaddress``, MAC addresses, Luhn-valid card numbers
+and social security numbers with random separators), maybe with invisible characters inside, in a
+question of words without digits; after redaction, its digits (or its address) must be gone and a
+placeholder there. The negative property writes questions with the numbers questions hold (small
+counts, years, versions, decimals, percentages, prices, dates, times) and expects them unchanged.
+
+Hypothesis runs without its pytest plugin here: every test gives its own ``@settings``.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+
+import phonenumbers
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from phonenumbers import PhoneNumberFormat, PhoneNumberType
+
+from pytest_ragmetrics.tools.redact import PHONE_REGIONS, PLACEHOLDERS, redact
+
+SETTINGS = settings(max_examples=150, deadline=None, database=None, derandomize=True)
+
+WORDS = ["please", "call", "me", "at", "about", "my", "order", "the", "refund", "why", "is", "search", "slow",
+         "contact", "reach", "support", "tomorrow", "bitte", "llamar", "ligue", "звоните", "电话", "連絡", "or",
+         "and", "for", "account", "login", "reset", "password", "host", "server", "device", "card", "ssn"]
+INVISIBLE = ["\u200b", "\u200c", "\u200d", "\u2060", "\ufeff", "\u00ad"]
+SEPARATORS = [" ", "-", ".", "  ", "--", " - ", ". ", "-.", "\u00a0"]
+
+
+def digits_of(text: str) -> str:
+    return re.sub(r"\D", "", text)
+
+
+@st.composite
+def sentence_around(draw: st.DrawFn, piece: str) -> str:
+    """``piece`` in a question of words without digits, maybe with invisible characters inside it."""
+    if draw(st.booleans()):
+        chars = list(piece)
+        for _ in range(draw(st.integers(1, 3))):
+            chars.insert(draw(st.integers(1, max(1, len(chars) - 1))), draw(st.sampled_from(INVISIBLE)))
+        piece = "".join(chars)
+    before = draw(st.lists(st.sampled_from(WORDS), max_size=5))
+    after = draw(st.lists(st.sampled_from(WORDS), max_size=5))
+    return " ".join([*before, piece, *after])
+
+
+def assert_gone(text: str, secret_digits: str, placeholders: tuple[str, ...]) -> None:
+    out = redact(text)
+    assert secret_digits not in digits_of(out), (text, out)
+    assert any(p in out for p in placeholders), (text, out)
+
+
+# ------------------------------------------------------------------------------ phones
+
+#: Every region phonenumbers knows, for numbers with + or 00; national forms for the regions redaction knows.
+ALL_REGIONS = sorted(phonenumbers.SUPPORTED_REGIONS)
+TYPES = [PhoneNumberType.MOBILE, PhoneNumberType.FIXED_LINE]
+
+
+def reseparated(draw: st.DrawFn, formatted: str) -> str:
+    """The formatted number with each separator between its groups drawn anew (doubled, mixed, or kept)."""
+    return re.sub(r"(?<=[\d)])[ \-.]+(?=[\d(])",
+                  lambda m: draw(st.sampled_from([m.group(), *SEPARATORS])), formatted)
+
+
+@st.composite
+def phone_numbers(draw: st.DrawFn) -> tuple[str, str]:
+    """(a number as written, its national significant number): a region's example number with its
+    last digits redrawn while it stays valid, formatted national, international or E.164, with
+    random separators, and ``00`` for ``+`` now and then."""
+    national = draw(st.booleans())
+    region = draw(st.sampled_from(PHONE_REGIONS if national else ALL_REGIONS))
+    number = None
+    for kind in draw(st.permutations(TYPES)):
+        number = phonenumbers.example_number_for_type(region, kind)
+        if number is not None:
+            break
+    if number is None:  # a region with no example of either type: a region that has one
+        region, number = "DE", phonenumbers.example_number_for_type("DE", PhoneNumberType.MOBILE)
+    nsn = phonenumbers.national_significant_number(number)
+    tail = draw(st.text("0123456789", min_size=3, max_size=3))
+    redrawn = phonenumbers.parse(f"+{number.country_code}{nsn[:-3]}{tail}")
+    if phonenumbers.is_valid_number(redrawn):
+        number = redrawn
+    nsn = phonenumbers.national_significant_number(number)
+    if national:
+        written = reseparated(draw, phonenumbers.format_number(number, PhoneNumberFormat.NATIONAL))
+    else:
+        fmt = draw(st.sampled_from([PhoneNumberFormat.INTERNATIONAL, PhoneNumberFormat.E164]))
+        written = reseparated(draw, phonenumbers.format_number(number, fmt))
+        if draw(st.booleans()):
+            written = "00" + written[1:]
+    return written, nsn
+
+
+@given(st.data())
+@SETTINGS
+def test_generated_phone_numbers_of_many_regions_are_redacted(data: st.DataObject) -> None:
+    written, nsn = data.draw(phone_numbers())
+    text = data.draw(sentence_around(written))
+    assert_gone(text, nsn, tuple(PLACEHOLDERS.values()))
+
+
+# ----------------------------------------------------------------------------- e-mail
+
+LOCAL = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._%+-"
+LABEL = st.text("abcdefghijklmnopqrstuvwxyz0123456789", min_size=1, max_size=12)
+
+
+@st.composite
+def email_addresses(draw: st.DrawFn) -> tuple[str, str, str]:
+    """(the address as written, its local part, its domain): local parts of up to 64 characters and past
+    them, quoted ones, spaces around the @, a full-width @."""
+    local = draw(st.text(LOCAL, min_size=1, max_size=90).filter(lambda s: s[0].isalnum()))
+    if draw(st.booleans()):
+        local = '"' + draw(st.text("abcdefghij klmnop", min_size=1, max_size=20)).strip() + 'x"'
+    domain = ".".join(draw(st.lists(LABEL, min_size=1, max_size=3))) + "." + draw(
+        st.sampled_from(["com", "de", "co.uk", "org", "io", "info"]))
+    at = draw(st.sampled_from(["@", " @ ", "@ ", "  @  ", "＠"]))
+    return f"{local}{at}{domain}", local, domain
+
+
+@given(st.data())
+@SETTINGS
+def test_generated_email_addresses_in_odd_forms_are_redacted(data: st.DataObject) -> None:
+    written, local, domain = data.draw(email_addresses())
+    out = redact(data.draw(sentence_around(written)))
+    assert domain not in out and "@" not in out and "＠" not in out, (written, out)
+    assert local.strip('"') not in out.split(), (written, out)
+    assert "[email]" in out
+
+
+# -------------------------------------------------------------------------- addresses
+
+
+@st.composite
+def ip_addresses(draw: st.DrawFn) -> tuple[str, str]:
+    """(the address as written, its exploded form): IPv4 (maybe with a port), IPv6 exploded or compressed,
+    with a zone id, IPv4-mapped, in brackets with a port."""
+    if draw(st.booleans()):
+        v4 = ipaddress.IPv4Address(draw(st.integers(0, 2**32 - 1)))
+        port = draw(st.sampled_from(["", ":80", ":8080", ":65535"]))
+        return f"{v4}{port}", str(v4)
+    form = draw(st.sampled_from(["exploded", "compressed", "zone", "mapped", "bracketed"]))
+    if form == "mapped":
+        v4 = ipaddress.IPv4Address(draw(st.integers(0, 2**32 - 1)))
+        address = ipaddress.IPv6Address(f"::ffff:{v4}")
+        return f"::ffff:{v4}", address.exploded
+    address = ipaddress.IPv6Address(draw(st.integers(2**64, 2**128 - 1)))
+    written = address.exploded if form == "exploded" else address.compressed
+    if form == "zone":
+        written += draw(st.sampled_from(["%eth0", "%1", "%en0"]))
+    if form == "bracketed":
+        written = f"[{written}]:{draw(st.integers(1, 65535))}"
+    return written, address.exploded
+
+
+@given(st.data())
+@SETTINGS
+def test_generated_ip_addresses_are_redacted(data: st.DataObject) -> None:
+    written, exploded = data.draw(ip_addresses())
+    out = redact(data.draw(sentence_around(written)))
+    hexdigits = re.sub(r"[^0-9a-f]", "", out.lower().replace("[ip]", ""))
+    assert exploded.replace(":", "").replace(".", "")[-8:] not in hexdigits, (written, out)
+    assert "[ip]" in out
+
+
+@st.composite
+def mac_addresses(draw: st.DrawFn) -> tuple[str, str]:
+    octets = [draw(st.integers(0, 255)) for _ in range(6)]
+    hexes = "".join(f"{o:02x}" for o in octets)
+    form = draw(st.sampled_from([":", "-", "cisco"]))
+    written = (".".join(hexes[i:i + 4] for i in (0, 4, 8)) if form == "cisco"
+               else form.join(hexes[i:i + 2] for i in range(0, 12, 2)))
+    return (written.upper() if draw(st.booleans()) else written), hexes
+
+
+@given(st.data())
+@SETTINGS
+def test_generated_mac_addresses_are_redacted(data: st.DataObject) -> None:
+    written, hexes = data.draw(mac_addresses())
+    out = redact(data.draw(sentence_around(written)))
+    assert hexes not in re.sub(r"[^0-9a-f]", "", out.lower()), (written, out)
+    assert "[mac]" in out
+
+
+# ---------------------------------------------------------------------- cards and SSNs
+
+
+def luhn_completed(body: str) -> str:
+    total = 0
+    for i, ch in enumerate(reversed(body)):
+        d = int(ch)
+        if i % 2 == 0:
+            d = d * 2 - 9 if d > 4 else d * 2
+        total += d
+    return body + str(-total % 10)
+
+
+@st.composite
+def card_numbers(draw: st.DrawFn) -> tuple[str, str]:
+    """(a Luhn-valid card number in its issuer's groups with random separators, its digits)."""
+    prefix, length, groups = draw(st.sampled_from([
+        ("4", 16, (4, 4, 4, 4)), ("51", 16, (4, 4, 4, 4)), ("55", 16, (4, 4, 4, 4)), ("2221", 16, (4, 4, 4, 4)),
+        ("6011", 16, (4, 4, 4, 4)), ("34", 15, (4, 6, 5)), ("37", 15, (4, 6, 5)), ("36", 14, (4, 6, 4)),
+        ("4", 19, (4, 4, 4, 4, 3)), ("62", 19, (4, 4, 4, 4, 3)), ("35", 16, (4, 4, 4, 4))]))
+    body = prefix + draw(st.text("0123456789", min_size=length - len(prefix) - 1,
+                                 max_size=length - len(prefix) - 1))
+    digits = luhn_completed(body)
+    parts, at = [], 0
+    for size in groups:
+        parts.append(digits[at:at + size])
+        at += size
+    written = parts[0]
+    for part in parts[1:]:
+        written += draw(st.sampled_from(SEPARATORS)) + part
+    return written, digits
+
+
+@given(st.data())
+@SETTINGS
+def test_generated_card_numbers_with_any_separators_are_redacted(data: st.DataObject) -> None:
+    written, digits = data.draw(card_numbers())
+    assert_gone(data.draw(sentence_around(written)), digits, ("[number]",))
+
+
+@st.composite
+def social_security_numbers(draw: st.DrawFn) -> tuple[str, str]:
+    area = draw(st.integers(1, 899).filter(lambda n: n != 666))
+    group, serial = draw(st.integers(1, 99)), draw(st.integers(1, 9999))
+    digits = f"{area:03d}{group:02d}{serial:04d}"
+    written = (f"{area:03d}{draw(st.sampled_from(SEPARATORS))}{group:02d}"
+               f"{draw(st.sampled_from(SEPARATORS))}{serial:04d}")
+    return written, digits
+
+
+@given(st.data())
+@SETTINGS
+def test_generated_social_security_numbers_with_any_separators_are_redacted(data: st.DataObject) -> None:
+    written, digits = data.draw(social_security_numbers())
+    assert_gone(data.draw(sentence_around(written)), digits, ("[id]",))
+
+
+# ---------------------------------------------------------------------- ordinary numbers
+
+
+@st.composite
+def ordinary_numbers(draw: st.DrawFn) -> str:
+    """A number of the kinds questions hold: a count, a year, a version, a decimal, a percentage, a
+    price, a date, a time, a metric at a cutoff, an HTTP status."""
+    kind = draw(st.integers(0, 11))
+    n = draw(st.integers(0, 999))
+    year = draw(st.integers(1900, 2099))
+    if kind == 0:
+        return str(n)
+    if kind == 1:
+        return str(year)
+    if kind == 2:
+        parts = draw(st.lists(st.integers(0, 40), min_size=2, max_size=3))
+        return ".".join(map(str, parts))
+    if kind == 3:
+        return f"{draw(st.integers(0, 99))}.{draw(st.integers(0, 99)):02d}"
+    if kind == 4:
+        return f"{draw(st.integers(0, 100))}%"
+    if kind == 5:
+        return f"${draw(st.integers(1, 99_999)):,}.{draw(st.integers(0, 99)):02d}"
+    if kind == 6:
+        return f"{year}-{draw(st.integers(1, 12)):02d}-{draw(st.integers(1, 28)):02d}"
+    if kind == 7:
+        return f"{draw(st.integers(0, 23))}:{draw(st.integers(0, 59)):02d}"
+    if kind == 8:
+        return f"{draw(st.sampled_from(['recall', 'ndcg', 'mrr', 'precision']))}@{draw(st.integers(1, 100))}"
+    if kind == 9:
+        return f"python 3.{draw(st.integers(6, 14))}"
+    if kind == 10:
+        return f"version {'.'.join(map(str, draw(st.lists(st.integers(0, 300), min_size=2, max_size=4))))}"
+    return f"{draw(st.integers(1, 999)):,} {draw(st.sampled_from(['items', 'users', 'ms', 'GB', 'queries']))}"
+
+
+@st.composite
+def ordinary_questions(draw: st.DrawFn) -> str:
+    """Words and ordinary numbers, a word between any two numbers."""
+    pieces: list[str] = []
+    for _ in range(draw(st.integers(1, 5))):
+        pieces += draw(st.lists(st.sampled_from(WORDS), min_size=1, max_size=4))
+        pieces.append(draw(ordinary_numbers()))
+    pieces += draw(st.lists(st.sampled_from(WORDS), max_size=3))
+    return " ".join(pieces)
+
+
+@given(ordinary_questions())
+@settings(max_examples=400, deadline=None, database=None, derandomize=True)
+def test_ordinary_questions_keep_their_numbers(text: str) -> None:
+    assert redact(text) == text
+
+
+@pytest.mark.parametrize("text", ["recall@10 fell from 0.95 to 0.80", "error 404", "python 3.11",
+                                  "I bought 3 items in 2024"])
+def test_the_questions_named_in_the_docs_keep_their_text(text: str) -> None:
+    assert redact(text) == text
