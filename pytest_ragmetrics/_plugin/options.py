@@ -66,7 +66,7 @@ class OptionSpec:
     type: Callable[[str], Any] | None = None
     flag_default: Any = None
     #: the ini key's default; None (rag_thresholds only) is told from a value the user set
-    ini_default: str | None = ""
+    ini_default: str | None = None
     #: the default column of the docs table when it is not the default value itself
     shown_default: str | None = None
 
@@ -275,11 +275,23 @@ def build_options(get: Callable[[str, str], Any], resolve: Callable[[str, bool],
     """
 
     def pick(flag: str, ini: str) -> tuple[Any, bool]:
+        """An option's value (the flag wins over the ini key) and whether it came from the command line.
+        An empty value, however given, is refused: an unset variable must never mean "the default"."""
         if flag:
             value = get(flag, "")
-            if value not in (None, ""):
+            if isinstance(value, str) and not value.strip():
+                raise RagMetricsError(f"--{flag.replace('_', '-')} was given an empty value (an unset variable?); an "
+                                      "empty value is never read as the default: give a value, or leave the option "
+                                      "out")
+            if value is not None:
                 return value, True
-        return get("", ini), False
+        if not ini:
+            return None, False
+        value = get("", ini)
+        if isinstance(value, str) and not value.strip():
+            raise RagMetricsError(f"{origin(ini)} is empty (an unset variable?); an empty value is never read as the "
+                                  "default: give a value, or leave the key out")
+        return value, False
 
     hints = {dest: hint for dest, _, hint in PATH_OPTIONS}
 
@@ -360,7 +372,7 @@ def build_options(get: Callable[[str, str], Any], resolve: Callable[[str, bool],
         answer_threshold = parse_threshold(raw_answer, "--rag-answer-threshold / rag_answer_threshold")
     except ValueError as exc:
         raise RagMetricsError(str(exc)) from None
-    raw_shard = get("rag_shard", "")
+    raw_shard, _ = pick("rag_shard", "")
     shard = None
     if raw_shard not in (None, ""):
         from pytest_ragmetrics.gate.shard import parse_shard
@@ -369,8 +381,8 @@ def build_options(get: Callable[[str, str], Any], resolve: Callable[[str, bool],
     from pytest_ragmetrics.gate.shard import ci_attempt, ci_run_id
 
     raw_run_id = get("rag_run_id", "")
-    run_id = str(raw_run_id).strip() if raw_run_id not in (None, "") else ""
-    if raw_run_id not in (None, "") and not run_id:
+    run_id = str(raw_run_id).strip() if raw_run_id is not None else ""
+    if raw_run_id is not None and not run_id:
         raise RagMetricsError("--rag-run-id was given an empty id (an unset variable?); give the run's id, or "
                               "leave the option out to take the CI's")
     raw_attempt = get("rag_attempt", "")

@@ -132,3 +132,32 @@ def test_a_refreshed_baseline_covers_the_set_and_the_gate_passes(project: TrustP
     assert gate["passed"] is True and gate["kind"] == "coverage"
     assert artifact["comparison"]["coverage"]["uncovered"] == []
     assert artifact["comparison"]["coverage"]["judged"] == 6
+
+
+# ------------------------------------------------------------------ empty option values
+
+from pytest_ragmetrics._plugin.options import OPTIONS  # noqa: E402
+
+#: every ini key, and every flag that takes free text (argparse itself refuses "" for a number or a choice)
+INI_KEYS = [spec.ini for spec in OPTIONS if spec.ini]
+TEXT_FLAGS = [spec.flag for spec in OPTIONS if spec.flag and not spec.switch and spec.type is None and not spec.choices]
+
+
+@pytest.mark.parametrize("key", INI_KEYS)
+@pytest.mark.parametrize("how", ["-o", "ini"])
+def test_an_empty_ini_value_is_refused_never_read_as_the_default(baselined: TrustProject, key: str, how: str) -> None:
+    """An unset variable in CI (``-o rag_metrics=$METRICS``, or a templated ini file) must not switch a gate
+    off or change what is measured without a word."""
+    if how == "-o":
+        result = baselined.run("-o", f"{key}=")
+    else:
+        baselined.ini(**{key: ""})
+        result = baselined.run()
+    message = assert_usage_error(result)
+    assert key in message and "empty" in message
+
+
+@pytest.mark.parametrize("flag", TEXT_FLAGS)
+def test_an_empty_flag_value_is_refused(baselined: TrustProject, flag: str) -> None:
+    message = assert_usage_error(baselined.run(f"{flag}="))
+    assert flag in message and "empty" in message
