@@ -115,11 +115,21 @@ def test_a_drop_under_1e_9_is_noise_and_a_rise_is_no_lowering() -> None:
         ["a recall@10 1.0000 -> 1.0000"]
 
 
+def test_a_question_added_lowers_no_mean() -> None:
+    """A hard question added to the golden set pulls the mean down, but no query got worse: the means
+    are compared over the queries both files hold, as the gate compares a run with its baseline."""
+    after = {**copy.deepcopy(GOOD), "hard": {"recall@10": 0.0, "ndcg@10": 0.0}}
+    assert find_lowerings(baseline(GOOD), baseline(after), GATED) == []
+    after["b"]["recall@10"] = 0.25  # and a real fall still shows, in the query and the shared mean
+    assert [x.text() for x in find_lowerings(baseline(GOOD), baseline(after), GATED)] == \
+        ["b recall@10 0.5000 -> 0.2500", "mean recall@10 0.7500 -> 0.6250"]
+
+
 def test_a_removed_query_is_a_lowering_and_a_renamed_one_is_compared_under_its_new_id() -> None:
     after = {"b": GOOD["b"]}
     found = find_lowerings(baseline(GOOD), baseline(after), GATED)
-    assert [x.text() for x in found] == ["a removed from the baseline (recall@10 was 1.0000)",
-                                         "mean recall@10 0.7500 -> 0.5000"]
+    # the mean is compared over the queries both hold: the removal is the lowering, named once
+    assert [x.text() for x in found] == ["a removed from the baseline (recall@10 was 1.0000)"]
     assert found[0].to_record()["after"] is None
     renamed = baseline({"a2": {"recall@10": 0.0, "ndcg@10": 0.9}, "b": GOOD["b"]})
     renamed.per_query["a2"]["_judgments"] = "digest-a"  # same text and judgments, new id

@@ -180,7 +180,8 @@ def _renames(before: Mapping[str, Mapping[str, Any]], after: Mapping[str, Mappin
 def find_lowerings(before: Baseline, after: Baseline, gated: Iterable[str]) -> list[Lowering]:
     """Every gated value of ``before`` that ``after`` holds lower (a rise for ``false_retrieval`` and its
     rate), and every query of ``before`` holding a gated value that ``after`` no longer has (removed);
-    per query in id order, then the means. ``gated`` as :func:`gated_metrics` names them."""
+    per query in id order, then the means, each over the queries both files hold (as the gate compares
+    a run with its baseline). ``gated`` as :func:`gated_metrics` names them."""
     gated = frozenset(gated)
     renamed = _renames(before.per_query, after.per_query)
     found = []
@@ -193,10 +194,21 @@ def find_lowerings(before: Baseline, after: Baseline, gated: Iterable[str]) -> l
         new = _values(after.per_query[new_id])
         found += [Lowering(m, float(old[m]), float(new[m]), new_id, qid if new_id != qid else None)
                   for m in sorted(old) if m in gated and m in new and _worse(m, old[m], new[m])]
+    # a mean is compared over the queries both hold: questions added (or removed, listed above) change the
+    # mean without any query getting worse, and adding a hard question is no lowering
+    pairs = {qid: qid if qid in after.per_query else renamed.get(qid) for qid in before.per_query}
     for metric in sorted(before.aggregate):
-        b, a = before.aggregate[metric], after.aggregate.get(metric)
-        if AGGREGATE + metric in gated and a is not None and _worse(metric, b, a):
-            found.append(Lowering(metric, float(b), float(a)))
+        if AGGREGATE + metric not in gated or metric not in after.aggregate:
+            continue
+        key = FALSE_RETRIEVAL if metric == RATE else metric
+        both = [(float(before.per_query[q][key]), float(after.per_query[n][key])) for q, n in pairs.items()
+                if n is not None and isinstance(before.per_query[q].get(key), (int, float))
+                and isinstance(after.per_query[n].get(key), (int, float))]
+        if not both:
+            continue
+        b, a = sum(x for x, _ in both) / len(both), sum(y for _, y in both) / len(both)
+        if _worse(metric, b, a):
+            found.append(Lowering(metric, b, a))
     return found
 
 
