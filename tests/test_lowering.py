@@ -426,6 +426,26 @@ def test_a_reseal_in_git_refuses_to_seal_a_lowering_without_a_reason(repo: Path,
            "       b recall@10 0.5000 -> 0.0000\n       mean recall@10 0.7500 -> 0.5000" in out
 
 
+def test_a_reseal_never_drops_a_recorded_reason(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The reasons in _meta.lowerings are the baseline's history: a hand edit that deletes one, resealed,
+    would leave the ratchet the only witness. The reseal refuses it."""
+    from pytest_ragmetrics.cli import main
+
+    path = repo / "baselines" / "baseline.json"
+    _hand_edit(path, "b", 0.0)
+    assert main(["baseline", "--reseal", str(path), "--reason", "b's document left the corpus"]) == 0
+    _git(repo, "commit", "-qam", "lowered with a reason")
+    data = json.loads(path.read_text(encoding="utf-8"))
+    del data["_meta"]["lowerings"]
+    path.write_text(json.dumps(data, indent=2), encoding="utf-8")
+    before = path.read_bytes()
+    capsys.readouterr()
+    assert main(["baseline", "--reseal", str(path)]) == 1
+    out = capsys.readouterr().out
+    assert "not sealed: this edit removes or rewrites 1 of the 1 reasons recorded in _meta.lowerings at HEAD" in out
+    assert path.read_bytes() == before
+
+
 def test_a_reseal_that_raises_values_needs_no_reason(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from pytest_ragmetrics.cli import main
 

@@ -111,6 +111,13 @@ def _lowering_check(path: Path, baseline: Baseline, reason: str | None) -> list[
         if reason is not None:
             notes.append("--reason was not recorded: without a committed version nothing says what it lowers.")
         return notes
+    kept, now = list(committed.meta.get("lowerings") or []), list(baseline.meta.get("lowerings") or [])
+    if now[:len(kept)] != kept:  # the reasons recorded are the baseline's history: an edit only adds to them
+        gone = sum(1 for entry in kept if entry not in now)
+        print(f"{path}: not sealed: this edit removes or rewrites {gone or 'some'} of the {len(kept)} reasons "
+              "recorded in _meta.lowerings at HEAD. They are the baseline's history, kept where a reviewer sees "
+              f"why each value went down: restore them (git show HEAD:{path} has them). The file is unchanged.")
+        return None
     gated = gated_in_files(committed.meta, baseline.meta)  # neither file alone may loosen what counts
     lowered = unexplained(find_lowerings(committed, baseline, gated), entries_since(committed.meta, baseline.meta))
     if lowered and reason is None:
