@@ -475,8 +475,11 @@ def _no_answer(records: Mapping[str, QueryRecord], golden: GoldenSet, baseline: 
                                           answerable=False))
     recall = [parse_measure(m).cutoff for m in metrics if parse_measure(m).name == "recall"]
     k = next((c for c in recall if c is not None), None) or _deepest_cutoff(metrics)
-    answerable = {q: (records[q].ranking, records[q].scores, golden[q].judgments) for q in order
-                  if golden[q].answerable and records[q].status == "scored" and records[q].scores}
+    # every answerable question the gate's recall counts: an empty ranking and an errored query score 0,
+    # and a result without a score is never held back by a threshold
+    answerable = {q: (r.ranking, r.scores or [None] * len(r.ranking), golden[q].judgments) if r.status == "scored"
+                  else ([], [], golden[q].judgments)
+                  for q in order if golden[q].answerable and (r := records[q]).status in ("scored", "error")}
     unanswerable = {q: records[q].scores if records[q].scores else [None] * records[q].n_docs
                     for q in ran if records[q].status == "unanswerable"}
     scored_any = any(s is not None for q in ran for s in records[q].scores)

@@ -243,6 +243,19 @@ def test_tradeoff_section_terminal_markdown_html(project: RagProject) -> None:
     assert "Answer threshold trade-off" in html and "<svg" in html and "in force" in html
 
 
+def test_the_tradeoffs_no_threshold_row_is_the_gates_recall(project: RagProject) -> None:
+    """A question that returned nothing, or errored, scores 0 in the gate's recall: the trade-off counts it
+    too, so its "none" row is the gate's number, not a mean over fewer questions."""
+    _scored_project(project)
+    project.make_baseline("--rag-answer-threshold=0.7")
+    project.answer(q_004=[], q_005={"raise": "index offline"})
+    summary = rag_summary(project.run("--rag-answer-threshold=0.7"))
+    gate = re.search(r"\| recall@10 +\| [0-9.]+ +\| ([0-9.]+) ", summary).group(1)
+    assert gate == f"{4 / 6:.4f}"
+    table = summary.partition("Answer threshold trade-off")[2]
+    assert re.search(rf"\|\s+none\s+\|\s+{gate}\s+\|", table), table
+
+
 def test_no_tradeoff_without_scores(project: RagProject) -> None:
     project.answer(q_none=["x"])
     summary = rag_summary(project.run())
