@@ -39,7 +39,8 @@ __all__ = ["RagSession", "RECORD_KEY", "UnreadThresholds", "unread_thresholds"]
 RECORD_KEY = "ragmetrics"
 
 
-_DEFAULTS_GATE = "the built-in defaults gate this run (only recall@k)"
+_DEFAULTS_GATE = ("the built-in defaults gate this run (no drop of recall@k, or of the first metric when no "
+                  "recall@k is measured)")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -151,6 +151,9 @@ class Verdict:
     rescued: dict[str, tuple[float, float]] = field(default_factory=dict)
     #: what the hard gates judged and what they did not (None until the gates are judged)
     coverage: Coverage | None = None
+    #: queries that fell in some metric but within every tolerance, largest fall first: a passing run
+    #: names them, so what moved is never hidden by what was allowed
+    within: list[Regression] = field(default_factory=list)
     #: queries that were skipped, with the skip's reason: not judged, so the baseline gate fails
     #: (see :mod:`pytest_ragmetrics.gate.skipped`)
     skipped: dict[str, str] = field(default_factory=dict)
@@ -202,6 +205,7 @@ class Verdict:
             },
             "regressed": [r.to_dict() for r in self.regressions],
             "moved": [r.to_dict() for r in self.moved],
+            "within": [r.to_dict() for r in self.within],
             "not_run": self.not_run,
             "moved_metrics": self.moved_metrics,
             "gates": [g.to_dict() for g in self.gates],
@@ -328,6 +332,7 @@ def judge_run(inputs: RunInputs) -> Verdict:
                or (thresholds.fail_on_significant_drop and not r.gated and r.significant_drop)]
     regressions: list[Regression] = []
     moved: list[Regression] = []
+    within: list[Regression] = []
     inconclusive: list[Regression] = []
     for qid in common:
         record = records[qid]
@@ -343,6 +348,9 @@ def judge_run(inputs: RunInputs) -> Verdict:
             entry = Regression(qid, golden[qid].text, drops, golden[qid].gold(relevance_level), record.ranking,
                                record.explains, record.error)
             (regressions if regressed else moved).append(entry)
+        elif drops:  # fell, but within every tolerance: named, so a pass does not hide what moved
+            within.append(Regression(qid, golden[qid].text, drops, golden[qid].gold(relevance_level),
+                                     record.ranking, record.explains))
     no_answer = _no_answer(records, golden, baseline, thresholds, metrics, relevance_level, answer_threshold,
                            order, regressions)
     for qid in errored:
@@ -386,6 +394,7 @@ def judge_run(inputs: RunInputs) -> Verdict:
         harvested=harvested_share(everything, thresholds.max_harvested_share), leaks=leaks,
         unscored=unscored, rescued=rescued,
         skipped={q: why for q, why in inputs.skipped.items() if q not in records},
+        within=sorted(within, key=lambda r: (-max(d.loss for d in r.drops), r.qid)),
     )
     from pytest_ragmetrics.gate.gates.coverage import coverage_of
 

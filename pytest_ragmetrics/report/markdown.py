@@ -106,6 +106,10 @@ def verdict_markdown(v: Verdict, worst_n: int, title: str = "Retrieval gate",
         if v.moved:
             moved = _query_rows(v.moved[:worst_n], lambda d: d.metric in v.moved_metrics)
             parts.append(f"### {moved_heading(v, len(moved))}\n\n" + markdown_table(_HEADERS, moved))
+        if v.within and worst_n:
+            within = _query_rows(v.within[:worst_n], lambda d: False)
+            parts.append(f"<details><summary>Fell within their tolerances ({len(within)} of {len(v.within)})"
+                         "</summary>\n\n" + markdown_table(_HEADERS, within) + "\n\n</details>")
     if lowerings:
         parts.append(lowerings)
     return "\n\n".join(parts) + "\n"

@@ -316,6 +316,23 @@ def no_answer_text(v: Verdict) -> str:
     return "\n".join(lines)
 
 
+def within_text(v: Verdict, worst_n: int) -> str:
+    """The queries that fell within their tolerances, largest fall first: allowed, and still named."""
+    if not v.within or not worst_n:
+        return ""
+    n = len(v.within)
+    lines = [f"Fell within their tolerances ({counted(n, 'query', 'queries')}, "
+             f"{'the largest ' + str(min(n, worst_n)) + ' shown' if n > worst_n else 'all shown'}):"]
+    for r in v.within[:worst_n]:
+        order = {m: i for i, m in enumerate(v.metrics)}
+        d = min(r.drops, key=lambda d: (-d.loss, order.get(d.metric, len(order))))  # ties: the metrics' order
+        tol = "not gated per query" if d.tolerance is None else f"allowed drop {d.tolerance:g}"
+        lines.append(f"  {shown(r.qid)}  {d.metric} {d.before:.4f} -> {d.after:.4f}  ({tol})"
+                     + (f"; {len(r.drops) - 1} more metric{'s' if len(r.drops) > 2 else ''} fell"
+                        if len(r.drops) > 1 else ""))
+    return "\n".join(lines)
+
+
 def coverage_text(v: Verdict) -> str:
     """What the hard gates judged, and what ran ungated with why (empty without a baseline)."""
     if v.coverage is None or not v.has_baseline:
@@ -387,6 +404,9 @@ def verdict_text(v: Verdict, worst_n: int) -> str:
             parts.append(regressions_text(v.regressions, worst_n))
         else:
             parts.append("No query regressed beyond its per-query tolerance.")
+        within = within_text(v, worst_n)
+        if within:
+            parts.append(within)
         moved = moved_text(v, worst_n)
         if moved:
             parts.append(moved)

@@ -173,3 +173,17 @@ def test_a_refresh_that_adds_a_hard_question_needs_no_reason(baselined: TrustPro
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()[-2000:]
     assert "lowerings" not in baselined.baseline()["_meta"]
     assert baselined.run().ret == pytest.ExitCode.OK
+
+
+def test_a_passing_run_names_the_queries_that_fell_within_their_tolerances(baselined: TrustProject) -> None:
+    """Allowed is not unseen: a query that lost its gold within a loosened tolerance is named on a green run."""
+    baselined.thresholds({"recall@10_query_tolerance": None, "recall@10_tolerance": 0.5})
+    baselined.answer(q_004=["rim-wear"])
+    result = baselined.run("--rag-markdown", "summary.md", "--rag-report", "run.json")
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()[-2000:]
+    summary = rag_summary(result)
+    assert "Fell within their tolerances (1 query, all shown):\n  q-004  recall@10 1.0000 -> 0.0000  (not gated " \
+           "per query)" in summary
+    assert "Fell within their tolerances (1 of 1)" in (baselined.path / "summary.md").read_text(encoding="utf-8")
+    artifact = json.loads((baselined.path / "run.json").read_text(encoding="utf-8"))
+    assert [r["qid"] for r in artifact["comparison"]["within"]] == ["q-004"]

@@ -55,6 +55,8 @@ class Coverage:
     other_set: str | None = None
     #: queries that ran but could not be judged, with why (skipped, unscorable, ...)
     unjudged: dict[str, str] = field(default_factory=dict)
+    #: how messages name what the run is compared with ("the baseline", or "A")
+    reference: str = "the baseline"
     #: what the records' scopes were checked against, in words, and whether that source is independent
     scope: str | None = None
     scope_independent: bool = False
@@ -64,10 +66,12 @@ class Coverage:
                 "per_query_metrics": self.per_query_metrics, "ungated_metrics": self.ungated_metrics,
                 "uncovered": self.uncovered, "allowed": self.allowed, "changed_kind": self.changed_kind,
                 "set_kind": self.set_kind, "other_set": self.other_set, "unjudged": self.unjudged,
+                "reference": self.reference,
                 **({"scope": self.scope, "scope_independent": self.scope_independent} if self.scope else {})}
 
-    def lines(self, reference: str = "the baseline") -> list[str]:
+    def lines(self) -> list[str]:
         """The summary's statement of coverage: what a hard gate judged, and what ran ungated and why."""
+        reference = self.reference
         per_query = ", ".join(self.per_query_metrics) or "no metric"
         means = ", ".join(self.gated_metrics) or "no metric"
         out = [f"Judged: {self.judged} {'query' if self.judged == 1 else 'queries'} against {reference}; per query "
@@ -112,6 +116,7 @@ def coverage_of(inputs: RunInputs, verdict: Verdict) -> Coverage:
                          and m not in thresholds.query_tolerance],
         judged=verdict.n_common,
         significant=thresholds.fail_on_significant_drop,
+        reference=inputs.reference,
     )
     if inputs.scope.source != "none":
         cov.scope, cov.scope_independent = inputs.scope.detail or inputs.scope.source, inputs.scope.independent
@@ -185,7 +190,10 @@ class CoverageGate(GateSpec):
                 + (f"refresh the baseline ({REFRESH}) in the same change" if reference == "the baseline" else
                    f"compare runs of the same questions (measure {reference} with {'it' if n == 1 else 'them'})")
                 + (f" (max_ungated_queries allows {limit})" if limit else
-                   ", or allow some with max_ungated_queries in thresholds.json"))
+                   ", or allow some with max_ungated_queries in thresholds.json")
+                + (f"; {outside} of them {'is' if outside == 1 else 'are'} not in this run's subset: the baseline "
+                   "covers the whole golden set" if (outside := sum(q not in inputs.golden for q in cov.uncovered))
+                   else ""))
         if cov.set_kind:
             problems.append(f"{cov.set_kind}: every baseline entry was measured as another kind of question; "
                             f"refresh the baseline ({REFRESH})")
