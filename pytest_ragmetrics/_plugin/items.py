@@ -388,6 +388,8 @@ def gate_outcome(rag: RagSession, gate: Gate) -> str:
         from pytest_ragmetrics.gate.shard import JUDGED_BY_MERGE
 
         return JUDGED_BY_MERGE
+    if not gate.passed:  # report-only mode: failed, and said so; never reported as a pass
+        return f"failed, reported only (fail_on_regression is false): {gate.message}"
     return "passed"
 
 
@@ -431,4 +433,5 @@ class GateItem(pytest.Item):
         return super().repr_failure(excinfo, style)
 
     def reportinfo(self) -> tuple[Path, int | None, str]:
-        return self.path, None, f"rag gate {self.gate}"
+        # a line, not None: pytest places a skip raised by a marker at the item's line
+        return self.path, 0, f"rag gate {self.gate}"

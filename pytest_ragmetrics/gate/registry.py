@@ -77,6 +77,9 @@ class GateSpec:
     keys: ClassVar[tuple[ThresholdKey, ...]] = ()
     #: one line for the docs' gate table: when the gate exists and what fails it
     summary: ClassVar[str] = ""
+    #: a strict gate fails the run in report-only mode too (``fail_on_regression: false`` reports
+    #: regressions; it does not excuse a run that judged nothing, or a leak)
+    strict: ClassVar[bool] = False
 
     def names(self, plan: GatePlan) -> list[str]:
         """The gate items this gate adds to a run planned as ``plan`` (empty: it does not apply)."""
@@ -123,6 +126,7 @@ def judge_gates(inputs: RunInputs, verdict: Verdict) -> list[Outcome]:
             outcome = gate.judge(inputs, verdict, name)
             if outcome.name != name or outcome.kind != gate.kind:
                 raise AssertionError(f"gate {gate.kind} judged {outcome.name!r} ({outcome.kind}) for item {name!r}")
+            outcome.strict = outcome.strict or gate.strict
             outcomes.append(outcome)
     return outcomes
 
@@ -133,5 +137,6 @@ def gate_table() -> str:
     for gate in registered():
         name = "`<metric>`" if gate.kind == "metric" else f"`{gate.kind}`"
         keys = ", ".join(f"`{k.key}`" for k in gate.keys) or "none"
-        rows.append(f"| {name} | {gate.summary} | {keys} |")
+        strict = "; fails in report-only mode too" if gate.strict else ""
+        rows.append(f"| {name} | {gate.summary}{strict} | {keys} |")
     return "\n".join(rows)

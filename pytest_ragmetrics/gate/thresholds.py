@@ -297,8 +297,11 @@ def thresholds_from_mapping(data: Any, config: MeasurementConfig, name: str,
                 if suffix != "_min" and value < 0:
                     raise ThresholdsError(f"{name}: {key!r} is {value}; a tolerance is an allowed drop, so it must be "
                                           ">= 0")
-                if suffix == "_min" and value < 0:
-                    raise ThresholdsError(f"{name}: {key!r} is {value}; a floor must lie in [0, 1]")
+                if suffix == "_min" and value <= 0:
+                    raise ThresholdsError(f"{name}: {key!r} is {value}; a floor must lie in (0, 1]: "
+                                          + ("no mean falls under 0, so this gate would never fail" if value == 0
+                                             else "a metric is never negative") + f". Write null to set no floor "
+                                          f"for {metric}")
                 if value > 1 or (value >= 1 and suffix != "_min"):
                     raise ThresholdsError(
                         f"{name}: {key!r} is {value}, {'above' if value > 1 else 'at'} 1; metrics lie in [0, 1]: "

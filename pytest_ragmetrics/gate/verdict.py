@@ -329,7 +329,7 @@ def judge_run(inputs: RunInputs) -> Verdict:
             stratum(source, {q.qid for q in golden if q.source == source}, sources, sources_stats)
 
     failing = [r.metric for r in aggregate if r.dropped_too_far or r.under_floor
-               or (thresholds.fail_on_significant_drop and not r.gated and r.significant_drop)]
+               or (thresholds.fail_on_significant_drop and r.tolerance is None and r.significant_drop)]
     regressions: list[Regression] = []
     moved: list[Regression] = []
     within: list[Regression] = []
@@ -531,7 +531,7 @@ def _untestable(aggregate: Sequence[AggregateRow], thresholds: Thresholds, refer
             f"{'query' if r.stats.changed == 1 else 'queries'}, too few for p < {SIGNIFICANT_P:g} (the smallest "  # type: ignore[union-attr]
             f"p they allow is {r.stats.smallest_p:.4f}); give {r.metric} a tolerance "  # type: ignore[union-attr]
             f"({r.metric}_tolerance in thresholds.json) to gate such drops on this set"
-            for r in aggregate if not r.gated and r.untestable_drop]
+            for r in aggregate if r.tolerance is None and r.untestable_drop]
 
 
 def find_renames(golden: GoldenSet, baseline: Baseline) -> dict[str, str]:

@@ -32,7 +32,7 @@ def verdict_markdown(v: Verdict, worst_n: int, title: str = "Retrieval gate",
     ``pooled`` is a pooled set's part (:func:`.pooled.pooled_markdown`), after the label ages;
     ``lowerings`` the baseline's recorded lowerings (:func:`.lowering.lowerings_markdown`), last."""
     failures = v.failures()
-    if failures and (v.fail_on_regression or v.leaks):  # a leak fails in report-only mode too
+    if failures and not v.passed:  # a strict gate (a leak, nothing judged) fails in report-only mode too
         head = f"## {title}: failed"
     elif failures:
         head = f"## {title}: regressions (report only)"

@@ -62,8 +62,10 @@ def aggregate_table(v: Verdict) -> str:
             status = "FAIL: floor" if status == "ok" else status + ", floor"
         if status == "ok" and r.metric in failed:  # its gate failed for want of a baseline value
             status = "FAIL: not compared"
-        if not r.gated:
-            status = "FAIL: beyond chance" if "significant-drops" in failed and r.significant_drop else "report only"
+        if r.tolerance is None and "significant-drops" in failed and r.significant_drop:
+            status = "FAIL: beyond chance" if status == "ok" else status + ", beyond chance"
+        elif not r.gated:
+            status = "report only"
         rows.append([r.metric, r.baseline, r.now_common if v.has_baseline else r.now, _delta(r.delta, v.n_common),
                      _ci(r.stats), _p(r.stats),
                      "—" if r.tolerance is None else f"{r.tolerance:g}",
@@ -71,7 +73,7 @@ def aggregate_table(v: Verdict) -> str:
     table = markdown_table(["metric", "baseline", "now", "delta", "95% CI (paired)", "p", "allowed drop",
                             "floor", "verdict"], rows)
     lines = [table, sample_size_note(v.n_common if v.has_baseline else v.n)]
-    unguarded = [r for r in v.aggregate if not r.gated and r.stats is not None and r.delta is not None
+    unguarded = [r for r in v.aggregate if r.tolerance is None and r.stats is not None and r.delta is not None
                  and r.delta < 0 and r.stats.p_value < 0.05
                  and not ("significant-drops" in failed and r.significant_drop)]
     if unguarded:
@@ -345,7 +347,7 @@ def verdict_text(v: Verdict, worst_n: int) -> str:
     parts = []
     failures = v.failures()
     if failures:
-        head = "RETRIEVAL GATE FAILED" if v.fail_on_regression or v.leaks else \
+        head = "RETRIEVAL GATE FAILED" if not v.passed else \
             "RETRIEVAL GATE FAILED (report only: fail_on_regression is false)"
         parts.append(head + "\n" + "\n".join(f"  {shown(line)}" for line in failures))
     elif v.deferred:

@@ -187,3 +187,61 @@ def test_a_passing_run_names_the_queries_that_fell_within_their_tolerances(basel
     assert "Fell within their tolerances (1 of 1)" in (baselined.path / "summary.md").read_text(encoding="utf-8")
     artifact = json.loads((baselined.path / "run.json").read_text(encoding="utf-8"))
     assert [r["qid"] for r in artifact["comparison"]["within"]] == ["q-004"]
+
+
+# ------------------------------------------------------------------ report-only mode and floors
+
+
+@pytest.mark.parametrize("case", ["skipped", "no-baseline", "uncovered"])
+def test_report_only_mode_reports_regressions_but_never_passes_a_run_that_judged_nothing(
+        project: TrustProject, case: str) -> None:
+    """fail_on_regression: false lets regressions through as a report; a run with nothing to compare,
+    nothing judged or questions no baseline covers is no regression report, so it still fails."""
+    if case != "no-baseline":
+        project.make_baseline()
+    project.thresholds({"fail_on_regression": False})
+    if case == "skipped":
+        project.conftest_text += ('\n\n@pytest.fixture(scope="session")\ndef rag_retriever():\n'
+                                  '    pytest.skip("vector DB not reachable")\n')
+        (project.path / "conftest.py").write_text(project.conftest_text, encoding="utf-8")
+    if case == "uncovered":
+        project.add_query({"id": "q-007", "question": "truing a wheel", "gold_chunks": ["spoke-tension"]},
+                          ["noise-doc"])
+    result = project.run("--junitxml=junit.xml")
+    no_traceback(result.stdout.str())
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()[-2000:]
+    gate = {"skipped": "baseline", "no-baseline": "baseline", "uncovered": "coverage"}[case]
+    assert outcomes(result)[f"golden.yaml::gate::{gate}"] == "failed"
+    assert rag_summary(result).startswith("RETRIEVAL GATE FAILED\n")
+
+
+@pytest.mark.parametrize("floor", [0, 0.0])
+def test_a_floor_of_zero_is_refused(baselined: TrustProject, floor: float) -> None:
+    baselined.thresholds({"mrr@10_min": floor})
+    assert_usage_error(baselined.run(), "'mrr@10_min' is 0", "would never fail")
+
+
+def test_a_floor_does_not_take_a_metric_out_of_significant_drops(project: TrustProject) -> None:
+    """A floor judges a level, not a change: an ordering bug that halves MRR still fails significant-drops."""
+    records = [{"id": f"q-{i:03d}", "question": f"question {i}", "gold_chunks": [f"doc-{i}"]} for i in range(1, 13)]
+    project.answers = {r["id"]: [*r["gold_chunks"], "noise-doc"] for r in records}
+    project.golden(records)
+    project.thresholds({"mrr@10_min": 0.01, "ndcg@10_min": 0.01})
+    project.make_baseline()
+    project.answer(**{r["id"].replace("-", "_"): ["noise-doc", "noise-2", *r["gold_chunks"]] for r in records})
+    result = project.run()
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert outcomes(result)["golden.yaml::gate::significant-drops"] == "failed"
+    assert "gate significant-drops: mrr@10 fell" in rag_summary(result)
+
+
+def test_a_skip_marker_on_a_gate_item_never_crashes(baselined: TrustProject) -> None:
+    baselined.conftest_text += ("\n\ndef pytest_collection_modifyitems(items):\n    for it in items:\n"
+                                "        if 'gate::' in it.nodeid:\n"
+                                "            it.add_marker(pytest.mark.skip(reason='later'))\n")
+    (baselined.path / "conftest.py").write_text(baselined.conftest_text, encoding="utf-8")
+    baselined.answer(q_004=["rim-wear"])
+    result = baselined.run()
+    no_traceback(result.stdout.str())
+    assert result.ret == pytest.ExitCode.TESTS_FAILED  # the verdict still fails the run, named
+    assert "RETRIEVAL GATE FAILED" in rag_summary(result)

@@ -422,7 +422,7 @@ THRESHOLD_CASES: dict[str, tuple[str, list[str]]] = {
     "string-tolerance": ('{"recall@10_tolerance": "0.1"}', ["'recall@10_tolerance' must be a number (or null: not gated), got '0.1'"]),
     "boolean-worst-n": ('{"worst_n": true}', ["'worst_n' must be a non-negative integer, got True"]),
     "string-fail-on-regression": ('{"fail_on_regression": "no"}', ["'fail_on_regression' must be true or false"]),
-    "negative-floor": ('{"mrr@10_min": -0.5}', ["'mrr@10_min' is -0.5; a floor must lie in [0, 1]"]),
+    "negative-floor": ('{"mrr@10_min": -0.5}', ["'mrr@10_min' is -0.5; a floor must lie in (0, 1]"]),
     # metrics lie in [0, 1]: a floor above 1 never passes, a tolerance above 1 never fails
     "floor-above-one": ('{"mrr@10_min": 2}', ["'mrr@10_min' is 2, above 1", "would never pass",
                                               "write null to not gate mrr@10"]),

@@ -27,6 +27,7 @@ def _queries(n: int) -> str:
 @register
 class BaselineGate(GateSpec):
     kind = "baseline"
+    strict = True
     summary = ("always: fails without a baseline, on a partial run (queries deselected, skipped or not run), and "
                "when a baselined query is gone from the golden set or can no longer be scored")
 

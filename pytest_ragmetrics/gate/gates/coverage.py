@@ -169,6 +169,7 @@ def coverage_of(inputs: RunInputs, verdict: Verdict) -> Coverage:
 @register
 class CoverageGate(GateSpec):
     kind = "coverage"
+    strict = True
     keys = (ThresholdKey("max_ungated_queries", "integer >= 0 (default 0)",
                          "labelled questions of the golden set allowed to have no baseline entry"),)
     summary = ("always: fails when labelled questions of the golden set have no baseline entry (beyond "

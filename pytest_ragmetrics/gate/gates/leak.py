@@ -27,11 +27,11 @@ LEAK_GATE = "leak"
 @register
 class LeakGate(GateSpec):
     kind = LEAK_GATE
+    strict = True
     keys = (ThresholdKey("require_independent_scope", "true or false (default false)",
                          "true: fail when scope was checked only against the metadata the retriever returned "
                          "(give --rag-corpus, or a doc_metadata() method)"),)
-    summary = ("golden sets with a `scope` on a record: fails on any returned document outside its query's scope, "
-               "in report-only mode too")
+    summary = "golden sets with a `scope` on a record: fails on any returned document outside its query's scope"
 
     def names(self, plan: GatePlan) -> list[str]:
         return [self.kind] if plan.scoped else []

@@ -23,6 +23,7 @@ __all__ = ["BaselineLoweredGate"]
 @register
 class BaselineLoweredGate(GateSpec):
     kind = LOWERED_GATE
+    strict = True
     summary = ("with `--rag-baseline-ref` (or on a pull request whose base branch is fetched): fails on a gated "
                "value lower than at that ref that no reason recorded since carries")
 

@@ -21,18 +21,19 @@ class SignificantDropsGate(GateSpec):
     kind = "significant-drops"
     keys = (ThresholdKey("fail_on_significant_drop", "true or false (default true)",
                          "false: a clear drop of an ungated metric is only reported"),)
-    summary = ("when a measured metric has no tolerance or floor (unless `fail_on_significant_drop` is false): "
+    summary = ("when a measured metric has no tolerance (unless `fail_on_significant_drop` is false): "
                f"fails when one fell beyond chance (p < {SIGNIFICANT_P:g}) and by more than 1/n")
 
     def names(self, plan: GatePlan) -> list[str]:
         t = plan.thresholds
-        if t.fail_on_significant_drop and any(m not in t.tolerance and m not in t.minimum for m in plan.metrics):
+        # a floor is no change gate: a metric with only a floor is still judged here
+        if t.fail_on_significant_drop and any(m not in t.tolerance for m in plan.metrics):
             return [self.kind]
         return []
 
     def judge(self, inputs: RunInputs, verdict: Verdict, name: str) -> Outcome:
         reference = inputs.reference
-        fell = [r for r in verdict.aggregate if not r.gated and r.significant_drop]
+        fell = [r for r in verdict.aggregate if r.tolerance is None and r.significant_drop]
         message = "; ".join(
             f"{r.metric} fell {-r.delta:.4f} against {reference} ({r.baseline:.4f} -> {r.now_common:.4f}, "  # type: ignore[operator]
             f"p={r.stats.p_value:.4f} < {SIGNIFICANT_P:g}, more than 1/n = {1 / r.stats.n:.4f})"  # type: ignore[union-attr]
