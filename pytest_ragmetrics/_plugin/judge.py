@@ -65,11 +65,12 @@ class Judge:
             if rag.options.shard is not None:  # a part of the set: its gates are judged by `ragmetrics merge`
                 from pytest_ragmetrics.gate.shard import defer_gates
 
-                self._verdict = defer_gates(self._verdict, *rag.options.shard)
-                if skipped:  # a shard cannot leave its own skipped queries to merge: it fails on them
-                    from pytest_ragmetrics.gate.skipped import judge_skipped
-
-                    self._verdict = judge_skipped(self._verdict, skipped, len(rag.golden))
+                judged = self._verdict
+                self._verdict = defer_gates(judged, *rag.options.shard)
+                if judged.not_run:  # its own queries skipped or deselected: merge cannot run them, so it fails
+                    own = next(g for g in judged.gates if g.name == "baseline")
+                    self._verdict.gates = [own if g.name == "baseline" else g for g in self._verdict.gates]
+                    self._verdict.deferred = [n for n in self._verdict.deferred if n != "baseline"]
         return self._verdict
 
     def write_baseline(self) -> str:

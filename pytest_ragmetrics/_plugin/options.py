@@ -144,7 +144,7 @@ OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec("--rag-shard", None, metavar="I/N", shown_default="the whole set",
                help="run shard I of N (1-based): a stable share of the queries, dealt by a hash of their ids with "
                     "each first tag spread evenly; per-query checks only, the gates are judged by `ragmetrics "
-                    "merge` over every shard's --rag-report"),
+                    "merge` over every shard's --rag-report (required with it)"),
     OptionSpec("--rag-run-id", None, metavar="ID", shown_default="the CI's run id",
                help="this run's identity, recorded in the artifact's _meta.run_id so `ragmetrics merge` refuses "
                     "a shard of another run (default: the CI's own: GITHUB_RUN_ID, CI_PIPELINE_ID, "
@@ -378,6 +378,10 @@ def build_options(get: Callable[[str, str], Any], resolve: Callable[[str, bool],
         from pytest_ragmetrics.gate.shard import parse_shard
 
         shard = parse_shard(raw_shard)
+        if paths["rag_report"][0] is None:
+            raise RagMetricsError(f"--rag-shard {raw_shard} needs --rag-report=PATH: a shard's gates are judged by "
+                                  "`ragmetrics merge` over every shard's artifact, and without one no gate would ever "
+                                  "judge this shard's part of the set")
     from pytest_ragmetrics.gate.shard import ci_attempt, ci_run_id
 
     raw_run_id = get("rag_run_id", "")

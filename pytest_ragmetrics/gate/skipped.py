@@ -10,13 +10,11 @@ was judged.
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Mapping
 
 from pytest_ragmetrics.errors import listed
-from pytest_ragmetrics.gate.verdict import Verdict
 
-__all__ = ["skipped_text", "judge_skipped"]
+__all__ = ["skipped_text"]
 
 
 def skipped_text(skipped: Mapping[str, str], total: int) -> str:
@@ -34,14 +32,3 @@ def skipped_text(skipped: Mapping[str, str], total: int) -> str:
         head = f"{n} of {total} queries {'was' if n == 1 else 'were'} skipped, so not judged: {why}"
     return (f"{head}. A skipped query is not a pass: the gate judges the whole set, so make the skipped "
             "queries run (a skip in the rag_retriever fixture, such as an unreachable index, skips them all)")
-
-
-def judge_skipped(verdict: Verdict, skipped: Mapping[str, str], total: int) -> Verdict:
-    """A shard's ``verdict``, its gates deferred to ``ragmetrics merge``, with its ``baseline`` gate failed
-    for its skipped queries: they are this shard's to run, and merge cannot run them."""
-    if not skipped:
-        return verdict
-    text = skipped_text(skipped, total)
-    gates = [dataclasses.replace(g, passed=False, message=text, queries=list(skipped)) if g.name == "baseline" else g
-             for g in verdict.gates]
-    return dataclasses.replace(verdict, gates=gates, skipped=dict(skipped))

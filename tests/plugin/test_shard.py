@@ -109,14 +109,24 @@ def test_a_bad_shard_spec_is_a_usage_error(project: RagProject, spec: str, why: 
     no_traceback(result)
 
 
-def test_a_shard_without_an_artifact_is_told_merge_needs_one(baselined: RagProject) -> None:
-    result = baselined.run("--rag-shard=1/2")
-    assert result.ret == pytest.ExitCode.OK
-    assert "(pass --rag-report=PATH: merge reads the shard's artifact)" in result.stdout.str()
+def test_a_shard_without_an_artifact_is_refused(baselined: RagProject) -> None:
+    """Without an artifact no merge can judge the shard's part of the set: a red shard would exit 0 for good."""
+    baselined.answer(q_004=["rim-wear"])
+    result = baselined.run("--rag-shard=1/1")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "--rag-shard 1/1 needs --rag-report=PATH" in result.stderr.str()
+
+
+def test_a_shard_whose_own_queries_were_deselected_fails(baselined: RagProject) -> None:
+    """A query of the shard that did not run cannot be run by merge: the shard's baseline gate fails."""
+    result = baselined.run("--rag-shard=1/1", "--rag-report=s.json", "-k", "not q-004")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert ids_with(result, "failed") == ["golden.yaml::gate::baseline"]
+    assert "partial run: 1 query meant to run did not (q-004" in rag_summary(result)
 
 
 def test_a_shard_refuses_to_refresh_the_baseline(project: RagProject) -> None:
-    result = project.run("--rag-shard=1/2", "--rag-update-baseline")
+    result = project.run("--rag-shard=1/2", "--rag-update-baseline", "--rag-report=s.json")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "--rag-update-baseline cannot refresh from shard 1/2" in result.stderr.str()
     assert "ragmetrics merge SHARDS --out run.json --update-baseline" in result.stderr.str()
@@ -502,7 +512,7 @@ def test_merge_refuses_shards_of_different_run_ids(baselined: RagProject, no_ci:
     baselined.run("--rag-shard=2/2", "--rag-report=shard2.json")
     code, _, err = _merge(baselined, capsys, monkeypatch, "shard1.json", "shard2.json")
     assert code == 2 and "shard2.json: none" in err
-    result = baselined.run("--rag-shard=2/2", "--rag-run-id= ")
+    result = baselined.run("--rag-shard=2/2", "--rag-report=shard2.json", "--rag-run-id= ")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "--rag-run-id was given an empty id" in result.stderr.str()
 
