@@ -39,7 +39,7 @@ from pytest_ragmetrics.gate.thresholds import Thresholds
 from pytest_ragmetrics.measures import MeasurementConfig, parse_measures
 
 CONFIG = MeasurementConfig(parse_measures(["recall@10", "ndcg@10"]))
-GATED = gated_metrics(Thresholds.defaults(CONFIG))
+GATED = gated_metrics(Thresholds.defaults(CONFIG), CONFIG.metric_names)
 TIME = "2026-12-03T10:00:00+00:00"
 
 
@@ -69,10 +69,28 @@ GOOD = {"a": {"recall@10": 1.0, "ndcg@10": 0.9}, "b": {"recall@10": 0.5, "ndcg@1
 
 
 def test_gated_metrics_follow_the_thresholds() -> None:
-    assert GATED == {"recall@10", "false_retrieval", "aggregate.recall@10", "aggregate.false_retrieval_rate"}
+    assert GATED == {"recall@10", "false_retrieval", "aggregate.recall@10", "aggregate.false_retrieval_rate",
+                     "significant.ndcg@10"}  # ndcg@10 has no tolerance: significant-drops judges it
     loose = Thresholds(tolerance={"ndcg@10": 0.02}, minimum={"mrr@10": 0.5}, query_tolerance={"recall@10": 0.1})
-    assert gated_metrics(loose) == {"recall@10", "false_retrieval", "aggregate.ndcg@10", "aggregate.mrr@10",
-                                    "aggregate.false_retrieval_rate"}
+    assert gated_metrics(loose, ["recall@10", "ndcg@10", "mrr@10"]) == {
+        "recall@10", "false_retrieval", "aggregate.ndcg@10", "aggregate.mrr@10", "aggregate.false_retrieval_rate",
+        "significant.recall@10", "significant.mrr@10"}
+    loose.fail_on_significant_drop = False
+    assert not any(m.startswith("significant.") for m in gated_metrics(loose, ["recall@10", "ndcg@10", "mrr@10"]))
+
+
+def test_a_mean_only_significant_drops_judges_is_lowered_when_that_gate_would_fail() -> None:
+    """ndcg@10 has no tolerance: a refresh that lowers it on every query needs a reason (the gate would fail
+    the same change), and one that moves it by less than one query's worth does not."""
+    before = {f"q{i}": {"recall@10": 1.0, "ndcg@10": 1.0} for i in range(12)}
+    after = copy.deepcopy(before)
+    for entry in after.values():
+        entry["ndcg@10"] = 0.5
+    assert [x.text() for x in find_lowerings(baseline(before), baseline(after), GATED)] == \
+        ["mean ndcg@10 1.0000 -> 0.5000"]
+    after = copy.deepcopy(before)
+    after["q0"]["ndcg@10"] = 0.5  # one query, by less than 1/n of the mean: chance, not a lowering
+    assert find_lowerings(baseline(before), baseline(after), GATED) == []
 
 
 def test_gated_in_files_reads_the_recorded_thresholds_of_both_files() -> None:
@@ -100,7 +118,7 @@ def test_a_lower_gated_query_value_and_mean_are_lowerings_an_ungated_one_is_not(
 def test_a_gated_mean_alone_is_listed_as_a_mean() -> None:
     after = copy.deepcopy(GOOD)
     after["a"]["ndcg@10"] = 0.1
-    gated = gated_metrics(Thresholds(tolerance={"ndcg@10": 0.0}, query_tolerance={"recall@10": 0.0}))
+    gated = gated_metrics(Thresholds(tolerance={"ndcg@10": 0.0}, query_tolerance={"recall@10": 0.0}), ["ndcg@10"])
     assert [x.text() for x in find_lowerings(baseline(GOOD), baseline(after), gated)] == \
         ["mean ndcg@10 0.7000 -> 0.3000"]
 

@@ -86,7 +86,7 @@ class Judge:
                                     rag.options.baseline)
         # a refresh that lowers a gated value needs --rag-reason, which is kept in _meta.lowerings
         author = author_from_git(rag.options.baseline.parent) if rag.options.reason else None
-        lowerings = refresh_lowerings(rag.baseline, new, gated_metrics(rag.thresholds), rag.options.reason,
+        lowerings = refresh_lowerings(rag.baseline, new, gated_metrics(rag.thresholds, rag.metrics), rag.options.reason,
                                       time=rag.created, author=author, path=rag._shown_path(rag.options.baseline))
         if lowerings.entries:
             new.meta["lowerings"] = lowerings.entries

@@ -79,6 +79,9 @@ LOWERED_GATE = "baseline-lowered"
 NOISE = 1e-9
 #: In :func:`gated_metrics`, a gated mean is named ``aggregate.<metric>``; a bare name is gated per query.
 AGGREGATE = "aggregate."
+#: ... and ``significant.<metric>`` a mean the significant-drops gate judges: lowered when it fell as
+#: that gate would fail it (beyond chance, and by more than one query's worth).
+SIGNIFICANT = "significant."
 #: How a lowering gets its reason recorded.
 REASON_COMMAND = 'pytest --rag-eval --rag-update-baseline --rag-reason "why it went down"'
 #: Higher is worse for these: their "lowering" is a rise.
@@ -87,12 +90,15 @@ _RISING = frozenset({FALSE_RETRIEVAL, RATE})
 _SHOWN = 20
 
 
-def gated_metrics(thresholds: Thresholds) -> frozenset[str]:
+def gated_metrics(thresholds: Thresholds, metrics: Sequence[str]) -> frozenset[str]:
     """The values a lowering of which needs a reason: the names of the metrics gated per query,
-    and ``aggregate.<metric>`` for each gated mean (:data:`AGGREGATE`)."""
+    ``aggregate.<metric>`` for each mean a tolerance or floor gates (:data:`AGGREGATE`), and
+    ``significant.<metric>`` for each of ``metrics`` the significant-drops gate judges instead
+    (:data:`SIGNIFICANT`): whatever a gate would fail, a refresh may not write down without a reason."""
     per_query = {*thresholds.query_tolerance, FALSE_RETRIEVAL}
     means = {*thresholds.tolerance, *thresholds.minimum, RATE}
-    return frozenset(per_query | {AGGREGATE + m for m in means})
+    significant = {m for m in metrics if m not in thresholds.tolerance and thresholds.fail_on_significant_drop}
+    return frozenset(per_query | {AGGREGATE + m for m in means} | {SIGNIFICANT + m for m in significant})
 
 
 def gated_in_files(*metas: Mapping[str, Any]) -> frozenset[str]:
@@ -109,7 +115,7 @@ def gated_in_files(*metas: Mapping[str, Any]) -> frozenset[str]:
             thresholds = recorded_thresholds(dict(meta), config, "the baseline")
         except ThresholdsError:
             thresholds = None
-        gated |= gated_metrics(thresholds or Thresholds.defaults(config))
+        gated |= gated_metrics(thresholds or Thresholds.defaults(config), config.metric_names)
     return frozenset(gated) or frozenset({FALSE_RETRIEVAL, AGGREGATE + RATE})
 
 
@@ -209,7 +215,28 @@ def find_lowerings(before: Baseline, after: Baseline, gated: Iterable[str]) -> l
         b, a = sum(x for x, _ in both) / len(both), sum(y for _, y in both) / len(both)
         if _worse(metric, b, a):
             found.append(Lowering(metric, b, a))
+    for metric in sorted(m[len(SIGNIFICANT):] for m in gated if m.startswith(SIGNIFICANT)):
+        if AGGREGATE + metric in gated:
+            continue  # judged by its tolerance above
+        both = [(float(before.per_query[q][metric]), float(after.per_query[n][metric])) for q, n in pairs.items()
+                if n is not None and isinstance(before.per_query[q].get(metric), (int, float))
+                and isinstance(after.per_query[n].get(metric), (int, float))]
+        if both and _significant_fall([y - x for x, y in both]):
+            found.append(Lowering(metric, sum(x for x, _ in both) / len(both), sum(y for _, y in both) / len(both)))
     return found
+
+
+def _significant_fall(deltas: list[float]) -> bool:
+    """Whether a mean fell as the significant-drops gate fails it: by more than 1/n, and beyond chance."""
+    from pytest_ragmetrics.evaluation import drop_beyond_one_query
+    from pytest_ragmetrics.gate.evidence import SIGNIFICANT_P
+
+    deltas = [0.0 if abs(d) < NOISE else d for d in deltas]
+    if not drop_beyond_one_query(sum(deltas) / len(deltas), len(deltas)):
+        return False
+    from pytest_ragmetrics.stats import delta_stats
+
+    return delta_stats(deltas).p_value < SIGNIFICANT_P
 
 
 # ------------------------------------------------------------------------ the recorded reasons

@@ -448,7 +448,7 @@ def refresh_baseline(merged: Merged, allow_missing_gold: bool, reason: str | Non
                                 merged.baseline_path, allow_flag="--allow-missing-gold")
     from pytest_ragmetrics.gate.lowering import author_from_git, gated_metrics, refresh_lowerings
 
-    lowerings = refresh_lowerings(merged.baseline, new, gated_metrics(merged.thresholds), reason,
+    lowerings = refresh_lowerings(merged.baseline, new, gated_metrics(merged.thresholds, merged.metrics), reason,
                                   time=merged.created or "", path=shown_path(Path(merged.baseline_path)),
                                   author=author_from_git(Path(merged.baseline_path).parent) if reason else None,
                                   reason_flag="--reason")

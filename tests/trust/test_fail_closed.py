@@ -245,3 +245,21 @@ def test_a_skip_marker_on_a_gate_item_never_crashes(baselined: TrustProject) -> 
     no_traceback(result.stdout.str())
     assert result.ret == pytest.ExitCode.TESTS_FAILED  # the verdict still fails the run, named
     assert "RETRIEVAL GATE FAILED" in rag_summary(result)
+
+
+def test_a_refresh_cannot_write_down_a_fall_significant_drops_would_fail(project: TrustProject,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """MRR and nDCG have no tolerance; significant-drops fails their clear fall. A refresh slipped into the job
+    (PYTEST_ADDOPTS) must not write that fall down without a reason."""
+    records = [{"id": f"q-{i:03d}", "question": f"question {i}", "gold_chunks": [f"doc-{i}"]} for i in range(1, 13)]
+    project.answers = {r["id"]: [*r["gold_chunks"], "noise-doc"] for r in records}
+    project.golden(records)
+    project.make_baseline()
+    before = project.baseline_path.read_bytes()
+    project.answer(**{r["id"].replace("-", "_"): ["noise-doc", "noise-2", *r["gold_chunks"]] for r in records})
+    assert project.run().ret == pytest.ExitCode.TESTS_FAILED  # significant-drops
+    monkeypatch.setenv("PYTEST_ADDOPTS", "--rag-update-baseline")
+    result = project.run()
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert "mean mrr@10 1.0000 -> 0.3333" in result.stdout.str()
+    assert project.baseline_path.read_bytes() == before

@@ -35,7 +35,7 @@ class BaselineLoweredGate(GateSpec):
         if ratchet is None or ratchet.ref is None:  # planned, so it must judge: nothing to compare is no pass
             return Outcome(name, False, "the baseline at the base ref is not known for this run, so no lowering "
                                         "can be told", kind=self.kind)
-        outcome = ratchet.judge(inputs.baseline, gated_metrics(inputs.thresholds),
+        outcome = ratchet.judge(inputs.baseline, gated_metrics(inputs.thresholds, inputs.metrics),
                                 ratchet.shown or inputs.baseline_path or "")
         return Outcome(name, outcome.passed, outcome.message, kind=self.kind,
                        queries=sorted({low.qid for low in outcome.unexplained if low.qid}))
