@@ -35,7 +35,6 @@ import datetime as _dt
 import json
 import os
 import subprocess
-from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
@@ -273,19 +272,22 @@ def utc_now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
 
 
-def entries_since(then: Mapping[str, Any], now: Mapping[str, Any]) -> list[LoweringEntry]:
-    """The entries of ``now``'s ``_meta.lowerings`` that ``then``'s does not hold (each counted once)."""
+def history_kept(then: Mapping[str, Any], now: Mapping[str, Any]) -> bool:
+    """Whether ``now``'s ``_meta.lowerings`` begins with ``then``'s, unchanged: the reasons are a history
+    that only grows; an entry removed, reordered or rewritten (its time moved, say) is not a new reason."""
     def key(entry: Any) -> str:
         return json.dumps(entry, sort_keys=True)
 
-    old = Counter(key(e) for e in then.get("lowerings") or [])
-    added = []
-    for entry in now.get("lowerings") or []:
-        if old[key(entry)]:
-            old[key(entry)] -= 1
-        else:
-            added.append(LoweringEntry.from_dict(entry))
-    return added
+    old, new = list(then.get("lowerings") or []), list(now.get("lowerings") or [])
+    return [key(e) for e in new[:len(old)]] == [key(e) for e in old]
+
+
+def entries_since(then: Mapping[str, Any], now: Mapping[str, Any]) -> list[LoweringEntry]:
+    """The entries ``now``'s ``_meta.lowerings`` added after ``then``'s; none when the history was not
+    kept (:func:`history_kept`): an edited old entry must not pass for a reason recorded since."""
+    if not history_kept(then, now):
+        return []
+    return [LoweringEntry.from_dict(e) for e in list(now.get("lowerings") or [])[len(then.get("lowerings") or []):]]
 
 
 def carried(lowering: Lowering, entries: Iterable[LoweringEntry]) -> bool:
@@ -457,6 +459,12 @@ def judge_lowerings(at_ref: Baseline | None, current: Baseline | None, gated: It
         return LoweredOutcome(True, f"no baseline at {path} to compare with {ref}")
     if at_ref is None:
         return LoweredOutcome(True, f"{path} is new at {ref}: nothing there to compare with")
+    if not history_kept(at_ref.meta, current.meta):
+        n = len(at_ref.meta.get("lowerings") or [])
+        return LoweredOutcome(False, f"the {n} reason{'' if n == 1 else 's'} recorded in _meta.lowerings at {ref} "
+                                     f"{'was' if n == 1 else 'were'} removed, reordered or rewritten in {path}: the "
+                                     "reasons are the baseline's history and only grow; restore them as they are at "
+                                     f"{ref} (git show {ref}:{path})")
     lowered = find_lowerings(at_ref, current, gated)
     since = entries_since(at_ref.meta, current.meta)
     missing = unexplained(lowered, since)
@@ -495,6 +503,8 @@ class RatchetBase:
     skipped: str | None = None
     #: the baseline's path as messages name it (relative to the project)
     shown: str = ""
+    #: where the baseline was at ``ref`` when the file in use was not there (it was moved)
+    moved_from: str | None = None
 
     def header(self, path: str) -> str:
         """The report header's line."""
@@ -504,6 +514,9 @@ class RatchetBase:
             state = f"the file there cannot be read (gate {LOWERED_GATE} fails)"
         elif self.at_ref is None:
             state = f"{path} is new there"
+        elif self.moved_from is not None:
+            state = (f"{path} was {self.moved_from} there; a gated value lower than there without a recorded reason "
+                     f"fails gate {LOWERED_GATE}")
         else:
             state = f"a gated value lower than there without a recorded reason fails gate {LOWERED_GATE}"
         return f"baseline ratchet: {path} compared with {self.ref} ({self.given_by}): {state}"
@@ -537,9 +550,56 @@ def ratchet_base(path: Path, ref: str | None, given_by: str, shown_path: str,
         text = file_at_ref(path, ref)
     except RefUnreadable as exc:
         raise RagMetricsError(f"{given_by} {ref!r}: git cannot read it from {_folder(path)}: {exc}") from None
-    if text is None:
+    if text is None:  # not there: a baseline of the same golden set elsewhere at ref is this one, moved
+        moved = _moved_baseline(path, ref)
+        if isinstance(moved, str):
+            return RatchetBase(ref, given_by, unreadable=moved, shown=shown_path)
+        if moved is not None:
+            return RatchetBase(ref, given_by, moved[1], shown=shown_path, moved_from=moved[0])
         return RatchetBase(ref, given_by, shown=shown_path)
     try:
         return RatchetBase(ref, given_by, parse_baseline(text, f"{shown_path} at {ref}"), shown=shown_path)
     except BaselineError as exc:
         return RatchetBase(ref, given_by, unreadable=str(exc), shown=shown_path)
+
+
+def _golden_of(meta: Any) -> tuple[Any, Any]:
+    golden = meta.get("golden") if isinstance(meta, Mapping) else None
+    return (golden.get("source"), golden.get("sha256")) if isinstance(golden, Mapping) else (None, None)
+
+
+def _moved_baseline(path: Path, ref: str) -> tuple[str, Baseline] | str | None:
+    """The baseline at ``ref`` that the file in use, absent there, was moved from: the one that measured
+    the same golden set (its recorded source or digest). None when ``ref`` holds none (the baseline is
+    new); a reason, for the gate to fail with, when several could be it."""
+    try:
+        current = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    source, digest = _golden_of(current.get("_meta") if isinstance(current, dict) else None)
+    folder = _folder(path)
+    root = _git(folder, "rev-parse", "--show-toplevel")
+    if root is None or root.returncode:
+        return None
+    top = Path(root.stdout.strip())
+    found = _git(top, "grep", "-l", "--fixed-strings", '"per_query"', ref, "--", "*.json")
+    if found is None or found.returncode not in (0, 1):
+        return None
+    same: list[tuple[str, Baseline]] = []
+    for line in found.stdout.splitlines():
+        rel = line.split(":", 1)[1] if line.startswith(f"{ref}:") else line
+        blob = _git(top, "cat-file", "blob", f"{ref}:{rel}")
+        if blob is None or blob.returncode:
+            continue
+        try:
+            candidate = parse_baseline(blob.stdout, f"{rel} at {ref}")
+        except BaselineError:
+            continue
+        their_source, their_digest = _golden_of(candidate.meta)
+        if (source is not None and their_source == source) or (digest is not None and their_digest == digest):
+            same.append((rel, candidate))
+    if len(same) > 1:
+        return (f"the file is not at {ref}, and several baselines there measured the same golden set "
+                f"({', '.join(rel for rel, _ in same)}), so which one it was moved from cannot be told; keep the "
+                "baseline where it was in the change that lowers it, or move it in a change of its own")
+    return same[0] if same else None

@@ -379,3 +379,40 @@ def test_a_refresh_is_not_judged_by_the_ratchet(in_git: TrustProject) -> None:
 def test_without_a_ref_there_is_no_ratchet(in_git: TrustProject) -> None:
     result = in_git.run()
     assert "golden.yaml::gate::baseline-lowered" not in outcomes(result) and _header(result) == ""
+
+
+def test_a_baseline_moved_in_the_change_that_lowers_it_is_compared_with_where_it_was(in_git: TrustProject) -> None:
+    """Moving the file must not make it 'new at the ref': the baseline of the same golden set there is it."""
+    project = in_git
+    project.answer(q_002=HALF_OF_Q002)
+    _lower_and_reseal(project, "q-002", 0.5)
+    (project.path / "gate").mkdir()
+    _git(project, "mv", "baselines/baseline.json", "gate/baseline.json")
+    project.ini(rag_baseline="gate/baseline.json")
+    _git(project, "add", "-A")
+    _git(project, "commit", "-qm", "moved and lowered")
+    result = project.run("--rag-baseline-ref", "HEAD~1")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, rag_summary(result)
+    assert "gate/baseline.json was baselines/baseline.json there" in _header(result)
+    assert "gate baseline-lowered: 2 gated values of gate/baseline.json lower than at HEAD~1" in rag_summary(result)
+
+
+def test_an_old_reason_rewritten_cannot_carry_a_new_lowering(in_git: TrustProject) -> None:
+    """The reasons only grow: an entry recorded before the ref, its time moved so that it reads as new, is
+    no reason recorded since, and the ratchet says the history was rewritten."""
+    project = in_git
+    project.answer(q_002=HALF_OF_Q002)
+    assert _refresh(project, "--rag-reason", "an old trade-off").ret == 0
+    project.restore()
+    assert _refresh(project).ret == 0  # back up; the old entry is carried over
+    _git(project, "commit", "-qam", "history")
+    project.answer(q_002=HALF_OF_Q002)
+    _lower_and_reseal(project, "q-002", 0.5)
+    data = project.baseline()
+    data["_meta"]["lowerings"][0]["time"] = "2099-01-01T00:00:00+00:00"
+    write_baseline(project.baseline_path, Baseline(data["_meta"], data["aggregate"], data["per_query"]))
+    _git(project, "commit", "-qam", "lowered, an old reason re-timed")
+    result = project.run("--rag-baseline-ref", "HEAD~1")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert "gate baseline-lowered: the 1 reason recorded in _meta.lowerings at HEAD~1 was removed, reordered or " \
+           "rewritten" in rag_summary(result)
