@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import re
 import reprlib
+import unicodedata
 from typing import Any, Sequence
 
 __all__ = [
+    "visible",
     "brief_repr",
     "listed",
     "shown",
@@ -119,3 +121,12 @@ class RetrieverError(RagMetricsError):
 
 class RagMetricsWarning(UserWarning):
     """Something worked, but not as the user meant it to (e.g. a broken search_batch was dropped)."""
+
+
+def visible(text: str) -> str:
+    """``text`` stripped, or "" when it holds no character a reader sees (spaces, zero-width and other
+    format characters only): a reason kept for review must be readable in a diff."""
+    text = text.strip()
+    seen = any(not c.isspace() and unicodedata.category(c) not in ("Cf", "Cc", "Co", "Cn", "Zs", "Zl", "Zp")
+               and c != "\u2800" for c in text)
+    return text if seen else ""

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from pytest_ragmetrics.errors import RagMetricsError
+from pytest_ragmetrics.errors import RagMetricsError, visible
 from pytest_ragmetrics.measures import DEFAULT_ID_SEPARATOR, MeasurementConfig, parse_measures
 from pytest_ragmetrics.unanswerable import parse_threshold
 
@@ -471,7 +471,7 @@ def _baseline_trail(get: Callable[[str, str], Any], pick: Callable[[str, str], t
     raw_reason = get("rag_reason", "")
     reason = None
     if raw_reason is not None:
-        reason = str(raw_reason).strip()
+        reason = visible(str(raw_reason))
         if not reason:
             raise RagMetricsError("--rag-reason was given an empty reason (an unset variable?); say in words why the "
                                   "baseline goes down: the reason is kept in the baseline for review")

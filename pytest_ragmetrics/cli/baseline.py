@@ -12,7 +12,7 @@ from typing import Any
 
 from pytest_ragmetrics.cli import decided
 from pytest_ragmetrics.cli.argtypes import path_arg
-from pytest_ragmetrics.errors import BaselineError, RagMetricsError, shown
+from pytest_ragmetrics.errors import BaselineError, RagMetricsError, shown, visible
 from pytest_ragmetrics.gate.baseline import Baseline, load_baseline, parse_baseline, prepare_reseal, write_baseline
 from pytest_ragmetrics.gate.lowering import (
     RefUnreadable,
@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
     path = Path(args.file)
     reason = None
     if args.reason is not None:
-        reason = args.reason.strip()
+        reason = visible(args.reason)
         if not reason:
             raise RagMetricsError("--reason was given an empty reason (an unset variable?); say in words why the "
                                   "baseline goes down: the reason is kept in the file for review")

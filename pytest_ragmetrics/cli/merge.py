@@ -9,7 +9,7 @@ from typing import Any, Sequence
 
 from pytest_ragmetrics.cli import decided
 from pytest_ragmetrics.cli.argtypes import check_outputs, output_argument, path_arg
-from pytest_ragmetrics.errors import BaselineError, RagMetricsError
+from pytest_ragmetrics.errors import BaselineError, RagMetricsError, visible
 from pytest_ragmetrics.files import atomic_write_json, atomic_write_text, check_output, write_problem
 from pytest_ragmetrics.gate.artifact import seal_artifact
 from pytest_ragmetrics.report.tables import counted
@@ -92,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
         raise RagMetricsError(f"--max-spread must be a number of hours >= 0, got {args.max_spread}")
     _check_outputs(args)
     if args.reason is not None:
-        args.reason = args.reason.strip()
+        args.reason = visible(args.reason)
         if not args.reason:
             raise RagMetricsError("--reason was given an empty reason (an unset variable?); say in words why the "
                                   "baseline goes down: the reason is kept in the baseline for review")

@@ -370,6 +370,8 @@ def judge_run(inputs: RunInputs) -> Verdict:
         warnings.append(cost)
     if labels is not None and not labels.fail and labels.warning():
         warnings.append(labels.warning())  # type: ignore[arg-type]
+    if inputs.ratchet is not None and inputs.ratchet.ref is None and inputs.ratchet.skipped:
+        warnings.append(f"baseline ratchet not checked: {inputs.ratchet.skipped}")
     pairs: list[tuple[str, str]] = []
     rescued: dict[str, tuple[float, float]] = {}
     if pooled:

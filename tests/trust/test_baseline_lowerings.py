@@ -111,7 +111,8 @@ def test_a_first_baseline_needs_no_reason(project: TrustProject) -> None:
     assert "lowerings" not in project.baseline()["_meta"]
 
 
-@pytest.mark.parametrize("args", [("--rag-reason", "   "), ("--rag-reason=",)])
+@pytest.mark.parametrize("args", [("--rag-reason", "   "), ("--rag-reason=",), ("--rag-reason", "\u200b\u2060"),
+                                  ("--rag-reason", "\u2800")])
 def test_an_empty_reason_is_refused(baselined: TrustProject, args: tuple[str, ...]) -> None:
     assert_usage_error(_refresh(baselined, *args), "--rag-reason was given an empty reason")
 
@@ -253,12 +254,17 @@ def test_a_pull_request_whose_base_is_not_fetched_says_the_ratchet_did_not_run(
         in_git: TrustProject, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GITHUB_EVENT_NAME", "pull_request")
     monkeypatch.setenv("GITHUB_BASE_REF", "main")
-    result = in_git.run()
+    result = in_git.run("--rag-markdown=summary.md", "--rag-report=run.json")
     assert result.ret == pytest.ExitCode.OK
     header = _header(result)
     assert header.startswith("ragmetrics: baseline ratchet: not checked: origin/main (the pull request's base, "
                              "GITHUB_BASE_REF) is not in this clone")
     assert "fetch-depth: 0" in header and "git fetch origin main" in header
+    # and beside the verdict, where a reviewer reads: the summary, the job summary, the artifact
+    assert "WARNING: baseline ratchet not checked: origin/main" in rag_summary(result)
+    assert "baseline ratchet not checked: origin/main" in (in_git.path / "summary.md").read_text(encoding="utf-8")
+    warnings = json.loads((in_git.path / "run.json").read_text(encoding="utf-8"))["comparison"]["warnings"]
+    assert any(w.startswith("baseline ratchet not checked") for w in warnings)
 
 
 def _lower_and_reseal(project: TrustProject, qid: str, value: float) -> None:
