@@ -373,6 +373,52 @@ PROJECT_FILES = frozenset({"conftest.py", "pytest.ini", ".pytest.ini", "pyprojec
 
 _PACKAGE = Path(__file__).resolve().parent
 
+#: Folders no output is ever written into: version control (whose HEAD the baseline's ratchet and
+#: _meta.git_commit read) and pytest's cache (whose last-failed list --lf reads).
+_KEPT_FOLDERS = frozenset({".git", ".hg", ".svn", ".pytest_cache"})
+#: The largest file :func:`_kind_of` reads to tell what it is.
+_SNIFF_BYTES = 64 * 1024 * 1024
+
+
+def _kind_of(path: Path) -> str | None:
+    """What an existing file is, when it is a file of the project that no output may replace whether or
+    not the run reads it: Python source, a baseline, a thresholds file or a golden set (told by their
+    content, not their name, so a renamed or moved one is still known). None for anything else."""
+    if path.suffix == ".py":
+        return "Python source"
+    if path.suffix not in (".json", ".yaml", ".yml") or not path.is_file():
+        return None
+    try:
+        if path.stat().st_size > _SNIFF_BYTES:
+            return None
+        text = path.read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError):
+        return None
+    try:
+        if path.suffix == ".json":
+            data = json.loads(text)
+        else:
+            import yaml
+
+            data = yaml.safe_load(text)
+    except Exception:  # noqa: BLE001 - a file that does not parse is nothing this tool reads
+        return None
+    meta = data.get("_meta") if isinstance(data, dict) else None
+    if isinstance(meta, dict) and "per_query" in data and "measurement" in meta:  # the tool's own files
+        if "comparison" in data or "shard" in data:
+            return "a run artifact"
+        if "aggregate" in data:
+            return "a baseline"
+    if isinstance(data, dict) and data and all(isinstance(k, str) for k in data) and any(
+            k.endswith(("_tolerance", "_min")) or k in ("max_regressed_queries", "fail_on_regression")
+            for k in data) and "_meta" not in data:
+        return "a thresholds file"
+    records = data.get("queries") if isinstance(data, dict) else data
+    if isinstance(records, list) and records and all(isinstance(r, dict) for r in records) and any(
+            "gold_chunks" in r or ("question" in r and "id" in r) for r in records):
+        return "a golden set"
+    return None
+
 
 def _inside(path: str, folder: str) -> bool:
     return path.startswith(folder.rstrip(os.sep) + os.sep)
@@ -380,7 +426,8 @@ def _inside(path: str, folder: str) -> bool:
 
 def check_output_paths(outputs: Sequence[tuple[str, str | Path | None]],
                        inputs: Sequence[tuple[str, str | Path | None]], *,
-                       may_replace: Mapping[str, str] | None = None, force: bool = False) -> None:
+                       may_replace: Mapping[str, str] | None = None, force: bool = False,
+                       writes: Mapping[str, str] | None = None) -> None:
     """The one rule for every output path, in the plugin and in every verb, checked before any work.
 
     ``outputs`` are (option, path) pairs, ``inputs`` (what it is, path) pairs; a None path is
@@ -391,7 +438,10 @@ def check_output_paths(outputs: Sequence[tuple[str, str | Path | None]],
     is; ``--force`` never overrides it (``force``: the verb has a --force, so say so).
     ``may_replace`` maps an option to the input (by what it is) that it rewrites on purpose
     (``export --golden-out`` over ``--golden``); any other input the same file is still refused.
-    ``-`` and a device or FIFO (``/dev/stdout``) pass.
+    ``-`` and a device or FIFO (``/dev/stdout``) pass. Whether given to the run or not, no output replaces
+    a file of the project's own kinds (:func:`_kind_of`: a baseline, a thresholds file, a golden set, Python
+    source, a run artifact) unless ``writes`` says the option writes that kind (``--rag-report``: a run
+    artifact), nor goes inside ``.git`` or ``.pytest_cache``.
     """
     tail = " (--force does not change that)" if force else ""
     checked: list[tuple[str, Path, str]] = []
@@ -420,6 +470,14 @@ def check_output_paths(outputs: Sequence[tuple[str, str | Path | None]],
             if name in PROJECT_FILES:
                 raise RagMetricsError(f"{option} {shown} is a project configuration file ({name}), which the run "
                                       f"reads: an output is never written over an input{tail}; give another path")
+        kept = next((part for part in Path(real).parts if part in _KEPT_FOLDERS), None)
+        if kept is not None:
+            raise RagMetricsError(f"{option} {shown} is inside {kept}, which the tools that read the project keep: "
+                                  f"an output is never written there{tail}; give another path")
+        kind = None if allowed is not None else _kind_of(Path(real))
+        if kind is not None and kind != (writes or {}).get(option):
+            raise RagMetricsError(f"{option} {shown} is {kind} of the project: an output never replaces a file the "
+                                  f"project reads, given to this run or not{tail}; give another path")
         if _inside(real, str(_PACKAGE)):
             raise RagMetricsError(f"{option} {shown} is a file of pytest-ragmetrics itself ({_PACKAGE}): an output is "
                                   f"never written over the tool's own files{tail}; give another path")

@@ -239,3 +239,48 @@ def test_outputs_apart_from_the_inputs_are_written(tmp_path: Path, capsys: pytes
                  str(tmp_path / "report.html")]) == 0
     assert (tmp_path / "report.html").read_text(encoding="utf-8").startswith("<!doctype html>")
     assert main(["history", str(files["a.json"]), str(files["b.json"]), "--html", "/dev/null"]) == 0
+
+
+def _project_files(tmp: Path) -> dict[str, Path]:
+    """A project's own files, none of them given to the command: a sealed baseline, a thresholds file, a
+    golden set, a conftest.py and a git folder."""
+    from pytest_ragmetrics.gate.baseline import Baseline, write_baseline
+
+    (tmp / "baselines").mkdir()
+    meta = {"measurement": {"metrics": ["recall@3"], "relevance_level": 1, "gain": "exponential",
+                            "id_separator": "#"}, "k": 3}
+    write_baseline(tmp / "baselines" / "baseline.json",
+                   Baseline(meta, {"recall@3": 1.0}, {"q1": {"recall@3": 1.0, "_judgments": "x", "_top": ["d1"]}}))
+    (tmp / "baselines" / "thresholds.json").write_text('{"recall@3_tolerance": 0.0}', encoding="utf-8")
+    (tmp / "eval").mkdir()
+    (tmp / "eval" / "golden.yaml").write_text("- {id: q1, question: flat tire, gold_chunks: [d1]}\n", encoding="utf-8")
+    (tmp / "retriever.py").write_text("class R: ...\n", encoding="utf-8")
+    (tmp / ".git").mkdir()
+    (tmp / ".git" / "HEAD").write_text("ref: refs/heads/main\n", encoding="utf-8")
+    return {"the baseline": tmp / "baselines" / "baseline.json",
+            "the thresholds file": tmp / "baselines" / "thresholds.json",
+            "the golden set": tmp / "eval" / "golden.yaml", "Python source": tmp / "retriever.py",
+            "git's HEAD": tmp / ".git" / "HEAD"}
+
+
+@pytest.mark.parametrize("target", ["the baseline", "the thresholds file", "the golden set", "Python source",
+                                    "git's HEAD"])
+@pytest.mark.parametrize("verb", ["compare --html", "history --html", "merge --out", "shadow --json"])
+def test_no_output_replaces_a_project_file_it_was_not_given(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                            verb: str, target: str) -> None:
+    """The project's baseline, thresholds, golden set and code, and git's folder, are inputs of every run,
+    named on this command line or not: no output replaces them."""
+    files = _files(tmp_path)
+    project = _project_files(tmp_path)
+    out = str(project[target])
+    argv = {"compare --html": ["compare", str(files["A.trec"]), str(files["B.trec"]), "--qrels", str(files["q.tsv"]),
+                               "--html", out],
+            "history --html": ["history", str(files["a.json"]), str(files["b.json"]), "--html", out],
+            "merge --out": ["merge", str(files["a.json"]), "--out", out],
+            "shadow --json": ["shadow", "--run-a", str(files["a.json"]), "--run-b", str(files["b.json"]), "--json",
+                              out]}[verb]
+    before = project[target].read_bytes()
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "an output never replaces a file the project reads" in err or "inside .git" in err, err
+    assert project[target].read_bytes() == before

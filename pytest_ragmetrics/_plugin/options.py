@@ -459,7 +459,8 @@ def check_outputs(options: RagOptions, ini_file: Path | None, step_summary: str 
             outputs.append(("$GITHUB_STEP_SUMMARY", step_summary))
     if options.update_baseline:  # the one input a run rewrites, on purpose
         outputs.insert(0, ("--rag-update-baseline", options.baseline))
-    check_output_paths(outputs, inputs, may_replace={"--rag-update-baseline": "the baseline"})
+    check_output_paths(outputs, inputs, may_replace={"--rag-update-baseline": "the baseline"},
+                       writes={"--rag-report": "a run artifact"})
 
 
 def _baseline_trail(get: Callable[[str, str], Any], pick: Callable[[str, str], tuple[Any, bool]],

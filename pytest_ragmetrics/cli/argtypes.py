@@ -42,7 +42,7 @@ def output_argument(parser: argparse.ArgumentParser, *flags: str, **kwargs: Any)
 
 def check_outputs(args: argparse.Namespace, inputs: Sequence[tuple[str, str | Path | None]], *,
                   also: Sequence[tuple[str, str | Path | None]] = (),
-                  may_replace: Mapping[str, str] | None = None) -> None:
+                  may_replace: Mapping[str, str] | None = None, writes: Mapping[str, str] | None = None) -> None:
     """Refuse, before any work, an output of the verb (every :func:`output_argument`, and ``also``)
     that is one of ``inputs`` ((what it is, path) pairs), a project configuration file, a file of
     the package or another output (:func:`pytest_ragmetrics.files.check_output_paths`). ``--force``
@@ -50,7 +50,8 @@ def check_outputs(args: argparse.Namespace, inputs: Sequence[tuple[str, str | Pa
     from pytest_ragmetrics.files import check_output_paths
 
     outputs = [(option, getattr(args, dest)) for dest, option in getattr(args, OUTPUTS, ())]
-    check_output_paths([*outputs, *also], inputs, may_replace=may_replace, force=hasattr(args, "force"))
+    check_output_paths([*outputs, *also], inputs, may_replace=may_replace, force=hasattr(args, "force"),
+                       writes=writes)
 
 
 def _at_least(raw: str, minimum: int, expected: str) -> int:

@@ -75,7 +75,8 @@ def run(args: argparse.Namespace) -> int:
     # before anything is read: no output is an input, --force or not; --golden-out may replace --golden
     check_outputs(args, [("the run artifact (--artifact)", args.artifact), (_GOLDEN, args.golden),
                          *(("the judgments (--merge)", extra) for extra in args.merge),
-                         ("the corpus (--corpus)", args.corpus)], may_replace={"--golden-out": _GOLDEN})
+                         ("the corpus (--corpus)", args.corpus)], may_replace={"--golden-out": _GOLDEN},
+                  writes={"--golden-out": "a golden set", "--yaml-out": "a golden set"})
     # Every output is made in memory first: an id a TREC file cannot hold, or a bad file a note
     # reads, stops the command before anything is written.
     outputs: list[tuple[Path, str, str]] = []

@@ -66,7 +66,7 @@ def _check_outputs(args: argparse.Namespace, also: Sequence[tuple[str, str | Pat
     golden set, the baseline), another output, or cannot be written: a refresh must not write the
     baseline and then fail on --out."""
     check_outputs(args, [*(("a shard", shard) for shard in args.shards), ("the golden set", args.golden),
-                         ("the baseline", args.baseline), *also])
+                         ("the baseline", args.baseline), *also], writes={"--out": "a run artifact"})
     for flag in ("out", "html", "markdown"):
         if getattr(args, flag):
             check_output(getattr(args, flag), example="run.json" if flag == "out" else f"report.{flag[:4]}")

@@ -263,3 +263,15 @@ def test_a_refresh_cannot_write_down_a_fall_significant_drops_would_fail(project
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     assert "mean mrr@10 1.0000 -> 0.3333" in result.stdout.str()
     assert project.baseline_path.read_bytes() == before
+
+
+@pytest.mark.parametrize("target", [".git/HEAD", ".pytest_cache/v/cache/lastfailed", "other/baseline.json"])
+def test_the_plugin_never_writes_over_git_its_cache_or_another_baseline(baselined: TrustProject, target: str) -> None:
+    for folder in (".git", ".pytest_cache/v/cache", "other"):
+        (baselined.path / folder).mkdir(parents=True, exist_ok=True)
+    (baselined.path / ".git" / "HEAD").write_text("ref: refs/heads/main\n", encoding="utf-8")
+    (baselined.path / ".pytest_cache/v/cache/lastfailed").write_text("{}", encoding="utf-8")
+    (baselined.path / "other" / "baseline.json").write_bytes(baselined.baseline_path.read_bytes())
+    before = (baselined.path / target).read_bytes()
+    assert_usage_error(baselined.run(f"--rag-report={target}"), "--rag-report")
+    assert (baselined.path / target).read_bytes() == before

@@ -41,7 +41,7 @@ SURROGATE = "\ud800"
 #: a failing run: four of six queries lost their gold documents
 LOST = {"q_002": ["noise-doc"], "q_004": ["rim-wear"], "q_005": [], "q_006": ["chain-lube"]}
 THRESHOLDS = {"_comment": "as a team writes it", "recall@10_tolerance": 0.0, "recall@10_query_tolerance": 0.0,
-              "mrr@10_min": 0.0, "worst_n": 5, "max_regressed_queries": 10, "fail_on_regression": True}
+              "mrr@10_min": 0.01, "worst_n": 5, "max_regressed_queries": 10, "fail_on_regression": True}
 
 
 # ----------------------------------------------------------------------------- mutations
