@@ -532,3 +532,16 @@ def test_the_check_says_when_nothing_was_lowered_on_purpose(repo: Path, capsys: 
 
     assert main(["baseline", str(repo / "baselines" / "baseline.json")]) == 0
     assert "No lowering recorded (_meta.lowerings)" in capsys.readouterr().out
+
+
+def test_a_hand_edit_committed_before_the_reseal_is_still_checked(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Committing the lowered, unsealed file first must not make it what the reseal compares with: the last
+    commit where the file was sealed is."""
+    from pytest_ragmetrics.cli import main
+
+    path = repo / "baselines" / "baseline.json"
+    _hand_edit(path, "b", 0.0)
+    _git(repo, "commit", "-qam", "a hand edit, unsealed")
+    assert main(["baseline", "--reseal", str(path)]) == 1
+    out = capsys.readouterr().out
+    assert "(the last commit where it was sealed), this edit lowers 2 gated values" in out

@@ -13,7 +13,14 @@ from typing import Any
 from pytest_ragmetrics.cli import decided
 from pytest_ragmetrics.cli.argtypes import path_arg
 from pytest_ragmetrics.errors import BaselineError, RagMetricsError, shown, visible
-from pytest_ragmetrics.gate.baseline import Baseline, load_baseline, parse_baseline, prepare_reseal, write_baseline
+from pytest_ragmetrics.gate.baseline import (
+    Baseline,
+    load_baseline,
+    parse_baseline,
+    prepare_reseal,
+    seal_problems,
+    write_baseline,
+)
 from pytest_ragmetrics.gate.lowering import (
     RefUnreadable,
     author_from_git,
@@ -99,13 +106,15 @@ def _lowering_check(path: Path, baseline: Baseline, reason: str | None) -> list[
     no entry recorded since HEAD explains needs ``reason``, which is then added to ``_meta.lowerings``.
     Returns the lines to print after sealing, or None (after printing why) when the seal is refused."""
     try:
-        text = file_at_ref(path, "HEAD")
-        committed = parse_baseline(text, f"{path} at HEAD") if text is not None else None
+        ref = _last_sealed_commit(path)
+        at = "HEAD" if ref == "HEAD" else f"{ref[:12]} (the last commit where it was sealed)"
+        text = file_at_ref(path, ref)
+        committed = parse_baseline(text, f"{path} at {ref}") if text is not None else None
         why = None if text is not None else "the file is not committed at HEAD"
     except RefUnreadable as exc:
         committed, why = None, f"not in a git checkout with a commit ({exc})"
     except BaselineError as exc:
-        committed, why = None, f"the version at HEAD cannot be read ({exc})"
+        committed, why = None, f"the committed version cannot be read ({exc})"
     if committed is None:
         notes = [f"No lowering check was possible: {why}; nothing tells whether this seal lowers the baseline."]
         if reason is not None:
@@ -115,13 +124,14 @@ def _lowering_check(path: Path, baseline: Baseline, reason: str | None) -> list[
     if now[:len(kept)] != kept:  # the reasons recorded are the baseline's history: an edit only adds to them
         gone = sum(1 for entry in kept if entry not in now)
         print(f"{path}: not sealed: this edit removes or rewrites {gone or 'some'} of the {len(kept)} reasons "
-              "recorded in _meta.lowerings at HEAD. They are the baseline's history, kept where a reviewer sees "
-              f"why each value went down: restore them (git show HEAD:{path} has them). The file is unchanged.")
+              f"recorded in _meta.lowerings at {at}. They are the baseline's history, kept where a reviewer sees "
+              f"why each value went down: restore them (git show {ref[:12]}:{path} has them). The file is "
+              "unchanged.")
         return None
     gated = gated_in_files(committed.meta, baseline.meta)  # neither file alone may loosen what counts
     lowered = unexplained(find_lowerings(committed, baseline, gated), entries_since(committed.meta, baseline.meta))
     if lowered and reason is None:
-        print(f"{path}: not sealed: against the version committed at HEAD, this edit lowers "
+        print(f"{path}: not sealed: against the version committed at {at}, this edit lowers "
               f"{len(lowered)} gated value{'' if len(lowered) == 1 else 's'}:\n{listed_lowerings(lowered)}\n"
               "The seal is a digest anyone can recompute, so it cannot stand for a review: a lowering is sealed "
               "only with a written reason, kept in the file (_meta.lowerings). If the edit is meant, run this "
@@ -154,6 +164,29 @@ def _show_committed_diff(path: Path) -> None:
         print("Against the version in git HEAD:")
         for line in diff:
             print(f"  {line}")
+
+
+def _last_sealed_commit(path: Path) -> str:
+    """The newest commit whose version of the file is sealed and whole (HEAD when none is, or git cannot
+    tell): an edit committed unsealed and resealed after is compared with the version before it, so
+    committing a hand edit first does not make its lowering the value it is compared with."""
+    try:
+        done = subprocess.run(["git", "log", "--format=%H", "-n", "50", "--", f"./{path.name}"],
+                              cwd=path.resolve().parent, capture_output=True, text=True, timeout=10,
+                              stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.SubprocessError):
+        return "HEAD"
+    for commit in ["HEAD", *(done.stdout.split() if done.returncode == 0 else [])]:
+        try:
+            text = file_at_ref(path, commit)
+            data = json.loads(text) if text is not None else None
+            if isinstance(data, dict):
+                parse_baseline(text or "", f"{path} at {commit}")
+                if not seal_problems(data):
+                    return commit
+        except (RefUnreadable, BaselineError, ValueError):
+            continue
+    return "HEAD"
 
 
 def _committed_version(path: Path) -> dict[str, Any] | None:
