@@ -20,6 +20,7 @@ from pytest_ragmetrics import InputError, RagMetricsError
 from pytest_ragmetrics.cli import main
 from pytest_ragmetrics.tools.candidates import read_candidates
 from pytest_ragmetrics.tools.pool import read_queries
+from pytest_ragmetrics.tools.redact import PHONE_REGIONS
 from pytest_ragmetrics.tools.sample import PII_KINDS, allocate, deduplicate, read_log, redact, sample_log, token_set
 
 
@@ -243,6 +244,25 @@ def test_each_written_form_of_personal_data_is_redacted(text: str, expected: str
     counts: dict[str, int] = {}
     assert redact(text, counts) == expected
     assert counts == {kind: 1}
+
+
+#: The countries whose national phone numbers (written without ``+`` or ``00``) are recognised, as the docs
+#: name them, in PHONE_REGIONS' order.
+REGION_NAMES = {"CN": "China", "US": "the United States and Canada", "GB": "the United Kingdom", "DE": "Germany",
+                "FR": "France", "IN": "India", "JP": "Japan", "BR": "Brazil", "AU": "Australia", "ES": "Spain",
+                "RU": "Russia", "NL": "the Netherlands", "IT": "Italy", "MX": "Mexico", "KR": "South Korea",
+                "PL": "Poland", "TR": "Turkey", "ID": "Indonesia", "PH": "the Philippines", "ZA": "South Africa",
+                "AR": "Argentina", "CH": "Switzerland", "SE": "Sweden", "BE": "Belgium", "AT": "Austria",
+                "PT": "Portugal"}
+
+
+@pytest.mark.parametrize("page", ["docs/cli.md", "docs/production.md"])
+def test_the_docs_name_exactly_the_countries_whose_national_numbers_are_recognised(page: str) -> None:
+    assert list(REGION_NAMES) == list(PHONE_REGIONS)
+    names = list(REGION_NAMES.values())
+    listed = ", ".join(names[:-1]) + " and " + names[-1]
+    text = " ".join((Path(__file__).parents[1] / page).read_text(encoding="utf-8").split())
+    assert listed in text
 
 
 @pytest.mark.parametrize("national, international", [
