@@ -1,12 +1,14 @@
 """Redaction (pytest_ragmetrics.tools.redact) on generated personal data, and on ordinary questions.
 
 Each positive property writes one piece of personal data the way people do (phone numbers of many
-regions formatted by the phonenumbers library with random separators, e-mail addresses in odd
-forms, IPv4 and IPv6 addresses formatted by ``ipaddress``, MAC addresses, Luhn-valid card numbers
-and social security numbers with random separators), maybe with invisible characters inside, in a
-question of words without digits; after redaction, its digits (or its address) must be gone and a
-placeholder there. The negative property writes questions with the numbers questions hold (small
-counts, years, versions, decimals, percentages, prices, dates, times) and expects them unchanged.
+regions formatted by the phonenumbers library with random separators, e-mail addresses with local
+parts of every character RFC 5322 allows and quoted ones, IPv4 and IPv6 addresses formatted by
+``ipaddress``, MAC addresses, Luhn-valid card numbers and social security numbers with random
+separators: every Unicode dash, ``/ _ , : · ;`` and others, doubled and mixed), maybe with invisible
+characters inside, in a question of words without digits; after redaction, its digits (or its
+address) must be gone and a placeholder there. The negative properties write questions with the
+numbers questions hold (small counts, years, versions, decimals, percentages, prices, dates, times)
+and lists of numbers written as lists are (``512, 64, 2048``), and expect them unchanged.
 
 Hypothesis runs without its pytest plugin here: every test gives its own ``@settings``.
 """
@@ -15,6 +17,8 @@ from __future__ import annotations
 
 import ipaddress
 import re
+import sys
+import unicodedata
 
 import phonenumbers
 import pytest
@@ -29,8 +33,25 @@ SETTINGS = settings(max_examples=150, deadline=None, database=None, derandomize=
 WORDS = ["please", "call", "me", "at", "about", "my", "order", "the", "refund", "why", "is", "search", "slow",
          "contact", "reach", "support", "tomorrow", "bitte", "llamar", "ligue", "звоните", "电话", "連絡", "or",
          "and", "for", "account", "login", "reset", "password", "host", "server", "device", "card", "ssn"]
-INVISIBLE = ["\u200b", "\u200c", "\u200d", "\u2060", "\ufeff", "\u00ad"]
+INVISIBLE = ["\u200b", "\u200c", "\u200d", "\u2060", "\ufeff", "\u00ad", "\u2800", "\u3164", "\ufe0f", "\u180b"]
 SEPARATORS = [" ", "-", ".", "  ", "--", " - ", ". ", "-.", "\u00a0"]
+#: Every dash and hyphen Unicode has (category Pd: the hyphen, the non-breaking hyphen, the en and em
+#: dashes, the full-width hyphen-minus...) and the minus sign.
+DASHES = [chr(c) for c in range(sys.maxunicode + 1) if unicodedata.category(chr(c)) == "Pd"] + ["\u2212"]
+#: Other punctuation and symbols people put between groups of digits.
+PUNCTUATION = ["/", "_", ",", ":", "\u00b7", ";", "|", "\u2022", "\\", "'", "~", "*", "+", "#"]
+
+
+def is_list_separator(gap: str) -> bool:
+    """A comma, semicolon or slash with a space after it: how lists of numbers are written (``512, 64,
+    2048``, ``128 / 64``), which redaction reads as a list, not as the groups of one number."""
+    return re.search(r"[,;/]\s", unicodedata.normalize("NFKC", gap)) is not None
+
+
+#: Separators between the groups of a card number or an SSN: one to three characters, each a space, a
+#: dot, any dash, or other punctuation, doubled or mixed; never a list's separator.
+ANY_SEPARATOR = st.lists(st.sampled_from([" ", ".", "\u00a0", *DASHES, *PUNCTUATION]), min_size=1, max_size=3).map(
+    "".join).filter(lambda gap: not is_list_separator(gap))
 
 
 def digits_of(text: str) -> str:
@@ -63,10 +84,14 @@ ALL_REGIONS = sorted(phonenumbers.SUPPORTED_REGIONS)
 TYPES = [PhoneNumberType.MOBILE, PhoneNumberType.FIXED_LINE]
 
 
-def reseparated(draw: st.DrawFn, formatted: str) -> str:
+#: Separators phone numbers are written with: spaces, dots, any dash, slashes, underscores, middle dots.
+PHONE_SEPARATORS = [*SEPARATORS, *DASHES, "/", "_", "__", "\u00b7", " / ", "_-", "\u2022", "|"]
+
+
+def reseparated(draw: st.DrawFn, formatted: str, separators: list[str] = SEPARATORS) -> str:
     """The formatted number with each separator between its groups drawn anew (doubled, mixed, or kept)."""
     return re.sub(r"(?<=[\d)])[ \-.]+(?=[\d(])",
-                  lambda m: draw(st.sampled_from([m.group(), *SEPARATORS])), formatted)
+                  lambda m: draw(st.sampled_from([m.group(), *separators])), formatted)
 
 
 @st.composite
@@ -93,7 +118,7 @@ def phone_numbers(draw: st.DrawFn) -> tuple[str, str]:
         written = reseparated(draw, phonenumbers.format_number(number, PhoneNumberFormat.NATIONAL))
     else:
         fmt = draw(st.sampled_from([PhoneNumberFormat.INTERNATIONAL, PhoneNumberFormat.E164]))
-        written = reseparated(draw, phonenumbers.format_number(number, fmt))
+        written = reseparated(draw, phonenumbers.format_number(number, fmt), PHONE_SEPARATORS)
         if draw(st.booleans()):
             written = "00" + written[1:]
     return written, nsn
@@ -107,10 +132,27 @@ def test_generated_phone_numbers_of_many_regions_are_redacted(data: st.DataObjec
     assert_gone(text, nsn, tuple(PLACEHOLDERS.values()))
 
 
+@given(st.sampled_from(ALL_REGIONS), st.sampled_from(["+", "00"]), st.sampled_from(PHONE_SEPARATORS))
+@settings(max_examples=300, deadline=None, database=None, derandomize=True)
+def test_every_countrys_international_numbers_are_redacted_with_any_separator(region: str, prefix: str,
+                                                                              separator: str) -> None:
+    number = next((n for kind in TYPES if (n := phonenumbers.example_number_for_type(region, kind)) is not None), None)
+    if number is None:
+        return
+    written = re.sub(r"(?<=\d)[ \-]+(?=\d)", separator,
+                     phonenumbers.format_number(number, PhoneNumberFormat.INTERNATIONAL))
+    assert_gone(f"call {prefix}{written[1:]} now", phonenumbers.national_significant_number(number),
+                tuple(PLACEHOLDERS.values()))
+
+
 # ----------------------------------------------------------------------------- e-mail
 
 LOCAL = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._%+-"
 LABEL = st.text("abcdefghijklmnopqrstuvwxyz0123456789", min_size=1, max_size=12)
+#: What an unquoted local part may hold (RFC 5322's atext), and a quoted one (qtext and the space; a
+#: backslash escapes any character).
+ATEXT = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789!#$%&'*+-/=?^_`{|}~"
+QTEXT = "abcdefghijklmnopqrstuvwxyz0123456789 !#$%&'()*+,-./:;<=>?@[]^_`{|}~"
 
 
 @st.composite
@@ -124,6 +166,37 @@ def email_addresses(draw: st.DrawFn) -> tuple[str, str, str]:
         st.sampled_from(["com", "de", "co.uk", "org", "io", "info"]))
     at = draw(st.sampled_from(["@", " @ ", "@ ", "  @  ", "＠"]))
     return f"{local}{at}{domain}", local, domain
+
+
+@st.composite
+def rfc_local_parts(draw: st.DrawFn) -> str:
+    """A local part RFC 5322 allows: dot-separated atoms of any atext characters (``o'brien``,
+    ``jane{smith}``, ``a!b#c``), or a quoted string of any printable characters, ``@`` and spaces
+    included, with backslash escapes (``"john \\"jd\\" doe"``)."""
+    if draw(st.booleans()):
+        return ".".join(draw(st.lists(st.text(ATEXT, min_size=1, max_size=12), min_size=1, max_size=3)))
+    pieces = draw(st.lists(st.one_of(st.text(QTEXT, min_size=1, max_size=8),
+                                     st.sampled_from(['\\"', "\\\\", "\\a"])), min_size=1, max_size=5))
+    return '"' + "".join(pieces)[:60] + '"'
+
+
+@given(st.data())
+@SETTINGS
+def test_every_local_part_rfc_5322_allows_goes_whole(data: st.DataObject) -> None:
+    """The whole address goes, nothing left of its local part (``o'[email]`` was the bug), and the rest of
+    the question stays; with invisible characters (a blank Braille pattern, a zero-width space) in the
+    domain too."""
+    local = data.draw(rfc_local_parts())
+    domain = ".".join(data.draw(st.lists(LABEL, min_size=1, max_size=3))) + "." + data.draw(
+        st.sampled_from(["com", "de", "co.uk", "org", "ie", "example"]))
+    if data.draw(st.booleans()):
+        at = data.draw(st.integers(1, len(domain) - 1))
+        domain = domain[:at] + data.draw(st.sampled_from(INVISIBLE)) + domain[at:]
+    written = f"{local}@{domain}"
+    before = " ".join(data.draw(st.lists(st.sampled_from(WORDS), max_size=4)))
+    after = " ".join(data.draw(st.lists(st.sampled_from(WORDS), max_size=4)))
+    text = f"{before} {written} {after}"
+    assert redact(text) == f"{before} [email] {after}", written
 
 
 @given(st.data())
@@ -219,7 +292,7 @@ def card_numbers(draw: st.DrawFn) -> tuple[str, str]:
         at += size
     written = parts[0]
     for part in parts[1:]:
-        written += draw(st.sampled_from(SEPARATORS)) + part
+        written += draw(st.one_of(st.sampled_from(SEPARATORS), ANY_SEPARATOR)) + part
     return written, digits
 
 
@@ -235,8 +308,8 @@ def social_security_numbers(draw: st.DrawFn) -> tuple[str, str]:
     area = draw(st.integers(1, 899).filter(lambda n: n != 666))
     group, serial = draw(st.integers(1, 99)), draw(st.integers(1, 9999))
     digits = f"{area:03d}{group:02d}{serial:04d}"
-    written = (f"{area:03d}{draw(st.sampled_from(SEPARATORS))}{group:02d}"
-               f"{draw(st.sampled_from(SEPARATORS))}{serial:04d}")
+    separators = st.one_of(st.sampled_from(SEPARATORS), ANY_SEPARATOR)
+    written = f"{area:03d}{draw(separators)}{group:02d}{draw(separators)}{serial:04d}"
     return written, digits
 
 
@@ -297,6 +370,25 @@ def ordinary_questions(draw: st.DrawFn) -> str:
 @given(ordinary_questions())
 @settings(max_examples=400, deadline=None, database=None, derandomize=True)
 def test_ordinary_questions_keep_their_numbers(text: str) -> None:
+    assert redact(text) == text
+
+
+@st.composite
+def number_lists(draw: st.DrawFn) -> str:
+    """A list of numbers shaped like the groups of an SSN (3, 2 and 4 digits: chunk sizes ``512, 64,
+    2048``) or of a card (four of 4 digits: ports ``3306, 5432, 6379, 8080``), written as lists are."""
+    if draw(st.booleans()):
+        numbers = [draw(st.integers(100, 899)), draw(st.integers(10, 99)), draw(st.integers(1000, 9999))]
+    else:
+        numbers = [draw(st.integers(1000, 9999)) for _ in range(4)]
+    separator = draw(st.sampled_from([", ", "; ", " / ", "/ ", ",  ", ";\u00a0", "\uff0c "]))
+    words = draw(st.lists(st.sampled_from(WORDS), min_size=1, max_size=3))
+    return " ".join(words) + " " + separator.join(map(str, numbers))
+
+
+@given(number_lists())
+@settings(max_examples=300, deadline=None, database=None, derandomize=True)
+def test_lists_of_numbers_keep_their_numbers(text: str) -> None:
     assert redact(text) == text
 
 

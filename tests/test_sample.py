@@ -20,6 +20,7 @@ from pytest_ragmetrics import InputError, RagMetricsError
 from pytest_ragmetrics.cli import main
 from pytest_ragmetrics.tools.candidates import read_candidates
 from pytest_ragmetrics.tools.pool import read_queries
+from pytest_ragmetrics.tools.redact import PHONE_REGIONS
 from pytest_ragmetrics.tools.sample import PII_KINDS, allocate, deduplicate, read_log, redact, sample_log, token_set
 
 
@@ -62,7 +63,12 @@ def test_each_kind_of_personal_data_is_replaced_and_counted(text: str, expected:
                                   "version 1.2.3.4 broke search", "windows 10 build 19045.3803", "meet at 12:30:45",
                                   "std::vector and Add::add", "thanks @john.smith for the fix", "ndcg@5 0.812 vs 0.790",
                                   "1,000,000 users since 2019", "price $1,299.00 or 49.99", "10.5% of 1 200 queries",
-                                  "ISO 9001:2015 and RFC 7231", "between 2019-01-01 and 2024-12-31"])
+                                  "ISO 9001:2015 and RFC 7231", "between 2019-01-01 and 2024-12-31",
+                                  "chunk sizes 512, 64, 2048 compared", "ports 3306, 5432, 6379, 8080",
+                                  "sizes 128 / 64 / 1024", "meeting 12:30\u201314:45", "pages 123\u2013145",
+                                  "season 2024\u20132025", "v1_2_3 notes", "ISO 8601:2004",
+                                  "between 100_000 and 1_000_000 tokens", "2,500\u20133,000 words",
+                                  "from 2019/01/01 to 2024/12/31", "epochs 3·5·10", "k in {1, 5, 10, 20, 50, 100}"])
 def test_ordinary_numbers_are_not_personal_data(text: str) -> None:
     counts: dict[str, int] = {}
     assert redact(text, counts) == text
@@ -186,6 +192,50 @@ FORMS = [
     ("mac-colon", "mac 00:1A:2B:3C:4D:5E", "mac [mac]", "mac"),
     ("mac-dash", "mac 00-1a-2b-3c-4d-5e", "mac [mac]", "mac"),
     ("mac-cisco", "mac 001a.2b3c.4d5e", "mac [mac]", "mac"),
+    # any separator between the groups of an SSN or a card: punctuation, symbols and every Unicode dash
+    ("ssn-slash", "update ssn 078/05/1120 on the tax form", "update ssn [id] on the tax form", "id_card"),
+    ("ssn-underscore", "ssn 078_05_1120", "ssn [id]", "id_card"),
+    ("ssn-comma", "ssn 078,05,1120", "ssn [id]", "id_card"),
+    ("ssn-colon", "ssn 078:05:1120", "ssn [id]", "id_card"),
+    ("ssn-middle-dot", "ssn 078·05·1120", "ssn [id]", "id_card"),
+    ("ssn-hyphen-u2010", "ssn 123\u201045\u20106789", "ssn [id]", "id_card"),
+    ("ssn-non-breaking-hyphen-u2011", "ssn 123\u201145\u20116789", "ssn [id]", "id_card"),
+    ("ssn-en-dash", "my social security number is 123\u201345\u20136789",
+     "my social security number is [id]", "id_card"),
+    ("ssn-em-dash", "ssn 123\u201445\u20146789", "ssn [id]", "id_card"),
+    ("ssn-minus-sign", "ssn 123\u221245\u22126789", "ssn [id]", "id_card"),
+    ("ssn-full-width-hyphen", "ssn 123\uff0d45\uff0d6789", "ssn [id]", "id_card"),
+    ("ssn-mixed-punctuation", "ssn 123/_45:·6789", "ssn [id]", "id_card"),
+    ("ssn-arabic-indic-digits", "ssn \u0661\u0662\u0663-\u0664\u0665-\u0666\u0667\u0668\u0669", "ssn [id]",
+     "id_card"),
+    ("card-non-breaking-hyphen", "charge on card 4111\u20111111\u20111111\u20111111 appeared twice",
+     "charge on card [number] appeared twice", "digits"),
+    ("card-slash", "card 5555/5555/5555/4444 declined", "card [number] declined", "digits"),
+    ("card-underscore", "card 4111_1111_1111_1111", "card [number]", "digits"),
+    ("card-colon", "card 4111:1111:1111:1111", "card [number]", "digits"),
+    ("card-comma", "card 4111,1111,1111,1111", "card [number]", "digits"),
+    ("card-hyphen-u2010", "card 4111\u20101111\u20101111\u20101111", "card [number]", "digits"),
+    ("card-en-dash", "card 5555\u20135555\u20135555\u20134444", "card [number]", "digits"),
+    ("card-em-dash", "card 5555\u20145555\u20145555\u20144444", "card [number]", "digits"),
+    ("card-minus-sign", "card 4111\u22121111\u22121111\u22121111", "card [number]", "digits"),
+    ("card-middle-dots-doubled", "card 4111··1111··1111··1111", "card [number]", "digits"),
+    # every character RFC 5322 allows in a local part; the whole address goes
+    ("email-braces", "mail jane{smith}@example.org", "mail [email]", "email"),
+    ("email-apostrophe", "mail o'brien@example.ie", "mail [email]", "email"),
+    ("email-apostrophe-inside", "mail john'doe@example.com", "mail [email]", "email"),
+    ("email-atext", "mail a!b#c$d%e&f*g+h/i=j?k^l`m|n~o@example.com", "mail [email]", "email"),
+    ("email-quoted-escapes", 'mail "john \\"jd\\" doe"@example.com', "mail [email]", "email"),
+    ("email-quoted-at", 'mail "a@b.cd"@example.com now', "mail [email] now", "email"),
+    ("email-in-quotes", "mail 'john@example.com' now", "mail '[email]' now", "email"),
+    ("email-braille-blank-domain", "mail jane@exam\u2800ple.org", "mail [email]", "email"),
+    # separators the phone library does not read itself
+    ("phone-plus-underscore", "call +1_212_555_0123", "call [phone]", "phone"),
+    ("phone-00-underscore", "call 0044_20_7946_0958", "call [phone]", "phone"),
+    ("phone-plus-slash", "call +32/450/00/12/34", "call [phone]", "phone"),
+    ("phone-middle-dot", "tel 06·12·34·56·78", "tel [phone]", "phone"),
+    ("phone-en-dash", "call 415\u2013555\u20132671", "call [phone]", "phone"),
+    ("phone-plus-other-country", "singapore +65 9123 4567", "singapore [phone]", "phone"),
+    ("phone-00-other-country", "chile 0056 9 6123 4567", "chile [phone]", "phone"),
 ]
 
 
@@ -194,6 +244,37 @@ def test_each_written_form_of_personal_data_is_redacted(text: str, expected: str
     counts: dict[str, int] = {}
     assert redact(text, counts) == expected
     assert counts == {kind: 1}
+
+
+#: The countries whose national phone numbers (written without ``+`` or ``00``) are recognised, as the docs
+#: name them, in PHONE_REGIONS' order.
+REGION_NAMES = {"CN": "China", "US": "the United States and Canada", "GB": "the United Kingdom", "DE": "Germany",
+                "FR": "France", "IN": "India", "JP": "Japan", "BR": "Brazil", "AU": "Australia", "ES": "Spain",
+                "RU": "Russia", "NL": "the Netherlands", "IT": "Italy", "MX": "Mexico", "KR": "South Korea",
+                "PL": "Poland", "TR": "Turkey", "ID": "Indonesia", "PH": "the Philippines", "ZA": "South Africa",
+                "AR": "Argentina", "CH": "Switzerland", "SE": "Sweden", "BE": "Belgium", "AT": "Austria",
+                "PT": "Portugal"}
+
+
+@pytest.mark.parametrize("page", ["docs/cli.md", "docs/production.md"])
+def test_the_docs_name_exactly_the_countries_whose_national_numbers_are_recognised(page: str) -> None:
+    assert list(REGION_NAMES) == list(PHONE_REGIONS)
+    names = list(REGION_NAMES.values())
+    listed = ", ".join(names[:-1]) + " and " + names[-1]
+    text = " ".join((Path(__file__).parents[1] / page).read_text(encoding="utf-8").split())
+    assert listed in text
+
+
+@pytest.mark.parametrize("national, international", [
+    ("singapore 9123 4567", "singapore +65 9123 4567"),
+    ("chile 9 6123 4567", "chile 0056 9 6123 4567"),
+])
+def test_a_national_number_of_a_country_not_listed_is_kept_but_not_with_its_country_code(
+        national: str, international: str) -> None:
+    """What the docs say: national numbers are recognised for the countries they name; any country's
+    number is recognised written with ``+`` or ``00``."""
+    assert redact(national) == national
+    assert redact(international) == international.split()[0] + " [phone]"
 
 
 def test_the_draft_and_the_summary_count_every_kind(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -263,6 +344,10 @@ def test_redaction_is_linear_in_the_length_of_a_line(tmp_path: Path, capsys: pyt
     out = tmp_path / "draft.jsonl"
     assert main(["sample", str(log), "--n", "1", "--seed", "1", "--out", str(out)]) == 0
     assert draft_of(out)[1][0]["query"] == "a" * 100_000 + " [email] [number] [phone]"
+    # what is not a pattern (a local part walked back from its @, a quoted one back to its opening quote,
+    # the separators between a number's groups) looks at each character a bounded number of times too
+    assert redact("o'b{r}@x.io 1_2·3/4–5 " * 2_500) == "[email] 1_2·3/4–5 " * 2_500
+    assert redact('"a\\"b"@x.io 078/05/1120 ' * 2_500) == "[email] [id] " * 2_500
 
 
 # ----------------------------------------------------------------------- deduplication

@@ -3,15 +3,18 @@
 
 :func:`redact` looks at the question's Unicode NFKC form, with invisible characters (zero-width
 spaces and joiners, the soft hyphen, word joiners, byte-order marks, direction marks and other
-format characters) left out, so that ``１３８…``, ``＠`` or a zero-width space inside a number
-changes nothing; what it finds is replaced in the question as written, invisible characters inside
-it included, and everything else stays as it was. The kinds, in the order they are looked for (a
-span one kind took is not looked at again):
+format characters, variation selectors, Hangul fillers, the blank Braille pattern) left out, every
+dash and hyphen (Unicode's category Pd, and the minus sign) read as ``-`` and every decimal digit
+of any script as an ASCII digit, so that ``１３８…``, ``＠``, ``123–45–6789`` or a zero-width space
+inside a number changes nothing; what it finds is replaced in the question as written, invisible
+characters inside it included, and everything else stays as it was. The kinds, in the order they
+are looked for (a span one kind took is not looked at again):
 
 - ``email`` -> ``[email]``: an address in any script, with ``＠`` or ``。``, spaces on both
   sides of the ``@`` or after it (not only before it: ``thanks @john.smith`` is a mention),
-  ``[at]`` and ``[dot]`` written out in brackets, a quoted local part (``"john doe"@…``), a
-  local part of any length, or an IP literal as its domain;
+  ``[at]`` and ``[dot]`` written out in brackets, a local part of any length and of every character
+  RFC 5322 allows (``o'brien``, ``jane{smith}``, ``a!b#c``), a quoted one (``"john \\"jd\\"
+  doe"@…``, ``"a@b"@…``), or an IP literal as its domain; the whole address, never a part of it;
 - ``mac`` -> ``[mac]``: a MAC address in six groups of two hex digits (``:`` or ``-``) or Cisco's
   three groups of four (``0012.3456.789a``);
 - ``ip`` -> ``[ip]``: an IPv6 address (full, compressed, with a zone id, IPv4-mapped, in brackets
@@ -19,23 +22,29 @@ span one kind took is not looked at again):
   for words) and an IPv4 address (with a port or a prefix length; not after ``version``,
   ``release``, ``build`` or ``v``);
 - ``id_card`` -> ``[id]``: a Chinese resident ID (18 characters, in 6-8-4 groups too) and a US
-  social security number in 3-2-4 groups with any separators (spaces, dots, dashes, doubled or
-  mixed);
+  social security number in 3-2-4 groups joined by any separators: up to three characters that
+  are neither letters nor digits (spaces, dots, any dash, ``/ _ , : · ;``, doubled or mixed), but
+  not a comma, semicolon or slash followed by a space, which is how lists are written
+  (``512, 64, 2048``);
 - ``digits`` -> ``[number]``: a card number in groups (4-4-4-4 and more, Amex 4-6-5), or 13 to 19
-  digits in other groups of 3 or more with any separators (doubled, mixed) that pass the Luhn
-  check and start as a card does (2 to 6, not 20); an IBAN;
+  digits in other groups of 3 or more joined by the same separators, that pass the Luhn check and
+  start as a card does (2 to 6, not 20); an IBAN;
 - ``phone`` -> ``[phone]``: a phone number, found by the ``phonenumbers`` library: any country's
   number written with ``+`` or the ``00`` prefix, and national numbers of the regions in
   :data:`PHONE_REGIONS`, accepted when they are valid there, grouped as that country groups them
-  and not inside a decimal, a price, a time or a date; then Chinese mobiles and landlines, North
-  American, British and French forms by pattern;
+  and not inside a decimal, a price, a time or a date; its groups joined by what the library
+  reads (spaces, dots, dashes, slashes, brackets) or by other punctuation and symbols it does not
+  (``_``, ``·``, ``•``, ``|``), but not ``,`` ``:`` or ``;``, which join the parts of decimals,
+  times and lists; then Chinese mobiles and landlines, North American, British and French forms
+  by pattern;
 - ``digits`` again: any run of 8 digits or more.
 
 Names, street addresses, passport and licence numbers are not recognised. Every pattern's
-repetitions are bounded and the phone library sees only short windows around runs of digits, so a
-line is redacted in time linear in its length. The library's work on one line is capped: a line
-made of hundreds of numbers has the runs of digits left once the cap is reached replaced as
-``[number]`` without a check, so a line is never slow and never let through unlooked-at.
+repetitions are bounded, the walks outside them (a local part back from its ``@``) look at each
+character a bounded number of times, and the phone library sees only short windows around runs of
+digits, so a line is redacted in time linear in its length. The library's work on one line is
+capped: a line made of hundreds of numbers has the runs of digits left once the cap is reached
+replaced as ``[number]`` without a check, so a line is never slow and never let through unlooked-at.
 """
 
 from __future__ import annotations
@@ -68,16 +77,22 @@ _LABEL = r"(?:[^\W_]|-){1,63}"  # a domain label, internationalised domains incl
 _DOT = r"(?:[.\u3002]|[ \t]{0,2}[\[(][ \t]{0,2}(?i:dot)[ \t]{0,2}[\])][ \t]{0,2})"  # . 。 [dot] (dot)
 # @ with no space, or spaces after it, or on both sides (never "word @name.tld", a mention); [at], (at)
 _AT = r"(?:@[ \t]{0,2}|[ \t]{1,2}@[ \t]{1,2}|[ \t]{0,2}[\[(<{][ \t]{0,2}(?i:at)[ \t]{0,2}[\])>}][ \t]{0,2})"
-_SEP = "[ .-]"  # what people put between groups of digits
+_SEP = "[ .-]"  # what people put between groups of digits (every dash is ``-`` by then: _fold)
 _GAP = r"[ \t.\-]{1,3}"  # the same, doubled or mixed
+# Anything but a letter or a digit of any script (nor a masked span): punctuation, symbols, spaces. A run
+# of up to 3 of them between groups of digits joins the groups of an ID or a card number.
+_ANY = r"(?:[^\w\x00]|_)"
+# but not a comma, semicolon or slash followed by a space: how lists are written (512, 64, 2048; 128 / 64)
+_ANY_GAP = rf"(?!{_ANY}?[,;/]\s){_ANY}{{1,3}}"
 _HEX = "[0-9A-Fa-f]"
+_ATEXT = r"!#$%&'*+\-/=?^`{|}~."  # what a local part holds besides letters and digits (RFC 5322's atext, and dots)
 _OCTET = r"(?:25[0-5]|2[0-4]\d|[01]?\d?\d)"
 _IPV4 = rf"(?:{_OCTET}\.){{3}}{_OCTET}"
 _IPV6 = rf"(?:{_HEX}{{0,4}}:){{2,7}}(?:{_IPV4}|{_HEX}{{1,4}})?(?:%[0-9A-Za-z_\-]{{1,32}})?"
 _PII = {
     # The @ (or [at]) and the domain; the local part before it is taken by walking back (_local_start),
     # so a local part of any length is caught and nothing is rescanned.
-    "email": re.compile(rf"(?<=\w|[.%+\-\"”']){_AT}(?:{_LABEL}(?:{_DOT}{_LABEL}){{0,8}}{_DOT}[^\W\d_]{{2,63}}"
+    "email": re.compile(rf"(?<=\w|[{_ATEXT}\"”]){_AT}(?:{_LABEL}(?:{_DOT}{_LABEL}){{0,8}}{_DOT}[^\W\d_]{{2,63}}"
                         rf"|\[{_IPV4}\])"),
     "mac": re.compile(rf"(?<![\w.\-])(?:{_HEX}{{2}}([:\-])(?:{_HEX}{{2}}\1){{4}}{_HEX}{{2}}"
                       rf"|{_HEX}{{4}}\.{_HEX}{{4}}\.{_HEX}{{4}})(?![\w:\-]|\.\w)"),
@@ -86,12 +101,13 @@ _PII = {
     "ipv4": re.compile(rf"(?<![\w.]){_IPV4}(?::\d{{1,5}}|/\d{{1,2}})?(?!\w|\.\d)"),
     "id_card": re.compile(
         # a Chinese resident ID: 6 region digits, a birth date, 3 digits and a check digit or X, maybe in groups
-        r"(?<![0-9A-Za-z])[1-9]\d{5}[ .-]{0,2}(?:18|19|20)\d{2}(?:0[1-9]|1[0-2])(?:0[1-9]|[12]\d|3[01])[ .-]{0,2}"
-        r"\d{3}[0-9Xx](?![0-9A-Za-z])"
+        rf"(?<![0-9A-Za-z])[1-9]\d{{5}}{_ANY}{{0,3}}(?:18|19|20)\d{{2}}(?:0[1-9]|1[0-2])(?:0[1-9]|[12]\d|3[01])"
+        rf"{_ANY}{{0,3}}\d{{3}}[0-9Xx](?![0-9A-Za-z])"
         # a US social security number (never 000, 666 or 9xx, nor a 00 group or 0000 serial), in 3-2-4 groups
-        # with any separators, and not the tail of a longer grouped number
-        rf"|(?<![\d+$€£¥])(?<!\d[,.])(?<!\d[ \t.\-])(?<!\d[ \t.\-]{{2}})(?<!\d[ \t.\-]{{3}})"
-        rf"(?!000|666|9)\d{{3}}{_GAP}(?!00)\d{{2}}{_GAP}(?!0000)\d{{4}}(?!\d)(?![.\-]\d)"),
+        # joined by any separators (up to 3 characters that are neither letters nor digits: - / _ , : · ...),
+        # and not the tail or the head of a longer grouped number
+        rf"|(?<![\d+$€£¥])(?<!\d{_ANY})(?<!\d{_ANY}{{2}})(?<!\d{_ANY}{{3}})"
+        rf"(?!000|666|9)\d{{3}}{_ANY_GAP}(?!00)\d{{2}}{_ANY_GAP}(?!0000)\d{{4}}(?!\d)(?![.\-]\d)"),
     # card numbers in groups (4-4-4-4, 4-4-4-4-3, Amex 4-6-5) and IBANs, looked for before phone numbers, which
     # their groups can resemble; then runs of 8 digits or more (one longer than 64 is matched 64 at a
     # time, the pieces joined into one placeholder)
@@ -100,6 +116,10 @@ _PII = {
                         r"|(?<![0-9A-Za-z])[A-Z]{2}\d{2} ?[0-9A-Z]{4}(?: ?\d{4}){2,6}(?: ?\d{1,3})?(?![0-9A-Za-z])"),
     # a group of digits, for card numbers in other groupings (_luhn_cards)
     "digit_group": re.compile(r"(?<!\d)\d{1,19}(?!\d)"),
+    # what joins two groups of digits in a phone number (_phone_view)
+    "phone_gap": re.compile(rf"(?<=[\d)\]]){_ANY}{{1,3}}(?=[\d(\[])"),
+    # the number so far is international: + or 00 and digits, joined by what phone numbers are written with
+    "international_before": re.compile(r"(?:\+|(?<!\d)00)\d(?:\d|[^\w\x00,:;=<>%$@#*&!?'\"]|_){0,24}$"),
     # what phone numbers are written with: runs of it holding enough digits go to the phone library
     "phone_run": re.compile(r"[\d +()\[\]./\-~\t\u2010-\u2015\u2212\u223c\u2053]{1,64}"),
     "phone": re.compile(
@@ -117,27 +137,52 @@ _PII = {
 
 #: What a found span is masked with: no pattern matches it, and it is a boundary to them all.
 _MASK = "\x00"
-#: Characters that are not format characters (category Cf) yet show nothing: the combining grapheme
-#: joiner, Hangul fillers, Khmer inherent vowels and variation selectors.
-_BLANK = frozenset("\u034f\u115f\u1160\u17b4\u17b5\u3164\uffa0" + "".join(map(chr, range(0xFE00, 0xFE10))))
+#: Characters that are not format characters (category Cf) yet show nothing: the rest of Unicode's
+#: default-ignorable characters (the combining grapheme joiner, Hangul fillers, Khmer inherent vowels,
+#: Mongolian and other variation selectors, the reserved ones) and the blank Braille pattern.
+_BLANK = frozenset("\u034f\u115f\u1160\u17b4\u17b5\u180b\u180c\u180d\u180f\u2065\u2800\u3164\uffa0"
+                   + "".join(map(chr, [*range(0xFE00, 0xFE10), *range(0xFFF0, 0xFFF9), *range(0xE0000, 0xE1000)])))
+#: Dashes and hyphens that are not a category Pd character: the minus sign.
+_DASHES = frozenset("\u2212")
+_FOLDED: dict[str, str] = {}
 
 
 def _invisible(ch: str) -> bool:
     return ch in _BLANK or unicodedata.category(ch) == "Cf"
 
 
+def _fold(ch: str) -> str:
+    """One character as the patterns see it: its NFKC form, with every dash or hyphen (category Pd,
+    and the minus sign) as ``-`` and every decimal digit of any script as an ASCII digit; empty if
+    it shows nothing."""
+    folded = _FOLDED.get(ch)
+    if folded is None:
+        out = []
+        for c in unicodedata.normalize("NFKC", ch):
+            if _invisible(c):
+                continue
+            category = unicodedata.category(c)
+            if category == "Pd" or c in _DASHES:
+                c = "-"
+            elif category == "Nd" and not c.isascii():
+                c = str(unicodedata.digit(c))
+            out.append(c)
+        folded = "".join(out)
+        if len(_FOLDED) < 65536:
+            _FOLDED[ch] = folded
+    return folded
+
+
 def _normalised(text: str) -> tuple[str, list[int]]:
-    """``text`` in Unicode NFKC, character by character (full-width ``＠`` and digits become ``@``
-    and ASCII digits), invisible characters left out, with the index in ``text`` each of its
-    characters comes from."""
+    """``text`` as the patterns see it (:func:`_fold`: full-width ``＠`` and digits become ``@`` and
+    ASCII digits, every dash ``-``), invisible characters left out, with the index in ``text`` each
+    of its characters comes from."""
     if text.isascii():
         return text, list(range(len(text)))
     out: list[str] = []
     origin: list[int] = []
     for i, ch in enumerate(text):
-        folded = unicodedata.normalize("NFKC", ch)
-        if len(folded) == 1 and _invisible(folded):
-            continue
+        folded = ch if ch.isascii() else _fold(ch)
         out.append(folded)
         origin.extend([i] * len(folded))
     return "".join(out), origin
@@ -146,40 +191,70 @@ def _normalised(text: str) -> tuple[str, list[int]]:
 # ----------------------------------------------------------------------------- e-mail
 
 _CJK_CHAR = re.compile(f"[{_CJK}]")
-_LOCAL_CHAR = re.compile(rf"[^\W{_CJK}]|[.%+\-]")  # a letter or digit of any script but CJK, or .%+-
+#: a letter or digit of any script but CJK, or what else RFC 5322 allows in a local part unquoted
+_LOCAL_CHAR = re.compile(rf"[^\W{_CJK}]|[{_ATEXT}]")
+#: Quotes a local part may stand in, and the quotes that may open each.
+_OPENING = {'"': '"“”', "”": '"“”', "'": "'"}
+#: A quote or brace just before an address that closes just after it encloses the address.
+_ENCLOSING = {"'": "'", "`": "`", "{": "}"}
 
 
-def _local_start(folded: str, at: int, floor: int) -> int | None:
-    """Where the local part ending at ``at`` starts (not before ``floor``), or None if there is none:
-    a quoted one back to its opening quote (64 characters at most inside), up to 16 CJK characters,
-    or a run of letters, digits and ``.%+-`` of any length."""
+def _quoted_start(folded: str, close: int, floor: int) -> int | None:
+    """Where the quoted local part closing at ``close`` opens (64 characters at most inside, not
+    before ``floor``; ``\\"`` inside is a quote escaped, not its end), or None."""
+    opening = _OPENING[folded[close]]
+    low = max(floor, close - 67)
+    i = close - 1
+    while i >= low:
+        if folded[i] in opening:
+            escapes = 0
+            while i - escapes - 1 >= low and folded[i - escapes - 1] == "\\":
+                escapes += 1
+            if escapes % 2 == 0:
+                return i
+        i -= 1
+    return None
+
+
+def _local_start(folded: str, at: int, end: int, floor: int) -> int | None:
+    """Where the local part of the address from ``at`` (its ``@``) to ``end`` starts (not before
+    ``floor``), or None if there is none: a quoted one back to its opening quote, up to 16 CJK
+    characters, or a run of letters, digits and RFC 5322's other characters (``!#$%&'*+-/=?^_`{|}~``
+    and dots) of any length, whichever starts first; not a quote or brace enclosing the address."""
     if at <= floor:
         return None
     last = folded[at - 1]
-    if last in "\"”'":
-        opening = "\"“" if last != "'" else "'"
-        low = max(floor, at - 67)
-        start = max(folded.rfind(q, low, at - 1) for q in opening)
-        return start if start >= 0 else None
     if _CJK_CHAR.match(last):
         start = at - 1
         while start > max(floor, at - 16) and _CJK_CHAR.match(folded[start - 1]):
             start -= 1
         return start
+    starts = []
+    if last in _OPENING:  # "a@b.cd"@example.com: the opening quote may be inside an address found already
+        quoted = _quoted_start(folded, at - 1, 0)
+        if quoted is not None:
+            starts.append(quoted)
     start = at
     while start > floor and _LOCAL_CHAR.match(folded[start - 1]):
         start -= 1
-    return start if start < at else None
+    while start < at - 1 and folded[start] in _ENCLOSING and folded[end:end + 1] == _ENCLOSING[folded[start]]:
+        start += 1  # 'john@example.com' keeps its quotes
+    if start < at:
+        starts.append(start)
+    return min(starts) if starts else None
 
 
 def _emails(folded: str) -> list[tuple[int, int]]:
     found: list[tuple[int, int]] = []
     floor = 0
     for m in _PII["email"].finditer(folded):
-        start = _local_start(folded, m.start(), floor)
-        if start is not None:
-            found.append((start, m.end()))
-            floor = m.end()
+        start = _local_start(folded, m.start(), m.end(), floor)
+        if start is None:
+            continue
+        while found and start < found[-1][1]:  # addresses inside a quoted local part: one address
+            start = min(start, found.pop()[0])
+        found.append((start, m.end()))
+        floor = m.end()
     return found
 
 
@@ -253,13 +328,14 @@ def _luhn(digits: str) -> bool:
     return total % 10 == 0
 
 
-_CARD_GAP = re.compile(_GAP)
+_CARD_GAP = re.compile(_ANY_GAP)
 
 
 def _luhn_cards(folded: str) -> list[tuple[int, int]]:
     """Card numbers in groups of any size and separators the ``cards`` pattern does not know: 13 to 19
-    digits in groups of 3 or more (the last group any size), an issuer's first digit (2 to 6, and
-    not a year 2000-2099), passing the Luhn check, and not inside a decimal or after ``+``."""
+    digits in groups of 3 or more (the last group any size) joined by any separators (up to 3
+    characters that are neither letters nor digits), an issuer's first digit (2 to 6, and not a year
+    2000-2099), passing the Luhn check, and not inside a decimal or after ``+``."""
     groups = [(m.start(), m.end()) for m in _PII["digit_group"].finditer(folded)]
     found: list[tuple[int, int]] = []
     i = 0
@@ -315,10 +391,39 @@ _PHONE_TRIES = 32
 _PHONE_CACHE: dict[tuple[str, int, int], tuple[tuple[int, int], ...]] = {}
 
 
+#: Between groups of digits, characters that mean something of their own there (a time's ``:``, a
+#: decimal's or a list's ``,`` and ``;``, prices, percentages) or that the phone library reads itself.
+_PHONE_KEEP = frozenset(".,:;/+@%#*&=$'\"()[]<>!?~-")
+
+
+def _phone_separator(ch: str) -> bool:
+    """Punctuation or a symbol (not a currency sign) that only separates groups of digits: ``_``, ``·``,
+    ``•``, ``|``, ``\\`` and the like."""
+    category = unicodedata.category(ch)
+    return ch not in _PHONE_KEEP and category[0] in "PS" and category != "Sc"
+
+
+def _phone_view(folded: str) -> str:
+    """``folded`` with the separators the phone library does not know (:func:`_phone_separator`) read
+    as spaces where they join groups of digits (``+1_212_555_0123``, ``06·12·34·56·78``), and so is
+    ``/`` inside a number written with ``+`` or ``00`` (the library takes ``+32/450/00/12/34`` for a
+    date); the same length, so a span found in it is the same span in ``folded``."""
+    pieces, at = [], 0
+    for m in _PII["phone_gap"].finditer(folded):
+        gap = m.group()
+        slash = "/" in gap and bool(_PII["international_before"].search(folded, max(0, m.start() - 27), m.start()))
+        folds = [_phone_separator(ch) or (slash and ch == "/") for ch in gap]
+        if any(folds) and all(fold or ch.isspace() or ch in "-./~()[]" for fold, ch in zip(folds, gap)):
+            pieces += [folded[at:m.start()], "".join(" " if fold else ch for fold, ch in zip(folds, gap))]
+            at = m.end()
+    return "".join(pieces) + folded[at:] if pieces else folded
+
+
 def _phones(folded: str) -> list[tuple[int, int, str]]:
     """Phone numbers found by the phonenumbers library in windows around the runs of digits and
     separators that hold at least 6 digits (``phone``); once the line's budget is spent, those runs
-    whole (``digits``)."""
+    whole (``digits``). Separators the library does not know are read as spaces (:func:`_phone_view`)."""
+    folded = _phone_view(folded)
     runs: list[list[int]] = []
     for m in _PII["phone_run"].finditer(folded):
         if runs and runs[-1][1] == m.start():
@@ -440,7 +545,7 @@ _FINDERS: tuple[_Finder, ...] = (
     _as("digits", _grouped_cards),
     _as("digits", _luhn_cards),
     _phones,
-    _as("phone", lambda folded: [(m.start(), m.end()) for m in _PII["phone"].finditer(folded)
+    _as("phone", lambda folded: [(m.start(), m.end()) for m in _PII["phone"].finditer(_phone_view(folded))
                                  if not _after_version(folded, m.start())]),
     _as("digits", _matches("digits")),
 )
