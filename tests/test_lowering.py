@@ -545,3 +545,16 @@ def test_a_hand_edit_committed_before_the_reseal_is_still_checked(repo: Path, ca
     assert main(["baseline", "--reseal", str(path)]) == 1
     out = capsys.readouterr().out
     assert "(the last commit where it was sealed), this edit lowers 2 gated values" in out
+
+
+def test_the_ratchet_says_when_a_lowering_is_gated_now_but_was_not_at_the_ref() -> None:
+    """A lowering made while ndcg@10 was not gated per query, and gated since: the reason recorded then does
+    not name it, and the message says so rather than looking like a lowering nobody explained."""
+    after = copy.deepcopy(GOOD)
+    after["a"]["ndcg@10"] = 0.1
+    gated = gated_metrics(Thresholds(tolerance={"recall@10": 0.0}, query_tolerance={"recall@10": 0.0,
+                                                                                       "ndcg@10": 0.0}), [])
+    outcome = judge_lowerings(baseline(GOOD), baseline(after), gated, "main")
+    assert not outcome.passed
+    assert "(ndcg@10 is gated now but was not at main: a reason recorded before the thresholds gated it does not " \
+           "name it)" in outcome.message

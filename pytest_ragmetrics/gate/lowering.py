@@ -476,6 +476,15 @@ def judge_lowerings(at_ref: Baseline | None, current: Baseline | None, gated: It
                                     f"({_counted(len(since), 'entry', 'entries')} of _meta.lowerings)")
     shown_missing = "; ".join(x.text() for x in missing[:_SHOWN]) + (
         f"; … and {len(missing) - _SHOWN} more" if len(missing) > _SHOWN else "")
+    then = gated_in_files(at_ref.meta)  # what the thresholds recorded at ref gated
+    newly = sorted({x.metric for x in missing
+                    if (x.metric if x.qid is not None else AGGREGATE + x.metric) not in then
+                    and (x.qid is not None or SIGNIFICANT + x.metric not in then)})
+    if newly:
+        one = len(newly) == 1
+        is_, was, it = ("is", "was", "it") if one else ("are", "were", "them")
+        shown_missing += (f" ({', '.join(newly)} {is_} gated now but {was} not at {ref}: a reason recorded before "
+                          f"the thresholds gated {it} does not name {it})")
     return LoweredOutcome(
         False,
         f"{_counted(len(missing), 'gated value', 'gated values')} of {path} lower than at {ref} with no reason "
