@@ -91,7 +91,7 @@ def test_the_walk_sees_every_verb_and_refuses_blank_values_too(capsys: pytest.Ca
 
 
 def _declared_outputs() -> set[tuple[str, str]]:
-    return {(verb, option) for verb, parser in _verbs().items() for _, option in parser.get_default(OUTPUTS) or ()}
+    return {(verb, option) for verb, parser in _verbs().items() for _, option, _ in parser.get_default(OUTPUTS) or ()}
 
 
 def test_every_option_that_writes_is_declared_an_output() -> None:
@@ -284,3 +284,29 @@ def test_no_output_replaces_a_project_file_it_was_not_given(tmp_path: Path, caps
     err = capsys.readouterr().err
     assert "an output never replaces a file the project reads" in err or "inside .git" in err, err
     assert project[target].read_bytes() == before
+
+
+@pytest.mark.parametrize("name, content", [
+    ("eval/golden.jsonl", '{"qid": "q0", "query": "question 0", "candidates": [{"doc_id": "d0", "rel": 1}]}\n'),
+    ("other/golden.YAML", "- {id: q1, question: flat tire, gold_chunks: [d1]}\n"),
+    ("other/thresholds.json", '{"_comment": "x", "worst_n": 5, "fail_on_significant_drop": true}'),
+    (".github/workflows/rag.yml", "on: [pull_request]\njobs: {}\n"),
+    ("notes.txt", "a team's notes\n"),
+])
+def test_an_html_report_replaces_only_an_html_report(tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str,
+                                                     content: str) -> None:
+    """Not a list of kinds to protect but one to allow: an output replaces an existing file only when that
+    file is the kind it writes, so a file the tool does not know (a CI workflow, notes) is safe too."""
+    files = _files(tmp_path)
+    target = tmp_path / name
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(content, encoding="utf-8")
+    argv = ["compare", str(files["A.trec"]), str(files["B.trec"]), "--qrels", str(files["q.tsv"]), "--html",
+            str(target)]
+    assert main(argv) == 2
+    assert f"--html {target} exists and is" in capsys.readouterr().err
+    assert target.read_text(encoding="utf-8") == content
+    target.write_text("<!doctype html><p>an older report</p>", encoding="utf-8")  # a report: replaced
+    assert main(argv) in (0, 1)
+    assert target.read_text(encoding="utf-8").lstrip().lower().startswith("<!doctype html")
+    assert "an older report" not in target.read_text(encoding="utf-8")

@@ -85,7 +85,10 @@ def test_without_recall_the_first_metric_is_gated_and_a_gate_named_takes_over() 
     config = MeasurementConfig(parse_measures(["ndcg@10", "mrr@10"]))
     assert Thresholds.defaults(config).tolerance == {"ndcg@10": 0.0}
     assert Thresholds.defaults(config).query_tolerance == {"ndcg@10": 0.0}
-    named = thresholds_module.thresholds_from_mapping({"mrr@10_min": 0.3}, config, "t.json")
-    assert named.tolerance == {} and named.minimum == {"mrr@10": 0.3}
+    named = thresholds_module.thresholds_from_mapping({"mrr@10_tolerance": 0.05}, config, "t.json")
+    assert named.tolerance == {"mrr@10": 0.05} and named.query_tolerance == {}
+    floored = thresholds_module.thresholds_from_mapping({"mrr@10_min": 0.3}, config, "t.json")
+    assert floored.tolerance == {"ndcg@10": 0.0}  # a floor judges a level, not a change: the default stays
+    assert floored.minimum == {"mrr@10": 0.3}
     counted = thresholds_module.thresholds_from_mapping({"max_regressed_queries": 1}, config, "t.json")
     assert counted.tolerance == {"ndcg@10": 0.0}  # a cap on regressed queries gates no metric by itself

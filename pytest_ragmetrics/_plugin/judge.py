@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_ragmetrics._plugin.outputs import meta
 from pytest_ragmetrics.errors import RagMetricsError
 from pytest_ragmetrics.gate.baseline import baseline_from_records, write_baseline
-from pytest_ragmetrics.gate.lowering import author_from_git, gated_metrics, refresh_lowerings
+from pytest_ragmetrics.gate.lowering import author_from_git, gated_in_files, gated_metrics, refresh_lowerings
 from pytest_ragmetrics.gate.verdict import QueryRecord, RunInputs, ScopeCheck, Verdict, judge_run
 from pytest_ragmetrics.gold import GoldCheck
 from pytest_ragmetrics.report.text import baseline_change_text
@@ -86,7 +86,11 @@ class Judge:
                                     rag.options.baseline)
         # a refresh that lowers a gated value needs --rag-reason, which is kept in _meta.lowerings
         author = author_from_git(rag.options.baseline.parent) if rag.options.reason else None
-        lowerings = refresh_lowerings(rag.baseline, new, gated_metrics(rag.thresholds, rag.metrics), rag.options.reason,
+        # what the thresholds in force gate, and what the baseline being replaced was gated with: a refresh that
+        # loosens thresholds.json in the same breath cannot lower what the old thresholds guarded
+        gated = gated_metrics(rag.thresholds, rag.metrics) | (gated_in_files(rag.baseline.meta) if rag.baseline else
+                                                               frozenset())
+        lowerings = refresh_lowerings(rag.baseline, new, gated, rag.options.reason,
                                       time=rag.created, author=author, path=rag._shown_path(rag.options.baseline))
         if lowerings.entries:
             new.meta["lowerings"] = lowerings.entries

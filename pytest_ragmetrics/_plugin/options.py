@@ -459,8 +459,11 @@ def check_outputs(options: RagOptions, ini_file: Path | None, step_summary: str 
             outputs.append(("$GITHUB_STEP_SUMMARY", step_summary))
     if options.update_baseline:  # the one input a run rewrites, on purpose
         outputs.insert(0, ("--rag-update-baseline", options.baseline))
+    from pytest_ragmetrics.files import ARTIFACT, BASELINE, HTML, JUNIT, MARKDOWN
+
     check_output_paths(outputs, inputs, may_replace={"--rag-update-baseline": "the baseline"},
-                       writes={"--rag-report": "a run artifact"})
+                       writes={"--rag-report": ARTIFACT, "--rag-html": HTML, "--rag-markdown": MARKDOWN,
+                               "--junitxml": JUNIT, "--rag-update-baseline": BASELINE})
 
 
 def _baseline_trail(get: Callable[[str, str], Any], pick: Callable[[str, str], tuple[Any, bool]],

@@ -12,6 +12,7 @@ from typing import Any
 
 from pytest_ragmetrics.cli.argtypes import check_outputs, output_argument, path_arg
 from pytest_ragmetrics.errors import RagMetricsError
+from pytest_ragmetrics.files import JUDGMENTS
 
 HELP = "judge pooled candidates 0/1/2 in a local page (or adjudicate two annotators' disagreements)"
 
@@ -33,7 +34,7 @@ def register(verbs: Any) -> None:
                         help="the candidates file (JSONL from ragmetrics pool)")
     parser.add_argument("--annotator", metavar="NAME",
                         help="who judges (letters, digits, '.', '_', '-'); names the output file")
-    output_argument(parser, "--out", metavar="PATH",
+    output_argument(parser, "--out", writes=JUDGMENTS, metavar="PATH",
                     help="the judgments file (default <candidates stem>.<annotator>.jsonl beside the candidates; "
                          "required with --adjudicate; never one of the inputs); resumed when it exists")
     parser.add_argument("--corpus", metavar="PATH", type=path_arg,

@@ -31,12 +31,14 @@ def module_arg(raw: str) -> str:
     return raw
 
 
-def output_argument(parser: argparse.ArgumentParser, *flags: str, **kwargs: Any) -> argparse.Action:
-    """Declare an option naming a file the verb writes. Every output declared here is checked by
-    :func:`check_outputs`, one rule for every verb: never one of the inputs, never another output."""
+def output_argument(parser: argparse.ArgumentParser, *flags: str, writes: str, **kwargs: Any) -> argparse.Action:
+    """Declare an option naming a file the verb writes, and what kind of file it writes (``writes``, one of
+    the kinds of :mod:`pytest_ragmetrics.files`: ``HTML``, ``ARTIFACT`` …). Every output declared here is
+    checked by :func:`check_outputs`, one rule for every verb: never one of the inputs, never another
+    output, and an existing file replaced only when it is of the kind the option writes."""
     action = parser.add_argument(*flags, type=path_arg, **kwargs)
     declared = parser.get_default(OUTPUTS) or ()
-    parser.set_defaults(**{OUTPUTS: (*declared, (action.dest, max(flags, key=len)))})
+    parser.set_defaults(**{OUTPUTS: (*declared, (action.dest, max(flags, key=len), writes))})
     return action
 
 
@@ -49,9 +51,11 @@ def check_outputs(args: argparse.Namespace, inputs: Sequence[tuple[str, str | Pa
     never overrides it."""
     from pytest_ragmetrics.files import check_output_paths
 
-    outputs = [(option, getattr(args, dest)) for dest, option in getattr(args, OUTPUTS, ())]
+    declared = getattr(args, OUTPUTS, ())
+    outputs = [(option, getattr(args, dest)) for dest, option, _ in declared]
+    kinds = {option: kind for _, option, kind in declared}
     check_output_paths([*outputs, *also], inputs, may_replace=may_replace, force=hasattr(args, "force"),
-                       writes=writes)
+                       writes={**kinds, **(writes or {})}, forced=bool(getattr(args, "force", False)))
 
 
 def _at_least(raw: str, minimum: int, expected: str) -> int:

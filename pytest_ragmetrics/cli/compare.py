@@ -16,7 +16,7 @@ from pytest_ragmetrics.cli.argtypes import (
     two_sided_verb,
 )
 from pytest_ragmetrics.errors import InputError, RagMetricsError, listed, shown
-from pytest_ragmetrics.files import atomic_write_text, dumps_stable, write_problem
+from pytest_ragmetrics.files import HTML, atomic_write_text, dumps_stable, write_problem
 from pytest_ragmetrics.gate.thresholds import Thresholds, load_thresholds, recorded_thresholds, stricter
 from pytest_ragmetrics.golden import GoldenSet, Query, load_golden, load_qrels
 from pytest_ragmetrics.measures import MeasurementConfig
@@ -71,7 +71,8 @@ def register(verbs: Any) -> None:
                         help="compare even when A and B were measured differently (measurement config, k or "
                              "judgments); the differences are printed with the report")
     measurement_arguments(parser, scope="TREC runs")  # artifacts and baselines keep their own rules
-    output_argument(parser, "--html", metavar="PATH", help="also write the self-contained HTML report (never one "
+    output_argument(parser, "--html", writes=HTML, metavar="PATH",
+                    help="also write the self-contained HTML report (never one "
                                                            "of the inputs)")
     parser.add_argument("--format", choices=("table", "json"), default="table",
                         help="a table for people (default) or JSON for scripts")

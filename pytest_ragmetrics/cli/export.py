@@ -10,7 +10,7 @@ from typing import Any
 
 from pytest_ragmetrics.cli.argtypes import check_outputs, output_argument, path_arg
 from pytest_ragmetrics.errors import InputError, RagMetricsError, brief_repr, shown
-from pytest_ragmetrics.files import atomic_write_text
+from pytest_ragmetrics.files import GOLDEN, TREC_QRELS, TREC_RUN, atomic_write_text
 from pytest_ragmetrics.golden import load_golden
 from pytest_ragmetrics.tools.export import artifact_rankings, golden_yaml, judgments_gaps
 from pytest_ragmetrics.trec import write_qrels, write_run
@@ -22,11 +22,12 @@ def register(verbs: Any) -> None:
     parser = verbs.add_parser("export", help=HELP)
     parser.set_defaults(command=run)
     parser.add_argument("--artifact", type=path_arg, help="run artifact written by --rag-report")
-    output_argument(parser, "--run-out", help="where to write the TREC run (with --artifact)")
+    output_argument(parser, "--run-out", writes=TREC_RUN, help="where to write the TREC run (with --artifact)")
     parser.add_argument("--golden", type=path_arg,
                         help="golden set in any supported format (YAML, JSONL, a queries.jsonl + qrels folder)")
-    output_argument(parser, "--qrels-out", help="where to write TREC qrels (with --golden)")
-    output_argument(parser, "--yaml-out", help="where to write the golden set as golden YAML entries (with --golden); "
+    output_argument(parser, "--qrels-out", writes=TREC_QRELS, help="where to write TREC qrels (with --golden)")
+    output_argument(parser, "--yaml-out", writes=GOLDEN,
+                    help="where to write the golden set as golden YAML entries (with --golden); "
                                                "the text appends to an existing golden YAML file as it is")
     parser.add_argument("--merge", action="append", default=[], metavar="JUDGMENTS", type=path_arg,
                         help="with --golden and --golden-out: merge the grades of an annotator's (or adjudicated) "
@@ -35,7 +36,8 @@ def register(verbs: Any) -> None:
                         help="with --merge: merge the grades of a question judged under another text than the "
                              "golden set's (refused by default: they may judge another question); the golden set's "
                              "text is kept")
-    output_argument(parser, "--golden-out", help="where to write the whole (merged) golden set, declaring "
+    output_argument(parser, "--golden-out", writes=GOLDEN,
+                    help="where to write the whole (merged) golden set, declaring "
                                                  "judgments: pooled (.yaml/.yml: YAML; else JSONL); it may be "
                                                  "--golden itself, never another input")
     parser.add_argument("--scope-from-filters", action="store_true",

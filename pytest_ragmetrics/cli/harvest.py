@@ -9,7 +9,7 @@ from typing import Any
 
 from pytest_ragmetrics.cli.argtypes import check_outputs, output_argument, path_arg, seed_arg
 from pytest_ragmetrics.errors import RagMetricsError, listed, shown
-from pytest_ragmetrics.files import check_output
+from pytest_ragmetrics.files import CANDIDATES, check_output
 from pytest_ragmetrics.report.tables import counted
 
 HELP = "gather the questions run artifacts regressed, errored or left inconclusive into candidates for annotate"
@@ -27,7 +27,7 @@ def register(verbs: Any) -> None:
     parser.set_defaults(command=run)
     parser.add_argument("artifacts", nargs="+", metavar="ARTIFACT", type=path_arg,
                         help="run artifacts of one golden set")
-    output_argument(parser, "-o", "--out", required=True,
+    output_argument(parser, "-o", "--out", writes=CANDIDATES, required=True,
                     help="output candidates JSONL (refused if it exists, unless --force; never one of the inputs)")
     parser.add_argument("--golden", default=None, type=path_arg,
                         help="the golden set the runs were judged with, for texts, tags and every known judgment "

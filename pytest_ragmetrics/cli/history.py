@@ -10,7 +10,7 @@ from typing import Any
 from pytest_ragmetrics.cli import decided
 from pytest_ragmetrics.cli.argtypes import check_outputs, output_argument, path_arg
 from pytest_ragmetrics.errors import RagMetricsError
-from pytest_ragmetrics.files import atomic_write_text, dumps_stable, write_problem
+from pytest_ragmetrics.files import HTML, atomic_write_text, dumps_stable, write_problem
 from pytest_ragmetrics.report.history import history_text
 from pytest_ragmetrics.tools.history import build_history, load_artifacts
 
@@ -26,7 +26,8 @@ def register(verbs: Any) -> None:
                         help="run artifacts written by --rag-report, or folders (every *.json in them)")
     parser.add_argument("--format", choices=("text", "json", "markdown"), default="text",
                         help="text for the terminal (default), json for scripts, markdown for a job summary")
-    output_argument(parser, "--html", metavar="PATH", help="also write a self-contained HTML page with the charts "
+    output_argument(parser, "--html", writes=HTML, metavar="PATH",
+                    help="also write a self-contained HTML page with the charts "
                                                            "(never one of the artifacts, nor inside a folder of them)")
     parser.add_argument("--fail-on-drift", action="store_true",
                         help="exit 1 when drift is flagged in the latest baseline period of the newest run's group")

@@ -10,7 +10,15 @@ from typing import Any, Sequence
 from pytest_ragmetrics.cli import decided
 from pytest_ragmetrics.cli.argtypes import check_outputs, output_argument, path_arg
 from pytest_ragmetrics.errors import BaselineError, RagMetricsError, visible
-from pytest_ragmetrics.files import atomic_write_json, atomic_write_text, check_output, write_problem
+from pytest_ragmetrics.files import (
+    ARTIFACT,
+    HTML,
+    MARKDOWN,
+    atomic_write_json,
+    atomic_write_text,
+    check_output,
+    write_problem,
+)
 from pytest_ragmetrics.gate.artifact import seal_artifact
 from pytest_ragmetrics.report.tables import counted
 from pytest_ragmetrics.tools.merge import (
@@ -32,11 +40,13 @@ def register(verbs: Any) -> None:
     parser.set_defaults(command=run)
     parser.add_argument("shards", nargs="+", metavar="SHARD", type=path_arg,
                         help="every shard's run artifact (--rag-report)")
-    output_argument(parser, "--out", metavar="PATH", help="write the merged run artifact here: the one a whole run "
+    output_argument(parser, "--out", writes=ARTIFACT, metavar="PATH",
+                    help="write the merged run artifact here: the one a whole run "
                                                           "writes, its time aside")
-    output_argument(parser, "--markdown", metavar="PATH", help="append the verdict as Markdown here (e.g. "
+    output_argument(parser, "--markdown", writes=MARKDOWN, metavar="PATH",
+                    help="append the verdict as Markdown here (e.g. "
                                                                "\"$GITHUB_STEP_SUMMARY\")")
-    output_argument(parser, "--html", metavar="PATH", help="write the self-contained HTML report here")
+    output_argument(parser, "--html", writes=HTML, metavar="PATH", help="write the self-contained HTML report here")
     parser.add_argument("--worst", type=int, metavar="N", help="worst regressed queries to list (default: worst_n)")
     parser.add_argument("--update-baseline", action="store_true",
                         help="refresh the baseline from the merged shards, with the plugin's refusals (a query "

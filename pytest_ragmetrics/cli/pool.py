@@ -18,6 +18,7 @@ from pytest_ragmetrics.cli._stack import (
 )
 from pytest_ragmetrics.cli.argtypes import check_outputs, module_arg, output_argument, path_arg, seed_arg
 from pytest_ragmetrics.errors import RagMetricsError, listed
+from pytest_ragmetrics.files import CANDIDATES
 from pytest_ragmetrics.measures import DEFAULT_ID_SEPARATOR
 from pytest_ragmetrics.report.tables import counted
 
@@ -46,7 +47,7 @@ def register(verbs: Any) -> None:
     parser.add_argument("--queries", type=path_arg,
                         help="a golden set (YAML, JSONL, folder), a candidates file to re-pool, a queries.jsonl, "
                              "or a text file of questions")
-    output_argument(parser, "-o", "--out", required=True,
+    output_argument(parser, "-o", "--out", writes=CANDIDATES, required=True,
                     help="output JSONL (refused if it exists, unless --force; never one of the inputs)")
     parser.add_argument("--unjudged-only", action="store_true",
                         help="with one --run run artifact (pytest --rag-report): write the documents its gate "

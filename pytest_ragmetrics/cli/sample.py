@@ -7,7 +7,7 @@ import secrets
 from typing import Any
 
 from pytest_ragmetrics.cli.argtypes import check_outputs, count_arg, output_argument, path_arg, seed_arg
-from pytest_ragmetrics.files import check_output
+from pytest_ragmetrics.files import DRAFT, check_output
 from pytest_ragmetrics.report.tables import counted
 from pytest_ragmetrics.tools.sample import DEFAULT_NEAR, draft_summary, sample_log, write_draft
 
@@ -53,7 +53,7 @@ def register(verbs: Any) -> None:
                              "MAC addresses as logged (by default they are replaced by [email], [phone], [id], "
                              "[number], [ip], [mac] and counted; ordinary numbers such as years, versions and "
                              "prices are kept either way)")
-    output_argument(parser, "-o", "--out", required=True, metavar="DRAFT.jsonl",
+    output_argument(parser, "-o", "--out", writes=DRAFT, required=True, metavar="DRAFT.jsonl",
                         help="the draft golden set to write (refused if it exists, unless --force; never the log "
                              "itself)")
     parser.add_argument("--force", action="store_true", help="overwrite --out if it exists")

@@ -11,7 +11,7 @@ from pytest_ragmetrics.cli import decided
 from pytest_ragmetrics.cli._stack import log, progress_for, quiet_argument
 from pytest_ragmetrics.cli.argtypes import check_outputs, count_arg, module_arg, output_argument, path_arg, seed_arg
 from pytest_ragmetrics.errors import RagMetricsError
-from pytest_ragmetrics.files import check_output
+from pytest_ragmetrics.files import CANDIDATES, HTML, SHADOW, check_output
 from pytest_ragmetrics.measures import DEFAULT_ID_SEPARATOR
 from pytest_ragmetrics.report.tables import counted
 
@@ -48,12 +48,12 @@ def register(verbs: Any) -> None:
                              "a retriever may rank its top K differently when asked for more)")
     parser.add_argument("--top", type=count_arg, default=10, metavar="N",
                         help="most-changed questions listed on the terminal (default 10)")
-    output_argument(parser, "--html", default=None, metavar="PATH",
+    output_argument(parser, "--html", writes=HTML, default=None, metavar="PATH",
                         help="write a self-contained HTML page (replaced if it exists, as every report; never an "
                              "input file)")
-    output_argument(parser, "--json", default=None, metavar="PATH",
+    output_argument(parser, "--json", writes=SHADOW, default=None, metavar="PATH",
                         help="write every number as JSON (replaced if it exists; never an input file)")
-    output_argument(parser, "--candidates", default=None, metavar="OUT.jsonl",
+    output_argument(parser, "--candidates", writes=CANDIDATES, default=None, metavar="OUT.jsonl",
                         help="write the most-changed questions with both sides' top-K documents as a candidates file "
                              "for `ragmetrics annotate` (refused if it exists, unless --force)")
     parser.add_argument("--label", type=count_arg, default=20, metavar="N",

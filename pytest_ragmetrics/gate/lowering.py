@@ -197,8 +197,10 @@ def find_lowerings(before: Baseline, after: Baseline, gated: Iterable[str]) -> l
             found += [Lowering(m, float(old[m]), None, qid) for m in sorted(old) if m in gated]
             continue
         new = _values(after.per_query[new_id])
-        found += [Lowering(m, float(old[m]), float(new[m]), new_id, qid if new_id != qid else None)
-                  for m in sorted(old) if m in gated and m in new and _worse(m, old[m], new[m])]
+        # a gated value gone from its entry (the question relabelled answerable: false, say) went down too
+        found += [Lowering(m, float(old[m]), None if m not in new else float(new[m]), new_id,
+                           qid if new_id != qid else None)
+                  for m in sorted(old) if m in gated and (m not in new or _worse(m, old[m], new[m]))]
     # a mean is compared over the queries both hold: questions added (or removed, listed above) change the
     # mean without any query getting worse, and adding a hard question is no lowering
     pairs = {qid: qid if qid in after.per_query else renamed.get(qid) for qid in before.per_query}
@@ -578,23 +580,28 @@ def _golden_of(meta: Any) -> tuple[Any, Any]:
 
 
 def _moved_baseline(path: Path, ref: str) -> tuple[str, Baseline] | str | None:
-    """The baseline at ``ref`` that the file in use, absent there, was moved from: the one that measured
-    the same golden set (its recorded source or digest). None when ``ref`` holds none (the baseline is
-    new); a reason, for the gate to fail with, when several could be it."""
+    """The baseline at ``ref`` that the file in use, absent there, was moved from: of the baselines there,
+    the one sharing the most queries with it (by id, or by their text and judgments, ``_judgments``), a
+    recorded golden set of the same source or digest breaking ties. None when ``ref`` holds no baseline
+    sharing a query (the baseline is new); a reason, for the gate to fail with, when two are as likely."""
     try:
         current = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    source, digest = _golden_of(current.get("_meta") if isinstance(current, dict) else None)
+    if not isinstance(current, dict) or not isinstance(current.get("per_query"), dict):
+        return None
+    ids = set(current["per_query"])
+    digests = {e.get("_judgments") for e in current["per_query"].values() if isinstance(e, dict)} - {None}
+    source, digest = _golden_of(current.get("_meta"))
     folder = _folder(path)
     root = _git(folder, "rev-parse", "--show-toplevel")
     if root is None or root.returncode:
         return None
     top = Path(root.stdout.strip())
-    found = _git(top, "grep", "-l", "--fixed-strings", '"per_query"', ref, "--", "*.json")
+    found = _git(top, "grep", "-l", "--fixed-strings", '"per_query"', ref, "--")
     if found is None or found.returncode not in (0, 1):
         return None
-    same: list[tuple[str, Baseline]] = []
+    scored: list[tuple[tuple[int, int], str, Baseline]] = []
     for line in found.stdout.splitlines():
         rel = line.split(":", 1)[1] if line.startswith(f"{ref}:") else line
         blob = _git(top, "cat-file", "blob", f"{ref}:{rel}")
@@ -604,11 +611,19 @@ def _moved_baseline(path: Path, ref: str) -> tuple[str, Baseline] | str | None:
             candidate = parse_baseline(blob.stdout, f"{rel} at {ref}")
         except BaselineError:
             continue
+        theirs = {e.get("_judgments") for e in candidate.per_query.values()} - {None}
+        shared = len(ids & set(candidate.per_query)) + len(digests & theirs)
         their_source, their_digest = _golden_of(candidate.meta)
-        if (source is not None and their_source == source) or (digest is not None and their_digest == digest):
-            same.append((rel, candidate))
-    if len(same) > 1:
-        return (f"the file is not at {ref}, and several baselines there measured the same golden set "
-                f"({', '.join(rel for rel, _ in same)}), so which one it was moved from cannot be told; keep the "
-                "baseline where it was in the change that lowers it, or move it in a change of its own")
-    return same[0] if same else None
+        same_set = int((source is not None and their_source == source)
+                       or (digest is not None and their_digest == digest))
+        if shared or same_set:
+            scored.append(((shared, same_set), rel, candidate))
+    if not scored:
+        return None
+    scored.sort(key=lambda c: c[0], reverse=True)
+    if len(scored) > 1 and scored[0][0] == scored[1][0]:
+        return (f"the file is not at {ref}, and the baselines there that share its queries "
+                f"({', '.join(rel for _, rel, _ in scored[:5])}) are equally likely to be where it was, so which one "
+                "it was moved from cannot be told; keep the baseline where it was in the change that lowers it, or "
+                "move it in a change of its own")
+    return scored[0][1], scored[0][2]

@@ -128,8 +128,9 @@ class Thresholds:
 
     @property
     def gates_a_metric(self) -> bool:
-        """Whether any metric has a hard gate: a tolerance, a floor or a per-query tolerance."""
-        return bool(self.tolerance or self.minimum or self.query_tolerance)
+        """Whether any metric has a hard gate on its change: a tolerance or a per-query tolerance. A floor
+        judges a level, not a change: alone it leaves a fall above it unjudged."""
+        return bool(self.tolerance or self.query_tolerance)
 
     def to_dict(self) -> dict[str, Any]:
         """The thresholds in force, as the flat keys of a thresholds file (defaults included)."""
@@ -179,9 +180,9 @@ def _with_a_hard_gate(result: Thresholds, config: MeasurementConfig, name: str =
     if result.ungated:
         verb = "is" if len(result.ungated) == 1 else "are"
         raise ThresholdsError(f"{name}: {', '.join(sorted(result.ungated))} {verb} "
-                              "null and no other metric has a tolerance, a floor or a per-query tolerance, so this "
-                              "run would gate no metric; gate one, or set \"fail_on_regression\": false to only "
-                              "report")
+                              "null and no other metric has a tolerance or a per-query tolerance, so this "
+                              "run would gate no metric's change; gate one, or set \"fail_on_regression\": false "
+                              "to only report")
     first = config.metric_names[0]
     result.tolerance[first] = 0.0
     result.query_tolerance[first] = 0.0

@@ -277,7 +277,7 @@ def judge_run(inputs: RunInputs) -> Verdict:
     base_metrics = {qid: baseline.metrics_of(qid) for qid in base_q} if baseline else {}
     # an entry measured as another kind of question (answerable: false then) compares nothing: the coverage
     # gate names it
-    common = [qid for qid in counted if qid in base_q and base_metrics[qid]]
+    common = [qid for qid in counted if qid in base_q and any(m in base_metrics[qid] for m in metrics)]
     new = [qid for qid in counted if qid not in base_q] if baseline else []
     removed = sorted(qid for qid in base_q if qid not in everything) if baseline else []
 

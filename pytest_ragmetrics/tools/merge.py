@@ -446,9 +446,11 @@ def refresh_baseline(merged: Merged, allow_missing_gold: bool, reason: str | Non
                                 int(merged.meta.get("measurement", {}).get("relevance_level", 1)),
                                 lambda: dict(merged.meta), merged.gold_check, allow_missing_gold,
                                 merged.baseline_path, allow_flag="--allow-missing-gold")
-    from pytest_ragmetrics.gate.lowering import author_from_git, gated_metrics, refresh_lowerings
+    from pytest_ragmetrics.gate.lowering import author_from_git, gated_in_files, gated_metrics, refresh_lowerings
 
-    lowerings = refresh_lowerings(merged.baseline, new, gated_metrics(merged.thresholds, merged.metrics), reason,
+    gated = gated_metrics(merged.thresholds, merged.metrics) | (gated_in_files(merged.baseline.meta)
+                                                                if merged.baseline else frozenset())
+    lowerings = refresh_lowerings(merged.baseline, new, gated, reason,
                                   time=merged.created or "", path=shown_path(Path(merged.baseline_path)),
                                   author=author_from_git(Path(merged.baseline_path).parent) if reason else None,
                                   reason_flag="--reason")

@@ -559,7 +559,7 @@ def test_merge_refuses_to_write_over_a_shard(baselined: RagProject, no_ci: None,
     assert f"{flag} ./shard2.json is a shard (shard2.json): an output is never written over an input" in err
     assert (baselined.path / "shard2.json").read_bytes() == before
     code, _, err = _merge(baselined, capsys, monkeypatch, "shard1.json", "shard2.json", flag, "golden.yaml")
-    assert code == 2 and f"{flag} golden.yaml is a golden set of the project" in err
+    assert code == 2 and f"{flag} golden.yaml exists and is a golden set" in err
 
 
 def test_merge_refresh_writes_the_baseline_last(baselined: RagProject, no_ci: None,
@@ -577,7 +577,7 @@ def test_merge_refresh_writes_the_baseline_last(baselined: RagProject, no_ci: No
     assert baselined.baseline_path.read_bytes() == before
     code, out, err = _merge(baselined, capsys, monkeypatch, "shard1.json", "shard2.json", "--update-baseline",
                             "--out", "baselines/baseline.json")
-    assert code == 2 and "--out baselines/baseline.json is a baseline of the project" in err
+    assert code == 2 and "--out baselines/baseline.json exists and is a baseline" in err
     assert baselined.baseline_path.read_bytes() == before
     code, out, err = _merge(baselined, capsys, monkeypatch, "shard1.json", "shard2.json", "--update-baseline",
                             "--out", "run.json")

@@ -13,6 +13,7 @@ import os
 import subprocess
 
 import pytest
+import yaml
 from ragproject import outcomes, rag_summary
 from trust_helpers import TrustProject, assert_usage_error, no_traceback
 
@@ -422,3 +423,45 @@ def test_an_old_reason_rewritten_cannot_carry_a_new_lowering(in_git: TrustProjec
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     assert "gate baseline-lowered: the 1 reason recorded in _meta.lowerings at HEAD~1 was removed, reordered or " \
            "rewritten" in rag_summary(result)
+
+
+def test_a_baseline_moved_with_its_golden_set_changed_is_still_followed(in_git: TrustProject) -> None:
+    """Moving the golden set, adding a question and refreshing at the new path changes the golden set's
+    source and digest; the baseline at the ref that shares the queries is still the one compared with."""
+    project = in_git
+    (project.path / "gate").mkdir()
+    _git(project, "mv", "baselines/baseline.json", "gate/baseline.json")
+    _git(project, "mv", "golden.yaml", "golden-v2.yaml")
+    project.ini(rag_baseline="gate/baseline.json", rag_golden="golden-v2.yaml")
+    (project.path / "golden.yaml").unlink(missing_ok=True)
+    project.records.append({"id": "q-007", "question": "truing a wheel", "gold_chunks": ["spoke-tension"]})
+    (project.path / "golden-v2.yaml").write_text(yaml.safe_dump(project.records, sort_keys=False), encoding="utf-8")
+    project.answer(q_002=HALF_OF_Q002, q_007=["spoke-tension"])
+    (project.path / "gate" / "baseline.json").unlink()
+    assert _refresh(project).ret == pytest.ExitCode.OK  # no baseline at the new path: no lowering to ask about
+    _git(project, "add", "-A")
+    _git(project, "commit", "-qm", "moved, changed, re-measured lower")
+    result = project.run("--rag-baseline-ref", "HEAD~1")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, rag_summary(result)
+    assert "gate/baseline.json was baselines/baseline.json there" in _header(result)
+    assert "q-002 recall@10 1.0000 -> 0.5000" in rag_summary(result)
+
+
+def test_relabelling_a_failing_question_as_unanswerable_is_a_lowering(baselined: TrustProject) -> None:
+    baselined.answer(q_004=["rim-wear"])
+    assert _refresh(baselined).ret == pytest.ExitCode.TESTS_FAILED  # q-004 lost its gold: a lowering
+    baselined.edit_query("q-004", answerable=False, gold_chunks=[])
+    result = _refresh(baselined)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()[-2000:]
+    assert "q-004" in result.stdout.str() and "--rag-reason" in result.stdout.str()
+
+
+def test_a_refresh_that_loosens_the_thresholds_still_needs_a_reason_for_what_they_guarded(
+        baselined: TrustProject) -> None:
+    baselined.thresholds({"mrr@10_tolerance": 0.0})
+    baselined.make_baseline()
+    baselined.answer(q_002=["noise-doc", "chain-lube#1-2", "chain-clean#1-1"])  # MRR halves, recall holds
+    assert _refresh(baselined).ret == pytest.ExitCode.TESTS_FAILED
+    result = _refresh(baselined, "--rag-thresholds=defaults")  # the file that guarded MRR, left out
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()[-2000:]
+    assert "q-002" in result.stdout.str() or "mean mrr@10" in result.stdout.str()

@@ -275,3 +275,29 @@ def test_the_plugin_never_writes_over_git_its_cache_or_another_baseline(baseline
     before = (baselined.path / target).read_bytes()
     assert_usage_error(baselined.run(f"--rag-report={target}"), "--rag-report")
     assert (baselined.path / target).read_bytes() == before
+
+
+def test_without_recall_a_floor_keeps_the_first_metrics_no_drop_default(project: TrustProject) -> None:
+    """A floor judges a level, not a change: an ordering bug that halves MRR above the floor still fails."""
+    project.ini(rag_metrics="mrr@10 ndcg@10")
+    project.make_baseline()
+    project.thresholds({"ndcg@10_min": 0.1})
+    project.answer(q_002=["noise-doc", "chain-lube", "chain-clean"], q_004=["rim-wear", "derailleur", "shifter-cable"])
+    result = project.run()
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert outcomes(result)["golden.yaml::gate::mrr@10"] == "failed"
+
+
+def test_a_run_that_compared_nothing_fails_in_report_only_mode(project: TrustProject) -> None:
+    """The baseline was measured at another k and compared anyway: no metric is comparable, so nothing was
+    judged, and report-only mode does not make that a pass."""
+    project.ini(rag_metrics="recall@5 mrr@5")
+    project.make_baseline()
+    project.ini(rag_metrics="recall@10 mrr@10")
+    project.thresholds({"fail_on_regression": False})
+    project.answer(q_002=["noise-doc"], q_004=["rim-wear"])
+    result = project.run("--rag-accept-mismatch")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, rag_summary(result)
+    summary = rag_summary(result)
+    assert "recall@10 cannot be compared" in summary
+    assert "no query of this run could be compared with the baseline" in summary

@@ -72,7 +72,7 @@ def test_an_unwritable_report_path_is_a_clear_error(baselined: TrustProject, fla
 def test_reports_are_written_atomically(baselined: TrustProject) -> None:
     """No temp file is left beside a report; an old report is replaced whole."""
     (baselined.path / "out").mkdir()
-    (baselined.path / "out" / "run.json").write_text("old\n")
+    assert baselined.run("--rag-report=out/run.json", "--rag-html=out/run.html").ret == pytest.ExitCode.OK
     assert baselined.run("--rag-report=out/run.json", "--rag-html=out/run.html").ret == pytest.ExitCode.OK
     assert sorted(p.name for p in (baselined.path / "out").iterdir()) == ["run.html", "run.json"]
     assert json.loads((baselined.path / "out" / "run.json").read_text())["n"] == len(GOLDEN)

@@ -205,6 +205,11 @@ class CoverageGate(GateSpec):
                             + f"); {'its' if n == 1 else 'their'} entry measured another kind of question, so "
                             f"{'it is' if n == 1 else 'they are'} not judged: refresh the baseline ({REFRESH}); "
                             "--rag-accept-mismatch does not allow this")
+        answerable = sum(1 for q in inputs.golden if q.answerable and q.qid in inputs.records)
+        if cov.judged == 0 and answerable and verdict.n:
+            problems.append(f"no query of this run could be compared with {reference}: none of its entries holds a "
+                            f"metric this run measures ({', '.join(inputs.metrics)}), so nothing was judged; "
+                            f"refresh the baseline ({REFRESH})")
         if problems and cov.other_set:
             problems.append(cov.other_set)
         queries = [*cov.uncovered, *cov.changed_kind]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pytest_ragmetrics.gate.lowering import LOWERED_GATE, gated_metrics
+from pytest_ragmetrics.gate.lowering import LOWERED_GATE, gated_in_files, gated_metrics
 from pytest_ragmetrics.gate.registry import GateSpec, Outcome, register
 
 if TYPE_CHECKING:
@@ -35,7 +35,10 @@ class BaselineLoweredGate(GateSpec):
         if ratchet is None or ratchet.ref is None:  # planned, so it must judge: nothing to compare is no pass
             return Outcome(name, False, "the baseline at the base ref is not known for this run, so no lowering "
                                         "can be told", kind=self.kind)
-        outcome = ratchet.judge(inputs.baseline, gated_metrics(inputs.thresholds, inputs.metrics),
-                                ratchet.shown or inputs.baseline_path or "")
+        # what the thresholds in force gate, and what the baseline at the ref was gated with: loosening
+        # thresholds.json in the change that lowers the baseline does not hide the lowering
+        gated = gated_metrics(inputs.thresholds, inputs.metrics) | (
+            gated_in_files(ratchet.at_ref.meta) if ratchet.at_ref is not None else frozenset())
+        outcome = ratchet.judge(inputs.baseline, gated, ratchet.shown or inputs.baseline_path or "")
         return Outcome(name, outcome.passed, outcome.message, kind=self.kind,
                        queries=sorted({low.qid for low in outcome.unexplained if low.qid}))

@@ -55,16 +55,17 @@ class MetricGate(GateSpec):
         if name in inputs.lacking:
             return Outcome(name, False, f"{name} cannot be compared: {inputs.lacking[name]}, so {reference}'s gate on "
                                         f"it checks nothing; measure the run with {name}, or gate with thresholds "
-                                        f"that do not name {name}", kind=self.kind, metric=name)
+                                        f"that do not name {name}", kind=self.kind, metric=name, strict=True)
         row = next(r for r in verdict.aggregate if r.metric == name)
         has_baseline = inputs.baseline is not None
         problems = limit_problems(name, row, reference, row.dropped_too_far, row.minimum if row.under_floor else None)
         limit = row.tolerance if row.tolerance is not None else row.minimum
 
-        def outcome(passed: bool, message: str) -> Outcome:
+        def outcome(passed: bool, message: str, strict: bool = False) -> Outcome:
             queries = [r.qid for r, _ in verdict.movers(name)] if not passed else []
             return Outcome(name, passed, message, kind=self.kind, metric=name, before=row.baseline,
-                           after=row.now_common if has_baseline else row.now, limit=limit, queries=queries)
+                           after=row.now_common if has_baseline else row.now, limit=limit, queries=queries,
+                           strict=strict)
 
         if row.tolerance is not None and row.delta is None and has_baseline:
             compared = {m for q in inputs.baseline.per_query.values()  # type: ignore[union-attr]
@@ -82,8 +83,8 @@ class MetricGate(GateSpec):
                                  f"{row.now_common:.4f}), but not beyond its allowed drop {row.tolerance:g} if the new "
                                  f"unjudged documents are relevant ({upper_base:.4f} -> {upper:.4f}): see gate "
                                  "unjudged")
-        if problems:
-            return outcome(False, "; ".join(problems))
+        if problems:  # a gate that compared nothing is no regression report: it fails in report-only mode too
+            return outcome(False, "; ".join(problems), strict=any("cannot be compared" in p for p in problems))
         if row.delta is None and row.minimum is None:
             return outcome(True, f"{name}: nothing to compare with")
         return outcome(True, f"{name} within tolerance")
