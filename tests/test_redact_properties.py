@@ -240,6 +240,60 @@ def test_generated_email_addresses_in_odd_forms_are_redacted(data: st.DataObject
     assert "[email]" in out
 
 
+#: The brackets ``at`` and ``dot`` are written out in, and none (the bare word between spaces).
+BRACKETS = ["[]", "()", "{}", "<>", ""]
+#: Domain labels with hyphens inside (``my-shop``) and punycode ones (``xn--mller-kva``).
+HYPHENATED_LABEL = st.from_regex(r"(?:xn--)?[a-z0-9](?:[a-z0-9-]{0,10}[a-z0-9])?", fullmatch=True)
+#: Top-level domains: letters, or punycode (``xn--p1ai``, Russia's ``.рф``).
+TLD = st.one_of(st.sampled_from(["com", "org", "de", "info", "io"]),
+                st.from_regex(r"xn--[a-z0-9]{2,8}(?:-[a-z0-9]{1,4})?", fullmatch=True))
+
+
+@st.composite
+def spelled_out(draw: st.DrawFn, word: str) -> tuple[str, bool]:
+    """(``word`` written out for ``@`` or ``.``: in any case, in one of BRACKETS with 0 to 2 spaces or
+    tabs around and inside, or bare between 1 or 2; whether it is bare)."""
+    pair = draw(st.sampled_from(BRACKETS))
+    cased = "".join(draw(st.sampled_from([ch, ch.upper()])) for ch in word)
+    if not pair:
+        spaces = st.sampled_from([" ", "  ", "\t"])
+        return draw(spaces) + cased + draw(spaces), True
+    spaces = st.sampled_from(["", " ", "  ", "\t"])
+    return draw(spaces) + pair[0] + draw(spaces) + cased + draw(spaces) + pair[1] + draw(spaces), False
+
+
+@st.composite
+def obfuscated_email_addresses(draw: st.DrawFn) -> str:
+    """An address with ``at`` and ``dot`` written out in every bracket pair or none, each word in its own,
+    or a plain ``@`` or ``.`` among them; a bare `` at `` only with a ``dot`` written out too (``log in
+    at portal.example.com`` names a site); labels with hyphens, punycode top-level domains."""
+    local = draw(st.from_regex(r"[a-z0-9](?:[a-z0-9._+-]{0,14}[a-z0-9])?", fullmatch=True))
+    at, bare_at = draw(st.one_of(spelled_out("at"), st.just(("@", False))))
+    labels = [*draw(st.lists(HYPHENATED_LABEL, min_size=1, max_size=3)), draw(TLD)]
+    dots = [draw(st.one_of(spelled_out("dot"), st.just((".", False))))[0] for _ in labels[1:]]
+    if bare_at and all(dot == "." for dot in dots):
+        dots[draw(st.integers(0, len(dots) - 1))] = draw(spelled_out("dot"))[0]
+    domain = labels[0] + "".join(dot + label for dot, label in zip(dots, labels[1:]))
+    return f"{local}{at}{domain}"
+
+
+@given(st.data())
+@settings(max_examples=300, deadline=None, database=None, derandomize=True)
+def test_addresses_with_at_and_dot_written_out_in_any_brackets_go_whole(data: st.DataObject) -> None:
+    written = data.draw(obfuscated_email_addresses())
+    before = " ".join(data.draw(st.lists(st.sampled_from(WORDS), max_size=4)))
+    after = " ".join(data.draw(st.lists(st.sampled_from(WORDS), max_size=4)))
+    assert redact(f"{before} {written} {after}") == f"{before} [email] {after}", written
+
+
+@given(st.data())
+@SETTINGS
+def test_hyphenated_and_punycode_domains_go_whole(data: st.DataObject) -> None:
+    local = data.draw(st.text(ATEXT, min_size=1, max_size=12))
+    domain = ".".join([*data.draw(st.lists(HYPHENATED_LABEL, min_size=1, max_size=3)), data.draw(TLD)])
+    assert redact(f"mail {local}@{domain} now") == "mail [email] now", f"{local}@{domain}"
+
+
 # -------------------------------------------------------------------------- addresses
 
 

@@ -69,7 +69,7 @@ def test_each_kind_of_personal_data_is_replaced_and_counted(text: str, expected:
                                   "season 2024\u20132025", "v1_2_3 notes", "ISO 8601:2004",
                                   "between 100_000 and 1_000_000 tokens", "2,500\u20133,000 words",
                                   "from 2019/01/01 to 2024/12/31", "epochs 3·5·10", "k in {1, 5, 10, 20, 50, 100}",
-                                  "sizes 512 ,  64 ,  2048",
+                                  "sizes 512 ,  64 ,  2048", "log in at portal.example.com",
                                   "コーヒー 2 杯 and 3 ー 4"])
 def test_ordinary_numbers_are_not_personal_data(text: str) -> None:
     counts: dict[str, int] = {}
@@ -249,6 +249,14 @@ FORMS = [
     ("email-quoted-at", 'mail "a@b.cd"@example.com now', "mail [email] now", "email"),
     ("email-in-quotes", "mail 'john@example.com' now", "mail '[email]' now", "email"),
     ("email-braille-blank-domain", "mail jane@exam\u2800ple.org", "mail [email]", "email"),
+    # at and dot written out in any one bracket pair, or bare between spaces; any case
+    ("email-braces-at-dot", "mail john{at}example{dot}com", "mail [email]", "email"),
+    ("email-angle-at-dot", "mail john<at>example<dot>com", "mail [email]", "email"),
+    ("email-mixed-brackets", "mail john (at) example {dot} com now", "mail [email] now", "email"),
+    ("email-bare-at-dot", "email me at John AT example DOT com", "email me at [email]", "email"),
+    # hyphens and punycode in the domain, the top-level one included
+    ("email-punycode-tld", "mail john+tag@example.xn--p1ai", "mail [email]", "email"),
+    ("email-hyphenated-labels", "mail a@my-shop.xn--mller-kva.de now", "mail [email] now", "email"),
     # separators the phone library does not read itself
     ("phone-plus-underscore", "call +1_212_555_0123", "call [phone]", "phone"),
     ("phone-00-underscore", "call 0044_20_7946_0958", "call [phone]", "phone"),

@@ -14,9 +14,13 @@ is not looked at again):
 
 - ``email`` -> ``[email]``: an address in any script, with ``＠`` or ``。``, spaces on both
   sides of the ``@`` or after it (not only before it: ``thanks @john.smith`` is a mention),
-  ``[at]`` and ``[dot]`` written out in brackets, a local part of any length and of every character
-  RFC 5322 allows (``o'brien``, ``jane{smith}``, ``a!b#c``), a quoted one (``"john \\"jd\\"
-  doe"@…``, ``"a@b"@…``), or an IP literal as its domain; the whole address, never a part of it;
+  ``at`` and ``dot`` written out in any case, each in brackets of one kind (``[] () {} <>``) or
+  bare between spaces (``john{at}example{dot}com``, ``john at example dot com``; but a bare ``at``
+  before a domain whose dots are all written as dots names a site: ``log in at portal.example.com``),
+  a local part of any length and of every character RFC 5322 allows (``o'brien``, ``jane{smith}``,
+  ``a!b#c``), a quoted one (``"john \\"jd\\" doe"@…``, ``"a@b"@…``), a domain of labels with
+  hyphens and a punycode top-level domain (``example.xn--p1ai``), or an IP literal as its domain;
+  the whole address, never a part of it;
 - ``mac`` -> ``[mac]``: a MAC address in six groups of two hex digits (``:`` or ``-``) or Cisco's
   three groups of four (``0012.3456.789a``);
 - ``ip`` -> ``[ip]``: an IPv6 address (full, compressed, with a zone id, IPv4-mapped, in brackets
@@ -76,9 +80,22 @@ PHONE_REGIONS = ("CN", "US", "GB", "DE", "FR", "IN", "JP", "BR", "AU", "ES", "RU
 # rescanned a long run of letters from each of its positions: 5 s for 40,000 characters).
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
 _LABEL = r"(?:[^\W_]|-){1,63}"  # a domain label, internationalised domains included
-_DOT = r"(?:[.\u3002]|[ \t]{0,2}[\[(][ \t]{0,2}(?i:dot)[ \t]{0,2}[\])][ \t]{0,2})"  # . 。 [dot] (dot)
-# @ with no space, or spaces after it, or on both sides (never "word @name.tld", a mention); [at], (at)
-_AT = r"(?:@[ \t]{0,2}|[ \t]{1,2}@[ \t]{1,2}|[ \t]{0,2}[\[(<{][ \t]{0,2}(?i:at)[ \t]{0,2}[\])>}][ \t]{0,2})"
+# the last label: letters, or letters then letters, digits and hyphens (a punycode one: xn--p1ai)
+_TLD = r"[^\W\d_]{2}(?:(?:[^\W_]|-){0,60}[^\W_])?"
+
+
+def _spelled(word: str) -> str:
+    """``word`` written out for ``@`` or ``.``, in any case: in brackets of one kind, ``[] () {} <>``,
+    with or without spaces around (``[at]``, `` ( dot ) ``), or bare between spaces (`` at ``)."""
+    pairs = "|".join(rf"\{o}[ \t]{{0,2}}(?i:{word})[ \t]{{0,2}}\{c}" for o, c in ("[]", "()", "{}", "<>"))
+    return rf"(?:[ \t]{{0,2}}(?:{pairs})[ \t]{{0,2}}|[ \t]{{1,2}}(?i:{word})[ \t]{{1,2}})"
+
+
+_DOT = rf"(?:[.\u3002]|{_spelled('dot')})"  # . 。 [dot] (dot) {dot} <dot> " dot "
+_SPELLED_DOT = re.compile(_spelled("dot"))
+_BARE_AT = re.compile(r"[ \t]{1,2}(?i:at)[ \t]")
+# @ with no space, or spaces after it, or on both sides (never "word @name.tld", a mention); [at] (at) ...
+_AT = rf"(?:@[ \t]{{0,2}}|[ \t]{{1,2}}@[ \t]{{1,2}}|{_spelled('at')})"
 _SEP = "[ .-]"  # what people put between groups of digits (every dash is ``-`` by then: _fold)
 # Anything but a letter or a digit of any script (nor a masked span): punctuation, symbols, spaces and
 # every dash. A run of up to _GAP_MAX of them between groups of digits joins the groups of an ID or a
@@ -96,7 +113,7 @@ _IPV6 = rf"(?:{_HEX}{{0,4}}:){{2,7}}(?:{_IPV4}|{_HEX}{{1,4}})?(?:%[0-9A-Za-z_\-]
 _PII = {
     # The @ (or [at]) and the domain; the local part before it is taken by walking back (_local_start),
     # so a local part of any length is caught and nothing is rescanned.
-    "email": re.compile(rf"(?<=\w|[{_ATEXT}\"”]){_AT}(?:{_LABEL}(?:{_DOT}{_LABEL}){{0,8}}{_DOT}[^\W\d_]{{2,63}}"
+    "email": re.compile(rf"(?<=\w|[{_ATEXT}\"”]){_AT}(?:{_LABEL}(?:{_DOT}{_LABEL}){{0,8}}{_DOT}{_TLD}"
                         rf"|\[{_IPV4}\])"),
     "mac": re.compile(rf"(?<![\w.\-])(?:{_HEX}{{2}}([:\-])(?:{_HEX}{{2}}\1){{4}}{_HEX}{{2}}"
                       rf"|{_HEX}{{4}}\.{_HEX}{{4}}\.{_HEX}{{4}})(?![\w:\-]|\.\w)"),
@@ -264,6 +281,8 @@ def _emails(folded: str) -> list[tuple[int, int]]:
     found: list[tuple[int, int]] = []
     floor = 0
     for m in _PII["email"].finditer(folded):
+        if _BARE_AT.match(m.group()) and not _SPELLED_DOT.search(m.group()):
+            continue  # "log in at portal.example.com" names a site; "john at example dot com" is an address
         start = _local_start(folded, m.start(), m.end(), floor)
         if start is None:
             continue
