@@ -4,7 +4,8 @@ Each positive property writes one piece of personal data the way people do (phon
 regions formatted by the phonenumbers library with random separators, e-mail addresses with local
 parts of every character RFC 5322 allows and quoted ones, IPv4 and IPv6 addresses formatted by
 ``ipaddress``, MAC addresses, Luhn-valid card numbers and social security numbers with random
-separators: every Unicode dash, ``/ _ , : · ;`` and others, doubled and mixed), maybe with invisible
+separators: runs of 1 to 6 characters of whitespace, punctuation, symbols and every dash-like
+character, ``ー`` typed as a dash included, mixed), maybe with invisible
 characters inside, in a question of words without digits; after redaction, its digits (or its
 address) must be gone and a placeholder there. The negative properties write questions with the
 numbers questions hold (small counts, years, versions, decimals, percentages, prices, dates, times)
@@ -40,6 +41,22 @@ SEPARATORS = [" ", "-", ".", "  ", "--", " - ", ". ", "-.", "\u00a0"]
 DASHES = [chr(c) for c in range(sys.maxunicode + 1) if unicodedata.category(chr(c)) == "Pd"] + ["\u2212"]
 #: Other punctuation and symbols people put between groups of digits.
 PUNCTUATION = ["/", "_", ",", ":", "\u00b7", ";", "|", "\u2022", "\\", "'", "~", "*", "+", "#"]
+#: Dash-like characters that are not in category Pd: minus signs (the superscript and subscript ones too),
+#: the modifier letter minus sign, the hyphen bullet, the heavy minus sign, horizontal lines, and letters
+#: drawn as a dash and typed as one: the katakana prolonged sound mark (full and half width) and the
+#: Hangul vowel eu (compatibility and half width).
+DASH_LIKE = [*DASHES, "\u207b", "\u208b", "\u02d7", "\u2043", "\u2796", "\u23af", "\u2500", "\u2501",
+             "\u30fc", "\uff70", "\u3161", "\uffda"]
+#: Characters of each class that may stand between groups of digits, none a letter or a digit (but the
+#: dash-like letters above): whitespace, punctuation (full-width and CJK forms too), symbols, dashes.
+SEPARATOR_CLASSES = {
+    "whitespace": [" ", "\t", "\u00a0", "\u2009", "\u202f", "\u3000"],
+    "punctuation": [".", ",", ":", ";", "/", "_", "\\", "'", '"', "(", ")", "[", "]", "!", "?", "\u00b7", "\u2026",
+                    "\u2022", "\u3001", "\u3002", "\u30fb", "\uff0c", "\uff1a", "\u00a7", "\u00b6", "\u2027"],
+    "symbols": ["|", "~", "*", "+", "#", "=", "^", "`", "<", ">", "&", "%", "$", "\u00b0", "\u2192", "\u2713",
+                "\u00a9", "\u00d7"],
+    "dash-like": DASH_LIKE,
+}
 
 
 def is_list_separator(gap: str) -> bool:
@@ -52,6 +69,20 @@ def is_list_separator(gap: str) -> bool:
 #: dot, any dash, or other punctuation, doubled or mixed; never a list's separator.
 ANY_SEPARATOR = st.lists(st.sampled_from([" ", ".", "\u00a0", *DASHES, *PUNCTUATION]), min_size=1, max_size=3).map(
     "".join).filter(lambda gap: not is_list_separator(gap))
+
+
+def separator_runs(max_size: int = 6) -> st.SearchStrategy[str]:
+    """Runs of 1 to ``max_size`` characters, each from any class of SEPARATOR_CLASSES (mixed), that are
+    not a list's separator and read as 8 characters at most (``…`` reads as three dots)."""
+    char = st.one_of(*(st.sampled_from(chars) for chars in SEPARATOR_CLASSES.values()))
+    return st.lists(char, min_size=1, max_size=max_size).map("".join).filter(
+        lambda gap: not is_list_separator(gap) and len(unicodedata.normalize("NFKC", gap)) <= 8)
+
+
+def test_the_dash_like_characters_include_those_outside_category_pd() -> None:
+    named = "\u30fc\u2015\u2e3a\u2e3b\ufe58\ufe63\uff0d\u02d7\u2043\u1806\u2212"
+    assert set(named) <= set(DASH_LIKE)
+    assert [ch for ch in named if unicodedata.category(ch) != "Pd"] == ["\u30fc", "\u02d7", "\u2043", "\u2212"]
 
 
 def digits_of(text: str) -> str:
@@ -209,6 +240,60 @@ def test_generated_email_addresses_in_odd_forms_are_redacted(data: st.DataObject
     assert "[email]" in out
 
 
+#: The brackets ``at`` and ``dot`` are written out in, and none (the bare word between spaces).
+BRACKETS = ["[]", "()", "{}", "<>", ""]
+#: Domain labels with hyphens inside (``my-shop``) and punycode ones (``xn--mller-kva``).
+HYPHENATED_LABEL = st.from_regex(r"(?:xn--)?[a-z0-9](?:[a-z0-9-]{0,10}[a-z0-9])?", fullmatch=True)
+#: Top-level domains: letters, or punycode (``xn--p1ai``, Russia's ``.рф``).
+TLD = st.one_of(st.sampled_from(["com", "org", "de", "info", "io"]),
+                st.from_regex(r"xn--[a-z0-9]{2,8}(?:-[a-z0-9]{1,4})?", fullmatch=True))
+
+
+@st.composite
+def spelled_out(draw: st.DrawFn, word: str) -> tuple[str, bool]:
+    """(``word`` written out for ``@`` or ``.``: in any case, in one of BRACKETS with 0 to 2 spaces or
+    tabs around and inside, or bare between 1 or 2; whether it is bare)."""
+    pair = draw(st.sampled_from(BRACKETS))
+    cased = "".join(draw(st.sampled_from([ch, ch.upper()])) for ch in word)
+    if not pair:
+        spaces = st.sampled_from([" ", "  ", "\t"])
+        return draw(spaces) + cased + draw(spaces), True
+    spaces = st.sampled_from(["", " ", "  ", "\t"])
+    return draw(spaces) + pair[0] + draw(spaces) + cased + draw(spaces) + pair[1] + draw(spaces), False
+
+
+@st.composite
+def obfuscated_email_addresses(draw: st.DrawFn) -> str:
+    """An address with ``at`` and ``dot`` written out in every bracket pair or none, each word in its own,
+    or a plain ``@`` or ``.`` among them; a bare `` at `` only with a ``dot`` written out too (``log in
+    at portal.example.com`` names a site); labels with hyphens, punycode top-level domains."""
+    local = draw(st.from_regex(r"[a-z0-9](?:[a-z0-9._+-]{0,14}[a-z0-9])?", fullmatch=True))
+    at, bare_at = draw(st.one_of(spelled_out("at"), st.just(("@", False))))
+    labels = [*draw(st.lists(HYPHENATED_LABEL, min_size=1, max_size=3)), draw(TLD)]
+    dots = [draw(st.one_of(spelled_out("dot"), st.just((".", False))))[0] for _ in labels[1:]]
+    if bare_at and all(dot == "." for dot in dots):
+        dots[draw(st.integers(0, len(dots) - 1))] = draw(spelled_out("dot"))[0]
+    domain = labels[0] + "".join(dot + label for dot, label in zip(dots, labels[1:]))
+    return f"{local}{at}{domain}"
+
+
+@given(st.data())
+@settings(max_examples=300, deadline=None, database=None, derandomize=True)
+def test_addresses_with_at_and_dot_written_out_in_any_brackets_go_whole(data: st.DataObject) -> None:
+    written = data.draw(obfuscated_email_addresses())
+    before = " ".join(data.draw(st.lists(st.sampled_from(WORDS), max_size=4)))
+    after = " ".join(data.draw(st.lists(st.sampled_from(WORDS), max_size=4)))
+    assert redact(f"{before} {written} {after}") == f"{before} [email] {after}", written
+
+
+@given(st.data())
+@SETTINGS
+def test_hyphenated_and_punycode_domains_go_whole(data: st.DataObject) -> None:
+    local = data.draw(st.text(ATEXT, min_size=1, max_size=12))
+    domain = ".".join([*data.draw(st.lists(HYPHENATED_LABEL, min_size=1, max_size=3)), data.draw(TLD)])
+    assert redact(f"mail {local}@{domain} now") == "mail [email] now", f"{local}@{domain}"
+
+
 # -------------------------------------------------------------------------- addresses
 
 
@@ -277,7 +362,7 @@ def luhn_completed(body: str) -> str:
 
 
 @st.composite
-def card_numbers(draw: st.DrawFn) -> tuple[str, str]:
+def card_numbers(draw: st.DrawFn, separators: st.SearchStrategy[str] | None = None) -> tuple[str, str]:
     """(a Luhn-valid card number in its issuer's groups with random separators, its digits)."""
     prefix, length, groups = draw(st.sampled_from([
         ("4", 16, (4, 4, 4, 4)), ("51", 16, (4, 4, 4, 4)), ("55", 16, (4, 4, 4, 4)), ("2221", 16, (4, 4, 4, 4)),
@@ -290,9 +375,11 @@ def card_numbers(draw: st.DrawFn) -> tuple[str, str]:
     for size in groups:
         parts.append(digits[at:at + size])
         at += size
+    if separators is None:
+        separators = st.one_of(st.sampled_from(SEPARATORS), ANY_SEPARATOR)
     written = parts[0]
     for part in parts[1:]:
-        written += draw(st.one_of(st.sampled_from(SEPARATORS), ANY_SEPARATOR)) + part
+        written += draw(separators) + part
     return written, digits
 
 
@@ -304,11 +391,12 @@ def test_generated_card_numbers_with_any_separators_are_redacted(data: st.DataOb
 
 
 @st.composite
-def social_security_numbers(draw: st.DrawFn) -> tuple[str, str]:
+def social_security_numbers(draw: st.DrawFn, separators: st.SearchStrategy[str] | None = None) -> tuple[str, str]:
     area = draw(st.integers(1, 899).filter(lambda n: n != 666))
     group, serial = draw(st.integers(1, 99)), draw(st.integers(1, 9999))
     digits = f"{area:03d}{group:02d}{serial:04d}"
-    separators = st.one_of(st.sampled_from(SEPARATORS), ANY_SEPARATOR)
+    if separators is None:
+        separators = st.one_of(st.sampled_from(SEPARATORS), ANY_SEPARATOR)
     written = f"{area:03d}{draw(separators)}{group:02d}{draw(separators)}{serial:04d}"
     return written, digits
 
@@ -318,6 +406,29 @@ def social_security_numbers(draw: st.DrawFn) -> tuple[str, str]:
 def test_generated_social_security_numbers_with_any_separators_are_redacted(data: st.DataObject) -> None:
     written, digits = data.draw(social_security_numbers())
     assert_gone(data.draw(sentence_around(written)), digits, ("[id]",))
+
+
+@given(st.data())
+@settings(max_examples=300, deadline=None, database=None, derandomize=True)
+def test_separator_runs_of_any_class_join_the_groups_of_a_card_number(data: st.DataObject) -> None:
+    """Runs of 1 to 6 whitespace, punctuation, symbol and dash-like characters, mixed, between a card's
+    groups (``4111 -- 1111``, ``4111ー1111``): the number goes, whatever its placeholder (``4111::1111:…``
+    is a valid IPv6 address, and goes as ``[ip]``)."""
+    written, digits = data.draw(card_numbers(separator_runs()))
+    assert_gone(data.draw(sentence_around(written)), digits, tuple(PLACEHOLDERS.values()))
+
+
+@given(st.data())
+@settings(max_examples=300, deadline=None, database=None, derandomize=True)
+def test_separator_runs_of_any_class_join_the_groups_of_an_ssn(data: st.DataObject) -> None:
+    written, digits = data.draw(social_security_numbers(separator_runs()))
+    assert_gone(data.draw(sentence_around(written)), digits, tuple(PLACEHOLDERS.values()))
+
+
+@pytest.mark.parametrize("dash", DASH_LIKE, ids=[f"U+{ord(ch):04X}" for ch in DASH_LIKE])
+def test_every_dash_like_character_joins_the_groups_of_an_ssn_and_a_card(dash: str) -> None:
+    assert redact(f"ssn 123{dash}45{dash}6789 lost") == "ssn [id] lost"
+    assert redact(f"card 4111{dash}1111{dash}1111{dash}1111 lost") == "card [number] lost"
 
 
 # ---------------------------------------------------------------------- ordinary numbers

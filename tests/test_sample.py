@@ -68,7 +68,9 @@ def test_each_kind_of_personal_data_is_replaced_and_counted(text: str, expected:
                                   "sizes 128 / 64 / 1024", "meeting 12:30\u201314:45", "pages 123\u2013145",
                                   "season 2024\u20132025", "v1_2_3 notes", "ISO 8601:2004",
                                   "between 100_000 and 1_000_000 tokens", "2,500\u20133,000 words",
-                                  "from 2019/01/01 to 2024/12/31", "epochs 3·5·10", "k in {1, 5, 10, 20, 50, 100}"])
+                                  "from 2019/01/01 to 2024/12/31", "epochs 3·5·10", "k in {1, 5, 10, 20, 50, 100}",
+                                  "sizes 512 ,  64 ,  2048", "log in at portal.example.com",
+                                  "コーヒー 2 杯 and 3 ー 4"])
 def test_ordinary_numbers_are_not_personal_data(text: str) -> None:
     counts: dict[str, int] = {}
     assert redact(text, counts) == text
@@ -219,6 +221,25 @@ FORMS = [
     ("card-em-dash", "card 5555\u20145555\u20145555\u20144444", "card [number]", "digits"),
     ("card-minus-sign", "card 4111\u22121111\u22121111\u22121111", "card [number]", "digits"),
     ("card-middle-dots-doubled", "card 4111··1111··1111··1111", "card [number]", "digits"),
+    # separator runs of up to 8 characters, and every dash-like character, letters drawn as a dash included
+    ("ssn-spaced-double-dashes", "ssn 123 -- 45 -- 6789", "ssn [id]", "id_card"),
+    ("ssn-four-spaces", "ssn 123    45    6789", "ssn [id]", "id_card"),
+    ("card-spaced-double-dashes", "card 4111 -- 1111 -- 1111 -- 1111", "card [number]", "digits"),
+    ("card-wide-spaced-dashes", "card 4111  -  1111  -  1111  -  1111", "card [number]", "digits"),
+    ("ssn-prolonged-sound-mark", "ssn 123\u30fc45\u30fc6789", "ssn [id]", "id_card"),
+    ("card-prolonged-sound-mark", "card 4111\u30fc1111\u30fc1111\u30fc1111", "card [number]", "digits"),
+    ("ssn-half-width-prolonged-sound-mark", "ssn 123\uff7045\uff706789", "ssn [id]", "id_card"),
+    ("ssn-hangul-eu", "ssn 123\u316145\u31616789", "ssn [id]", "id_card"),
+    ("ssn-horizontal-bar-u2015", "ssn 123\u201545\u20156789", "ssn [id]", "id_card"),
+    ("ssn-two-em-dash-u2e3a", "ssn 123\u2e3a45\u2e3a6789", "ssn [id]", "id_card"),
+    ("ssn-three-em-dash-u2e3b", "ssn 123\u2e3b45\u2e3b6789", "ssn [id]", "id_card"),
+    ("ssn-small-em-dash-ufe58", "ssn 123\ufe5845\ufe586789", "ssn [id]", "id_card"),
+    ("ssn-small-hyphen-minus-ufe63", "ssn 123\ufe6345\ufe636789", "ssn [id]", "id_card"),
+    ("card-full-width-hyphen-minus-uff0d", "card 4111\uff0d1111\uff0d1111\uff0d1111", "card [number]", "digits"),
+    ("ssn-modifier-letter-minus-u02d7", "ssn 123\u02d745\u02d76789", "ssn [id]", "id_card"),
+    ("ssn-hyphen-bullet-u2043", "ssn 123\u204345\u20436789", "ssn [id]", "id_card"),
+    ("ssn-mongolian-todo-soft-hyphen-u1806", "ssn 123\u180645\u18066789", "ssn [id]", "id_card"),
+    ("card-after-a-digits-only-mac-shape", "card 4111.1111.1111 -- 1111", "card [number]", "digits"),
     # every character RFC 5322 allows in a local part; the whole address goes
     ("email-braces", "mail jane{smith}@example.org", "mail [email]", "email"),
     ("email-apostrophe", "mail o'brien@example.ie", "mail [email]", "email"),
@@ -228,6 +249,14 @@ FORMS = [
     ("email-quoted-at", 'mail "a@b.cd"@example.com now', "mail [email] now", "email"),
     ("email-in-quotes", "mail 'john@example.com' now", "mail '[email]' now", "email"),
     ("email-braille-blank-domain", "mail jane@exam\u2800ple.org", "mail [email]", "email"),
+    # at and dot written out in any one bracket pair, or bare between spaces; any case
+    ("email-braces-at-dot", "mail john{at}example{dot}com", "mail [email]", "email"),
+    ("email-angle-at-dot", "mail john<at>example<dot>com", "mail [email]", "email"),
+    ("email-mixed-brackets", "mail john (at) example {dot} com now", "mail [email] now", "email"),
+    ("email-bare-at-dot", "email me at John AT example DOT com", "email me at [email]", "email"),
+    # hyphens and punycode in the domain, the top-level one included
+    ("email-punycode-tld", "mail john+tag@example.xn--p1ai", "mail [email]", "email"),
+    ("email-hyphenated-labels", "mail a@my-shop.xn--mller-kva.de now", "mail [email] now", "email"),
     # separators the phone library does not read itself
     ("phone-plus-underscore", "call +1_212_555_0123", "call [phone]", "phone"),
     ("phone-00-underscore", "call 0044_20_7946_0958", "call [phone]", "phone"),
@@ -280,7 +309,7 @@ def test_a_national_number_of_a_country_not_listed_is_kept_but_not_with_its_coun
 def test_the_draft_and_the_summary_count_every_kind(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     log = write_log(tmp_path / "log.jsonl", [{"query": f"q{i}: {text}"} for i, (_, text, _, _) in enumerate(FORMS)])
     out = tmp_path / "draft.jsonl"
-    assert main(["sample", str(log), "--n", "100", "--near", "off", "--seed", "1", "--out", str(out)]) == 0
+    assert main(["sample", str(log), "--n", str(len(FORMS)), "--near", "off", "--seed", "1", "--out", str(out)]) == 0
     meta, records = draft_of(out)
     assert sorted(r["query"] for r in records) == sorted(f"q{i}: {want}" for i, (_, _, want, _) in enumerate(FORMS))
     tally = {kind: sum(1 for row in FORMS if row[3] == kind) for kind in PII_KINDS}

@@ -4,17 +4,23 @@
 :func:`redact` looks at the question's Unicode NFKC form, with invisible characters (zero-width
 spaces and joiners, the soft hyphen, word joiners, byte-order marks, direction marks and other
 format characters, variation selectors, Hangul fillers, the blank Braille pattern) left out, every
-dash and hyphen (Unicode's category Pd, and the minus sign) read as ``-`` and every decimal digit
-of any script as an ASCII digit, so that ``１３８…``, ``＠``, ``123–45–6789`` or a zero-width space
-inside a number changes nothing; what it finds is replaced in the question as written, invisible
-characters inside it included, and everything else stays as it was. The kinds, in the order they
-are looked for (a span one kind took is not looked at again):
+dash-like character read as ``-`` (Unicode's dashes and hyphens, category Pd; minus signs, the hyphen
+bullet and other dash-like symbols; and ``ー`` or ``ㅡ`` typed as a dash, where it does not follow a
+letter) and every decimal digit of any script as an ASCII digit, so that ``１３８…``, ``＠``,
+``123–45–6789``, ``123ー45ー6789`` or a zero-width space inside a number changes nothing; what it
+finds is replaced in the question as written, invisible characters inside it included, and
+everything else stays as it was. The kinds, in the order they are looked for (a span one kind took
+is not looked at again):
 
 - ``email`` -> ``[email]``: an address in any script, with ``＠`` or ``。``, spaces on both
   sides of the ``@`` or after it (not only before it: ``thanks @john.smith`` is a mention),
-  ``[at]`` and ``[dot]`` written out in brackets, a local part of any length and of every character
-  RFC 5322 allows (``o'brien``, ``jane{smith}``, ``a!b#c``), a quoted one (``"john \\"jd\\"
-  doe"@…``, ``"a@b"@…``), or an IP literal as its domain; the whole address, never a part of it;
+  ``at`` and ``dot`` written out in any case, each in brackets of one kind (``[] () {} <>``) or
+  bare between spaces (``john{at}example{dot}com``, ``john at example dot com``; but a bare ``at``
+  before a domain whose dots are all written as dots names a site: ``log in at portal.example.com``),
+  a local part of any length and of every character RFC 5322 allows (``o'brien``, ``jane{smith}``,
+  ``a!b#c``), a quoted one (``"john \\"jd\\" doe"@…``, ``"a@b"@…``), a domain of labels with
+  hyphens and a punycode top-level domain (``example.xn--p1ai``), or an IP literal as its domain;
+  the whole address, never a part of it;
 - ``mac`` -> ``[mac]``: a MAC address in six groups of two hex digits (``:`` or ``-``) or Cisco's
   three groups of four (``0012.3456.789a``);
 - ``ip`` -> ``[ip]``: an IPv6 address (full, compressed, with a zone id, IPv4-mapped, in brackets
@@ -22,10 +28,10 @@ are looked for (a span one kind took is not looked at again):
   for words) and an IPv4 address (with a port or a prefix length; not after ``version``,
   ``release``, ``build`` or ``v``);
 - ``id_card`` -> ``[id]``: a Chinese resident ID (18 characters, in 6-8-4 groups too) and a US
-  social security number in 3-2-4 groups joined by any separators: up to three characters that
-  are neither letters nor digits (spaces, dots, any dash, ``/ _ , : · ;``, doubled or mixed), but
-  not a comma, semicolon or slash followed by a space, which is how lists are written
-  (``512, 64, 2048``);
+  social security number in 3-2-4 groups joined by any separators: a run of up to 8 characters
+  that are neither letters nor digits (whitespace, punctuation, symbols, any dash-like character,
+  doubled or mixed: ``123 -- 45 -- 6789``, ``078/05/1120``), but not a comma, semicolon or slash
+  followed by a space, which is how lists are written (``512, 64, 2048``);
 - ``digits`` -> ``[number]``: a card number in groups (4-4-4-4 and more, Amex 4-6-5), or 13 to 19
   digits in other groups of 3 or more joined by the same separators, that pass the Luhn check and
   start as a card does (2 to 6, not 20); an IBAN;
@@ -74,16 +80,31 @@ PHONE_REGIONS = ("CN", "US", "GB", "DE", "FR", "IN", "JP", "BR", "AU", "ES", "RU
 # rescanned a long run of letters from each of its positions: 5 s for 40,000 characters).
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
 _LABEL = r"(?:[^\W_]|-){1,63}"  # a domain label, internationalised domains included
-_DOT = r"(?:[.\u3002]|[ \t]{0,2}[\[(][ \t]{0,2}(?i:dot)[ \t]{0,2}[\])][ \t]{0,2})"  # . 。 [dot] (dot)
-# @ with no space, or spaces after it, or on both sides (never "word @name.tld", a mention); [at], (at)
-_AT = r"(?:@[ \t]{0,2}|[ \t]{1,2}@[ \t]{1,2}|[ \t]{0,2}[\[(<{][ \t]{0,2}(?i:at)[ \t]{0,2}[\])>}][ \t]{0,2})"
+# the last label: letters, or letters then letters, digits and hyphens (a punycode one: xn--p1ai)
+_TLD = r"[^\W\d_]{2}(?:(?:[^\W_]|-){0,60}[^\W_])?"
+
+
+def _spelled(word: str) -> str:
+    """``word`` written out for ``@`` or ``.``, in any case: in brackets of one kind, ``[] () {} <>``,
+    with or without spaces around (``[at]``, `` ( dot ) ``), or bare between spaces (`` at ``)."""
+    pairs = "|".join(rf"\{o}[ \t]{{0,2}}(?i:{word})[ \t]{{0,2}}\{c}" for o, c in ("[]", "()", "{}", "<>"))
+    return rf"(?:[ \t]{{0,2}}(?:{pairs})[ \t]{{0,2}}|[ \t]{{1,2}}(?i:{word})[ \t]{{1,2}})"
+
+
+_DOT = rf"(?:[.\u3002]|{_spelled('dot')})"  # . 。 [dot] (dot) {dot} <dot> " dot "
+_SPELLED_DOT = re.compile(_spelled("dot"))
+_BARE_AT = re.compile(r"[ \t]{1,2}(?i:at)[ \t]")
+# @ with no space, or spaces after it, or on both sides (never "word @name.tld", a mention); [at] (at) ...
+_AT = rf"(?:@[ \t]{{0,2}}|[ \t]{{1,2}}@[ \t]{{1,2}}|{_spelled('at')})"
 _SEP = "[ .-]"  # what people put between groups of digits (every dash is ``-`` by then: _fold)
-_GAP = r"[ \t.\-]{1,3}"  # the same, doubled or mixed
-# Anything but a letter or a digit of any script (nor a masked span): punctuation, symbols, spaces. A run
-# of up to 3 of them between groups of digits joins the groups of an ID or a card number.
+# Anything but a letter or a digit of any script (nor a masked span): punctuation, symbols, spaces and
+# every dash. A run of up to _GAP_MAX of them between groups of digits joins the groups of an ID or a
+# card number,
 _ANY = r"(?:[^\w\x00]|_)"
+_GAP_MAX = 8
 # but not a comma, semicolon or slash followed by a space: how lists are written (512, 64, 2048; 128 / 64)
-_ANY_GAP = rf"(?!{_ANY}?[,;/]\s){_ANY}{{1,3}}"
+_GAP_CHAR = rf"(?:(?![,;/]\s){_ANY})"
+_ANY_GAP = rf"{_GAP_CHAR}{{1,{_GAP_MAX}}}"
 _HEX = "[0-9A-Fa-f]"
 _ATEXT = r"!#$%&'*+\-/=?^`{|}~."  # what a local part holds besides letters and digits (RFC 5322's atext, and dots)
 _OCTET = r"(?:25[0-5]|2[0-4]\d|[01]?\d?\d)"
@@ -92,7 +113,7 @@ _IPV6 = rf"(?:{_HEX}{{0,4}}:){{2,7}}(?:{_IPV4}|{_HEX}{{1,4}})?(?:%[0-9A-Za-z_\-]
 _PII = {
     # The @ (or [at]) and the domain; the local part before it is taken by walking back (_local_start),
     # so a local part of any length is caught and nothing is rescanned.
-    "email": re.compile(rf"(?<=\w|[{_ATEXT}\"”]){_AT}(?:{_LABEL}(?:{_DOT}{_LABEL}){{0,8}}{_DOT}[^\W\d_]{{2,63}}"
+    "email": re.compile(rf"(?<=\w|[{_ATEXT}\"”]){_AT}(?:{_LABEL}(?:{_DOT}{_LABEL}){{0,8}}{_DOT}{_TLD}"
                         rf"|\[{_IPV4}\])"),
     "mac": re.compile(rf"(?<![\w.\-])(?:{_HEX}{{2}}([:\-])(?:{_HEX}{{2}}\1){{4}}{_HEX}{{2}}"
                       rf"|{_HEX}{{4}}\.{_HEX}{{4}}\.{_HEX}{{4}})(?![\w:\-]|\.\w)"),
@@ -101,12 +122,12 @@ _PII = {
     "ipv4": re.compile(rf"(?<![\w.]){_IPV4}(?::\d{{1,5}}|/\d{{1,2}})?(?!\w|\.\d)"),
     "id_card": re.compile(
         # a Chinese resident ID: 6 region digits, a birth date, 3 digits and a check digit or X, maybe in groups
-        rf"(?<![0-9A-Za-z])[1-9]\d{{5}}{_ANY}{{0,3}}(?:18|19|20)\d{{2}}(?:0[1-9]|1[0-2])(?:0[1-9]|[12]\d|3[01])"
-        rf"{_ANY}{{0,3}}\d{{3}}[0-9Xx](?![0-9A-Za-z])"
+        rf"(?<![0-9A-Za-z])[1-9]\d{{5}}{_ANY}{{0,{_GAP_MAX}}}(?:18|19|20)\d{{2}}(?:0[1-9]|1[0-2])"
+        rf"(?:0[1-9]|[12]\d|3[01]){_ANY}{{0,{_GAP_MAX}}}\d{{3}}[0-9Xx](?![0-9A-Za-z])"
         # a US social security number (never 000, 666 or 9xx, nor a 00 group or 0000 serial), in 3-2-4 groups
-        # joined by any separators (up to 3 characters that are neither letters nor digits: - / _ , : · ...),
-        # and not the tail or the head of a longer grouped number
-        rf"|(?<![\d+$€£¥])(?<!\d{_ANY})(?<!\d{_ANY}{{2}})(?<!\d{_ANY}{{3}})"
+        # joined by any separators (up to 8 characters that are neither letters nor digits: - / _ , : · ...),
+        # and not the tail or the head of a longer grouped number (one lookbehind a length: each has one)
+        rf"|(?<![\d+$€£¥])" + "".join(rf"(?<!\d{_GAP_CHAR}{{{n}}})" for n in range(1, _GAP_MAX + 1)) +
         rf"(?!000|666|9)\d{{3}}{_ANY_GAP}(?!00)\d{{2}}{_ANY_GAP}(?!0000)\d{{4}}(?!\d)(?![.\-]\d)"),
     # card numbers in groups (4-4-4-4, 4-4-4-4-3, Amex 4-6-5) and IBANs, looked for before phone numbers, which
     # their groups can resemble; then runs of 8 digits or more (one longer than 64 is matched 64 at a
@@ -142,8 +163,14 @@ _MASK = "\x00"
 #: Mongolian and other variation selectors, the reserved ones) and the blank Braille pattern.
 _BLANK = frozenset("\u034f\u115f\u1160\u17b4\u17b5\u180b\u180c\u180d\u180f\u2065\u2800\u3164\uffa0"
                    + "".join(map(chr, [*range(0xFE00, 0xFE10), *range(0xFFF0, 0xFFF9), *range(0xE0000, 0xE1000)])))
-#: Dashes and hyphens that are not a category Pd character: the minus sign.
-_DASHES = frozenset("\u2212")
+#: Dash-like characters that are not a category Pd character: the minus sign (and the superscript and
+#: subscript ones, by NFKC), the modifier letter minus sign, the hyphen bullet, the heavy minus sign, the
+#: horizontal line extension and the light and heavy horizontal box-drawing lines.
+_DASHES = frozenset("\u2212\u02d7\u2043\u2796\u23af\u2500\u2501")
+#: Letters drawn as a dash and typed as one between numbers: the katakana-hiragana prolonged sound mark
+#: (``ー``, and the half-width ``ｰ`` by NFKC) and the Hangul vowel eu (``ㅡ``, and its half-width and
+#: conjoining forms). Read as ``-`` unless they follow a letter, where they are letters (``コーヒー``).
+_DASH_LETTERS = frozenset("\u30fc\u3161\u1173")
 _FOLDED: dict[str, str] = {}
 
 
@@ -153,8 +180,8 @@ def _invisible(ch: str) -> bool:
 
 def _fold(ch: str) -> str:
     """One character as the patterns see it: its NFKC form, with every dash or hyphen (category Pd,
-    and the minus sign) as ``-`` and every decimal digit of any script as an ASCII digit; empty if
-    it shows nothing."""
+    and the other dash-like characters: _DASHES) as ``-`` and every decimal digit of any script as an
+    ASCII digit; empty if it shows nothing."""
     folded = _FOLDED.get(ch)
     if folded is None:
         out = []
@@ -175,14 +202,20 @@ def _fold(ch: str) -> str:
 
 def _normalised(text: str) -> tuple[str, list[int]]:
     """``text`` as the patterns see it (:func:`_fold`: full-width ``＠`` and digits become ``@`` and
-    ASCII digits, every dash ``-``), invisible characters left out, with the index in ``text`` each
-    of its characters comes from."""
+    ASCII digits, every dash ``-``, and a letter drawn as a dash, ``ー`` or ``ㅡ``, too unless it
+    follows a letter), invisible characters left out, with the index in ``text`` each of its
+    characters comes from."""
     if text.isascii():
         return text, list(range(len(text)))
     out: list[str] = []
     origin: list[int] = []
+    last = ""
     for i, ch in enumerate(text):
         folded = ch if ch.isascii() else _fold(ch)
+        if folded in _DASH_LETTERS and not last.isalpha():
+            folded = "-"
+        if folded:
+            last = folded[-1]
         out.append(folded)
         origin.extend([i] * len(folded))
     return "".join(out), origin
@@ -248,6 +281,8 @@ def _emails(folded: str) -> list[tuple[int, int]]:
     found: list[tuple[int, int]] = []
     floor = 0
     for m in _PII["email"].finditer(folded):
+        if _BARE_AT.match(m.group()) and not _SPELLED_DOT.search(m.group()):
+            continue  # "log in at portal.example.com" names a site; "john at example dot com" is an address
         start = _local_start(folded, m.start(), m.end(), floor)
         if start is None:
             continue
@@ -263,8 +298,8 @@ def _emails(folded: str) -> list[tuple[int, int]]:
 _MAC_TAIL = re.compile(r"(?:^|\W)[0-9A-Fa-f]{1,4}[:\-]$")
 
 
-_MORE_DIGITS = re.compile(_GAP + r"\d")
-_DIGITS_BEFORE = re.compile(r"\d[ \t.\-]{1,3}$")
+_MORE_DIGITS = re.compile(_ANY_GAP + r"\d")
+_DIGITS_BEFORE = re.compile(rf"\d{_ANY_GAP}$")
 
 
 def _macs(folded: str) -> list[tuple[int, int]]:
@@ -273,7 +308,8 @@ def _macs(folded: str) -> list[tuple[int, int]]:
     return [(m.start(), m.end()) for m in _PII["mac"].finditer(folded)
             if not _MAC_TAIL.search(folded[max(0, m.start() - 6):m.start()])
             and (any(ch in "abcdefABCDEF" for ch in m.group()) or not (
-                _MORE_DIGITS.match(folded, m.end()) or _DIGITS_BEFORE.search(folded[max(0, m.start() - 4):m.start()])))]
+                _MORE_DIGITS.match(folded, m.end())
+                or _DIGITS_BEFORE.search(folded[max(0, m.start() - _GAP_MAX - 1):m.start()])))]
 
 
 def _ipv6_ok(candidate: str) -> bool:
