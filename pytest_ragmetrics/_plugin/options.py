@@ -438,9 +438,9 @@ def check_outputs(options: RagOptions, ini_file: Path | None, step_summary: str 
                   junit_xml: str | None = None) -> None:
     """Refuse, at configure time, an output that is one of the run's inputs (the golden set, the
     baseline, a thresholds file, the corpus, the ini file, a conftest.py), a file of this package,
-    or another output (see :func:`pytest_ragmetrics.files.check_output_paths`). pytest's own
+    or another output (see :func:`pytest_ragmetrics.output_paths.check_output_paths`). pytest's own
     ``--junitxml``, which records every query's metrics, is one of the run's outputs too."""
-    from pytest_ragmetrics.files import check_output_paths
+    from pytest_ragmetrics.output_paths import check_output_paths
 
     inputs: list[tuple[str, Path | None]] = [
         ("the golden set", options.golden),
@@ -459,7 +459,7 @@ def check_outputs(options: RagOptions, ini_file: Path | None, step_summary: str 
             outputs.append(("$GITHUB_STEP_SUMMARY", step_summary))
     if options.update_baseline:  # the one input a run rewrites, on purpose
         outputs.insert(0, ("--rag-update-baseline", options.baseline))
-    from pytest_ragmetrics.files import ARTIFACT, BASELINE, HTML, JUNIT, MARKDOWN
+    from pytest_ragmetrics.output_paths import ARTIFACT, BASELINE, HTML, JUNIT, MARKDOWN
 
     check_output_paths(outputs, inputs, may_replace={"--rag-update-baseline": "the baseline"},
                        writes={"--rag-report": ARTIFACT, "--rag-html": HTML, "--rag-markdown": MARKDOWN,

@@ -12,7 +12,7 @@ from typing import Any
 
 from pytest_ragmetrics.cli.argtypes import check_outputs, output_argument, path_arg
 from pytest_ragmetrics.errors import RagMetricsError
-from pytest_ragmetrics.files import JUDGMENTS
+from pytest_ragmetrics.output_paths import JUDGMENTS
 
 HELP = "judge pooled candidates 0/1/2 in a local page (or adjudicate two annotators' disagreements)"
 

@@ -47,9 +47,9 @@ def check_outputs(args: argparse.Namespace, inputs: Sequence[tuple[str, str | Pa
                   may_replace: Mapping[str, str] | None = None, writes: Mapping[str, str] | None = None) -> None:
     """Refuse, before any work, an output of the verb (every :func:`output_argument`, and ``also``)
     that is one of ``inputs`` ((what it is, path) pairs), a project configuration file, a file of
-    the package or another output (:func:`pytest_ragmetrics.files.check_output_paths`). ``--force``
+    the package or another output (:func:`pytest_ragmetrics.output_paths.check_output_paths`). ``--force``
     never overrides it."""
-    from pytest_ragmetrics.files import check_output_paths
+    from pytest_ragmetrics.output_paths import check_output_paths
 
     declared = getattr(args, OUTPUTS, ())
     outputs = [(option, getattr(args, dest)) for dest, option, _ in declared]

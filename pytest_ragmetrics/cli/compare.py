@@ -16,10 +16,11 @@ from pytest_ragmetrics.cli.argtypes import (
     two_sided_verb,
 )
 from pytest_ragmetrics.errors import InputError, RagMetricsError, listed, shown
-from pytest_ragmetrics.files import HTML, atomic_write_text, dumps_stable, write_problem
+from pytest_ragmetrics.files import atomic_write_text, dumps_stable, write_problem
 from pytest_ragmetrics.gate.thresholds import Thresholds, load_thresholds, recorded_thresholds, stricter
 from pytest_ragmetrics.golden import GoldenSet, Query, load_golden, load_qrels
 from pytest_ragmetrics.measures import MeasurementConfig
+from pytest_ragmetrics.output_paths import HTML
 from pytest_ragmetrics.report.tables import markdown_table
 from pytest_ragmetrics.report.text import tradeoff_rows, verdict_text
 from pytest_ragmetrics.tools.compare import (

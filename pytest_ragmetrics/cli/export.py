@@ -10,8 +10,9 @@ from typing import Any
 
 from pytest_ragmetrics.cli.argtypes import check_outputs, output_argument, path_arg
 from pytest_ragmetrics.errors import InputError, RagMetricsError, brief_repr, shown
-from pytest_ragmetrics.files import GOLDEN, TREC_QRELS, TREC_RUN, atomic_write_text
+from pytest_ragmetrics.files import atomic_write_text
 from pytest_ragmetrics.golden import load_golden
+from pytest_ragmetrics.output_paths import GOLDEN, TREC_QRELS, TREC_RUN
 from pytest_ragmetrics.tools.export import artifact_rankings, golden_yaml, judgments_gaps
 from pytest_ragmetrics.trec import write_qrels, write_run
 

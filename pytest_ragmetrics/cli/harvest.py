@@ -9,7 +9,7 @@ from typing import Any
 
 from pytest_ragmetrics.cli.argtypes import check_outputs, output_argument, path_arg, seed_arg
 from pytest_ragmetrics.errors import RagMetricsError, listed, shown
-from pytest_ragmetrics.files import CANDIDATES, check_output
+from pytest_ragmetrics.output_paths import CANDIDATES, check_output
 from pytest_ragmetrics.report.tables import counted
 
 HELP = "gather the questions run artifacts regressed, errored or left inconclusive into candidates for annotate"

@@ -10,7 +10,8 @@ from typing import Any
 from pytest_ragmetrics.cli import decided
 from pytest_ragmetrics.cli.argtypes import check_outputs, output_argument, path_arg
 from pytest_ragmetrics.errors import RagMetricsError
-from pytest_ragmetrics.files import HTML, atomic_write_text, dumps_stable, write_problem
+from pytest_ragmetrics.files import atomic_write_text, dumps_stable, write_problem
+from pytest_ragmetrics.output_paths import HTML
 from pytest_ragmetrics.report.history import history_text
 from pytest_ragmetrics.tools.history import build_history, load_artifacts
 

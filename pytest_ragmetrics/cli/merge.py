@@ -10,16 +10,9 @@ from typing import Any, Sequence
 from pytest_ragmetrics.cli import decided
 from pytest_ragmetrics.cli.argtypes import check_outputs, output_argument, path_arg
 from pytest_ragmetrics.errors import BaselineError, RagMetricsError, visible
-from pytest_ragmetrics.files import (
-    ARTIFACT,
-    HTML,
-    MARKDOWN,
-    atomic_write_json,
-    atomic_write_text,
-    check_output,
-    write_problem,
-)
+from pytest_ragmetrics.files import atomic_write_json, atomic_write_text, write_problem
 from pytest_ragmetrics.gate.artifact import seal_artifact
+from pytest_ragmetrics.output_paths import ARTIFACT, HTML, MARKDOWN, check_output
 from pytest_ragmetrics.report.tables import counted
 from pytest_ragmetrics.tools.merge import (
     MAX_SPREAD_HOURS,

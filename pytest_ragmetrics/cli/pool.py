@@ -18,8 +18,8 @@ from pytest_ragmetrics.cli._stack import (
 )
 from pytest_ragmetrics.cli.argtypes import check_outputs, module_arg, output_argument, path_arg, seed_arg
 from pytest_ragmetrics.errors import RagMetricsError, listed
-from pytest_ragmetrics.files import CANDIDATES
 from pytest_ragmetrics.measures import DEFAULT_ID_SEPARATOR
+from pytest_ragmetrics.output_paths import CANDIDATES
 from pytest_ragmetrics.report.tables import counted
 
 DEFAULT_MODES = "bm25,vector,hybrid"

@@ -7,7 +7,7 @@ import secrets
 from typing import Any
 
 from pytest_ragmetrics.cli.argtypes import check_outputs, count_arg, output_argument, path_arg, seed_arg
-from pytest_ragmetrics.files import DRAFT, check_output
+from pytest_ragmetrics.output_paths import DRAFT, check_output
 from pytest_ragmetrics.report.tables import counted
 from pytest_ragmetrics.tools.sample import DEFAULT_NEAR, draft_summary, sample_log, write_draft
 

@@ -11,8 +11,8 @@ from pytest_ragmetrics.cli import decided
 from pytest_ragmetrics.cli._stack import log, progress_for, quiet_argument
 from pytest_ragmetrics.cli.argtypes import check_outputs, count_arg, module_arg, output_argument, path_arg, seed_arg
 from pytest_ragmetrics.errors import RagMetricsError
-from pytest_ragmetrics.files import CANDIDATES, HTML, SHADOW, check_output
 from pytest_ragmetrics.measures import DEFAULT_ID_SEPARATOR
+from pytest_ragmetrics.output_paths import CANDIDATES, HTML, SHADOW, check_output
 from pytest_ragmetrics.report.tables import counted
 
 HELP = "compare two retrievers or runs without labels: overlap@k, rank-biased overlap, what to label next"

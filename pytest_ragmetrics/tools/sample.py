@@ -55,7 +55,8 @@ from pathlib import Path
 from typing import Any
 
 from pytest_ragmetrics.errors import InputError, RagMetricsError, brief_repr
-from pytest_ragmetrics.files import atomic_write_text, check_output, dumps_line, json_lines
+from pytest_ragmetrics.files import atomic_write_text, dumps_line, json_lines
+from pytest_ragmetrics.output_paths import check_output
 from pytest_ragmetrics.report.tables import counted, markdown_table
 from pytest_ragmetrics.tools.leakage import normalize, tokens
 from pytest_ragmetrics.tools.redact import PII_KINDS, redact
