@@ -18,23 +18,9 @@ import pytest
 
 from pytest_ragmetrics.errors import BaselineError, RagMetricsError
 from pytest_ragmetrics.gate.baseline import Baseline, load_baseline, parse_baseline, write_baseline
-from pytest_ragmetrics.gate.lowering import (
-    AGGREGATE,
-    Lowering,
-    RefUnreadable,
-    author_from_git,
-    carried,
-    entries_since,
-    file_at_ref,
-    find_lowerings,
-    gated_in_files,
-    gated_metrics,
-    judge_lowerings,
-    new_entry,
-    ratchet_base,
-    recorded_lowerings,
-    refresh_lowerings,
-)
+from pytest_ragmetrics.gate.lowering import AGGREGATE, Lowering, carried, entries_since, find_lowerings, gated_in_files, gated_metrics, judge_lowerings, new_entry, recorded_lowerings, refresh_lowerings
+from pytest_ragmetrics.gate.gitref import RefUnreadable, author_from_git, file_at_ref
+from pytest_ragmetrics.gate.ratchet import ratchet_base
 from pytest_ragmetrics.gate.thresholds import Thresholds
 from pytest_ragmetrics.measures import MeasurementConfig, parse_measures
 

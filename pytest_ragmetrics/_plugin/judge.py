@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any
 from pytest_ragmetrics._plugin.outputs import meta
 from pytest_ragmetrics.errors import RagMetricsError
 from pytest_ragmetrics.gate.baseline import baseline_from_records, write_baseline
-from pytest_ragmetrics.gate.lowering import author_from_git, gated_in_files, gated_metrics, refresh_lowerings
+from pytest_ragmetrics.gate.gitref import author_from_git
+from pytest_ragmetrics.gate.lowering import gated_in_files, gated_metrics, refresh_lowerings
 from pytest_ragmetrics.gate.verdict import QueryRecord, RunInputs, ScopeCheck, Verdict, judge_run
 from pytest_ragmetrics.gold import GoldCheck
 from pytest_ragmetrics.report.text import baseline_change_text

@@ -21,7 +21,7 @@ from pytest_ragmetrics._plugin.options import RagOptions
 from pytest_ragmetrics._plugin.worker import QueryWorker
 from pytest_ragmetrics.errors import BaselineError, RagMetricsError, brief_repr, listed
 from pytest_ragmetrics.gate.baseline import Baseline, fingerprint_mismatch, load_baseline, threshold_mismatch
-from pytest_ragmetrics.gate.lowering import RatchetBase, ratchet_base
+from pytest_ragmetrics.gate.ratchet import RatchetBase, ratchet_base
 from pytest_ragmetrics.gate.staleness import LabelAges, check_tags, label_ages
 from pytest_ragmetrics.gate.subset import select_smoke
 from pytest_ragmetrics.gate.thresholds import Thresholds, load_thresholds

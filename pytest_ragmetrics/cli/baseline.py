@@ -21,11 +21,9 @@ from pytest_ragmetrics.gate.baseline import (
     seal_problems,
     write_baseline,
 )
+from pytest_ragmetrics.gate.gitref import RefUnreadable, author_from_git, file_at_ref
 from pytest_ragmetrics.gate.lowering import (
-    RefUnreadable,
-    author_from_git,
     entries_since,
-    file_at_ref,
     find_lowerings,
     gated_in_files,
     listed_lowerings,

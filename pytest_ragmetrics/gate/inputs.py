@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 if TYPE_CHECKING:
     from pytest_ragmetrics.gate.baseline import Baseline
     from pytest_ragmetrics.gate.evidence import QueryRecord
-    from pytest_ragmetrics.gate.lowering import RatchetBase
+    from pytest_ragmetrics.gate.ratchet import RatchetBase
     from pytest_ragmetrics.gate.staleness import LabelAges
     from pytest_ragmetrics.gate.thresholds import Thresholds
     from pytest_ragmetrics.golden import GoldenSet

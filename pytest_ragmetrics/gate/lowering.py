@@ -33,14 +33,11 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-import os
-import subprocess
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from pytest_ragmetrics.errors import BaselineError, RagMetricsError, ThresholdsError, shown
-from pytest_ragmetrics.gate.baseline import FALSE_RETRIEVAL, RATE, Baseline, parse_baseline, round_metric
+from pytest_ragmetrics.gate.baseline import FALSE_RETRIEVAL, RATE, Baseline, round_metric
 from pytest_ragmetrics.gate.thresholds import Thresholds, recorded_thresholds
 from pytest_ragmetrics.measures import MeasurementConfig
 
@@ -52,20 +49,15 @@ __all__ = [
     "Lowering",
     "LoweringEntry",
     "LoweredOutcome",
-    "RatchetBase",
-    "RefUnreadable",
     "RefreshLowerings",
-    "author_from_git",
     "carried",
     "entries_since",
-    "file_at_ref",
     "find_lowerings",
     "gated_in_files",
     "gated_metrics",
     "judge_lowerings",
     "listed_lowerings",
     "new_entry",
-    "ratchet_base",
     "recorded_lowerings",
     "refresh_lowerings",
     "unexplained",
@@ -327,26 +319,6 @@ def _counted(n: int, one: str, many: str) -> str:
     return f"{n} {one if n == 1 else many}"
 
 
-# ----------------------------------------------------------------------------- who
-
-def author_from_git(folder: Path, environ: Mapping[str, str] | None = None) -> str | None:
-    """Who records a lowering, as git would sign a commit made here: ``GIT_AUTHOR_NAME`` and
-    ``GIT_AUTHOR_EMAIL``, else ``git config user.name`` and ``user.email``; on GitHub Actions without
-    either, ``GITHUB_ACTOR``. ``Name <email>``; None when nothing says."""
-    env = os.environ if environ is None else environ
-
-    def config(key: str) -> str:
-        done = _git(folder, "config", "--get", key)
-        return done.stdout.strip() if done is not None and done.returncode == 0 else ""
-
-    name = env.get("GIT_AUTHOR_NAME", "").strip() or config("user.name")
-    email = env.get("GIT_AUTHOR_EMAIL", "").strip() or config("user.email")
-    if name or email:
-        return " ".join(part for part in (name, f"<{email}>" if email else "") if part)
-    actor = env.get("GITHUB_ACTOR", "").strip()
-    return actor or None
-
-
 # ----------------------------------------------------------------------------- a refresh
 
 @dataclass(frozen=True)
@@ -385,60 +357,6 @@ def refresh_lowerings(old: Baseline | None, new: Baseline, gated: Iterable[str],
         why = "this refresh lowers no gated value" if old is not None else "there is no previous baseline to lower"
         notes.append(f"{reason_flag} was not needed: {why}, so the reason was not recorded.")
     return RefreshLowerings(lowered, carried_over, notes)
-
-
-# ----------------------------------------------------------------------------- git
-
-class RefUnreadable(RagMetricsError):
-    """A git ref that cannot be read here (git's own message)."""
-
-
-def _git(folder: Path, *args: str) -> subprocess.CompletedProcess[str] | None:
-    try:
-        return subprocess.run(["git", "-C", str(folder), *args], capture_output=True, text=True, timeout=30,
-                              stdin=subprocess.DEVNULL)
-    except (OSError, subprocess.SubprocessError):
-        return None
-
-
-def _folder(path: Path) -> Path:
-    folder = Path(path).absolute().parent
-    while not folder.is_dir() and folder != folder.parent:
-        folder = folder.parent
-    return folder
-
-
-def _git_problem(done: subprocess.CompletedProcess[str] | None) -> str:
-    if done is None:
-        return "git could not be run"
-    lines = [line.strip() for line in done.stderr.splitlines() if line.strip()]
-    return lines[0] if lines else f"git exited with {done.returncode}"
-
-
-def ref_exists(path: Path, ref: str) -> bool:
-    """``git rev-parse --verify --quiet REF^{commit}`` from the file's folder."""
-    done = _git(_folder(path), "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
-    return done is not None and done.returncode == 0
-
-
-def file_at_ref(path: Path, ref: str) -> str | None:
-    """The file's text at git ``ref`` (``git cat-file``, from the file's folder); None when the ref holds
-    no such file. Raises :class:`RefUnreadable` with git's message when the ref cannot be read (no git,
-    not a repository, no such ref)."""
-    folder = _folder(path)
-    if not ref_exists(path, ref):
-        why = _git(folder, "show", "-s", "--format=%H", ref, "--")
-        problem = _git_problem(why) if why is None or why.returncode else f"{ref} does not name a commit"
-        raise RefUnreadable(problem)
-    spec = f"{ref}:./{Path(path).name}" if Path(path).absolute().parent == folder else None
-    if spec is None:  # the file's folder does not exist: nothing there at any ref
-        return None
-    if (done := _git(folder, "cat-file", "-e", spec)) is None or done.returncode:
-        return None
-    done = _git(folder, "cat-file", "blob", spec)
-    if done is None or done.returncode:
-        raise RefUnreadable(_git_problem(done))
-    return done.stdout
 
 
 # ----------------------------------------------------------------------------- the ratchet
@@ -494,136 +412,3 @@ def judge_lowerings(at_ref: Baseline | None, current: Baseline | None, gated: It
         f"it is at {ref} (git checkout {ref} -- {path}) and re-measure it with `{REASON_COMMAND}`, "
         "which records the reason in _meta.lowerings",
         tuple(missing))
-
-
-#: Where a ref came from when the pull request's base chose it.
-PULL_REQUEST_BASE = "the pull request's base, GITHUB_BASE_REF"
-
-
-@dataclass(frozen=True)
-class RatchetBase:
-    """What the ratchet compares the baseline in use with: the file at ``ref`` (``at_ref``; None when it
-    did not exist there), or why there is nothing to compare with. ``ref`` None: not checked."""
-
-    ref: str | None
-    given_by: str
-    at_ref: Baseline | None = None
-    #: the file at ``ref`` exists but is not a readable baseline: the gate fails with this
-    unreadable: str | None = None
-    #: why the ratchet did not run (``ref`` None)
-    skipped: str | None = None
-    #: the baseline's path as messages name it (relative to the project)
-    shown: str = ""
-    #: where the baseline was at ``ref`` when the file in use was not there (it was moved)
-    moved_from: str | None = None
-
-    def header(self, path: str) -> str:
-        """The report header's line."""
-        if self.ref is None:
-            return f"baseline ratchet: not checked: {self.skipped}"
-        if self.unreadable is not None:
-            state = f"the file there cannot be read (gate {LOWERED_GATE} fails)"
-        elif self.at_ref is None:
-            state = f"{path} is new there"
-        elif self.moved_from is not None:
-            state = (f"{path} was {self.moved_from} there; a gated value lower than there without a recorded reason "
-                     f"fails gate {LOWERED_GATE}")
-        else:
-            state = f"a gated value lower than there without a recorded reason fails gate {LOWERED_GATE}"
-        return f"baseline ratchet: {path} compared with {self.ref} ({self.given_by}): {state}"
-
-    def judge(self, current: Baseline | None, gated: Iterable[str], path: str) -> LoweredOutcome:
-        ref = self.ref or "?"
-        if self.unreadable is not None:
-            return LoweredOutcome(False, f"the baseline at {ref} cannot be read, so no lowering can be told: "
-                                         f"{self.unreadable}")
-        return judge_lowerings(self.at_ref, current, gated, ref, path)
-
-
-def ratchet_base(path: Path, ref: str | None, given_by: str, shown_path: str,
-                 environ: Mapping[str, str] | None = None) -> RatchetBase | None:
-    """The baseline at ``ref`` (``given_by`` names the option that set it), or on a GitHub Actions pull
-    request without one, at ``origin/$GITHUB_BASE_REF`` when this clone has it; None when the ratchet is
-    off. A ref given that git cannot read raises :class:`RagMetricsError` naming it and git's message;
-    a defaulted one that is missing is said in :meth:`RatchetBase.header` as not checked."""
-    env = os.environ if environ is None else environ
-    if ref is None:
-        base = env.get("GITHUB_BASE_REF", "").strip()
-        if env.get("GITHUB_EVENT_NAME") not in ("pull_request", "pull_request_target") or not base:
-            return None
-        ref, given_by = f"origin/{base}", PULL_REQUEST_BASE
-        if not ref_exists(path, ref):
-            return RatchetBase(None, given_by, shown=shown_path, skipped=(
-                f"{ref} ({given_by}) is not in this clone, so the baseline was not compared with the base "
-                "branch's; actions/checkout fetches one commit by default: give it fetch-depth: 0 (or run "
-                f"`git fetch origin {base}`) to compare, or pass --rag-baseline-ref to make a missing base fail"))
-    try:
-        text = file_at_ref(path, ref)
-    except RefUnreadable as exc:
-        raise RagMetricsError(f"{given_by} {ref!r}: git cannot read it from {_folder(path)}: {exc}") from None
-    if text is None:  # not there: a baseline of the same golden set elsewhere at ref is this one, moved
-        moved = _moved_baseline(path, ref)
-        if isinstance(moved, str):
-            return RatchetBase(ref, given_by, unreadable=moved, shown=shown_path)
-        if moved is not None:
-            return RatchetBase(ref, given_by, moved[1], shown=shown_path, moved_from=moved[0])
-        return RatchetBase(ref, given_by, shown=shown_path)
-    try:
-        return RatchetBase(ref, given_by, parse_baseline(text, f"{shown_path} at {ref}"), shown=shown_path)
-    except BaselineError as exc:
-        return RatchetBase(ref, given_by, unreadable=str(exc), shown=shown_path)
-
-
-def _golden_of(meta: Any) -> tuple[Any, Any]:
-    golden = meta.get("golden") if isinstance(meta, Mapping) else None
-    return (golden.get("source"), golden.get("sha256")) if isinstance(golden, Mapping) else (None, None)
-
-
-def _moved_baseline(path: Path, ref: str) -> tuple[str, Baseline] | str | None:
-    """The baseline at ``ref`` that the file in use, absent there, was moved from: of the baselines there,
-    the one sharing the most queries with it (by id, or by their text and judgments, ``_judgments``), a
-    recorded golden set of the same source or digest breaking ties. None when ``ref`` holds no baseline
-    sharing a query (the baseline is new); a reason, for the gate to fail with, when two are as likely."""
-    try:
-        current = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    if not isinstance(current, dict) or not isinstance(current.get("per_query"), dict):
-        return None
-    ids = set(current["per_query"])
-    digests = {e.get("_judgments") for e in current["per_query"].values() if isinstance(e, dict)} - {None}
-    source, digest = _golden_of(current.get("_meta"))
-    folder = _folder(path)
-    root = _git(folder, "rev-parse", "--show-toplevel")
-    if root is None or root.returncode:
-        return None
-    top = Path(root.stdout.strip())
-    found = _git(top, "grep", "-l", "--fixed-strings", '"per_query"', ref, "--")
-    if found is None or found.returncode not in (0, 1):
-        return None
-    scored: list[tuple[tuple[int, int], str, Baseline]] = []
-    for line in found.stdout.splitlines():
-        rel = line.split(":", 1)[1] if line.startswith(f"{ref}:") else line
-        blob = _git(top, "cat-file", "blob", f"{ref}:{rel}")
-        if blob is None or blob.returncode:
-            continue
-        try:
-            candidate = parse_baseline(blob.stdout, f"{rel} at {ref}")
-        except BaselineError:
-            continue
-        theirs = {e.get("_judgments") for e in candidate.per_query.values()} - {None}
-        shared = len(ids & set(candidate.per_query)) + len(digests & theirs)
-        their_source, their_digest = _golden_of(candidate.meta)
-        same_set = int((source is not None and their_source == source)
-                       or (digest is not None and their_digest == digest))
-        if shared or same_set:
-            scored.append(((shared, same_set), rel, candidate))
-    if not scored:
-        return None
-    scored.sort(key=lambda c: c[0], reverse=True)
-    if len(scored) > 1 and scored[0][0] == scored[1][0]:
-        return (f"the file is not at {ref}, and the baselines there that share its queries "
-                f"({', '.join(rel for _, rel, _ in scored[:5])}) are equally likely to be where it was, so which one "
-                "it was moved from cannot be told; keep the baseline where it was in the change that lowers it, or "
-                "move it in a change of its own")
-    return scored[0][1], scored[0][2]

@@ -25,7 +25,7 @@ from typing import Any, Sequence
 from pytest_ragmetrics.errors import BaselineError, InputError, RagMetricsError, brief_repr, listed
 from pytest_ragmetrics.gate.artifact import ArtifactError, build_artifact, load_artifact
 from pytest_ragmetrics.gate.baseline import Baseline, baseline_from_records, load_baseline, write_baseline
-from pytest_ragmetrics.gate.lowering import ratchet_base
+from pytest_ragmetrics.gate.ratchet import ratchet_base
 from pytest_ragmetrics.gate.shard import shard_of
 from pytest_ragmetrics.gate.staleness import label_ages
 from pytest_ragmetrics.gate.thresholds import Thresholds, thresholds_from_mapping
@@ -446,7 +446,8 @@ def refresh_baseline(merged: Merged, allow_missing_gold: bool, reason: str | Non
                                 int(merged.meta.get("measurement", {}).get("relevance_level", 1)),
                                 lambda: dict(merged.meta), merged.gold_check, allow_missing_gold,
                                 merged.baseline_path, allow_flag="--allow-missing-gold")
-    from pytest_ragmetrics.gate.lowering import author_from_git, gated_in_files, gated_metrics, refresh_lowerings
+    from pytest_ragmetrics.gate.gitref import author_from_git
+    from pytest_ragmetrics.gate.lowering import gated_in_files, gated_metrics, refresh_lowerings
 
     gated = gated_metrics(merged.thresholds, merged.metrics) | (gated_in_files(merged.baseline.meta)
                                                                 if merged.baseline else frozenset())
