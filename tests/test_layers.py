@@ -13,7 +13,7 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "pytest_ragmetrics"
 CORE = {"errors", "measures", "metrics", "evaluation", "golden", "trec", "results", "parents", "stats", "files",
-        "output_paths",
+        "output_paths", "formats",
         "corpus", "gold", "chunking", "protocol", "progress", "unjudged", "unanswerable", "scope", "__init__"}
 
 #: layer -> the layers it may import from (its own included)
